@@ -1,0 +1,289 @@
+"""Every contact with the Agents SDK's internals, in one place.
+
+openai-agents 0.24 hands finished runs only to its own ``Memory`` class: the runtime looks up
+``isinstance(capability, agents.sandbox.capabilities.Memory)`` and asks a per-session registry
+(``agents.sandbox.memory.manager._MEMORY_GENERATION_MANAGERS``) for a manager, creating the
+SDK's own when none is there. Our ``Memory`` subclasses the SDK's and, when bound to a session,
+places a :class:`SessionMemoryManager` in that registry first, so the runtime hands every run
+result to us and the SDK's own phase 1 and phase 2 never run.
+
+:func:`check_sdk` verifies that contract and fails loudly on an SDK it does not know;
+``tests/test_sdk_contract.py`` runs it against the pinned SDK.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import posixpath
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .errors import SandboxMemoryError
+from .workspace import LocalWorkspace, SessionWorkspace, Workspace
+
+if TYPE_CHECKING:
+    from agents.sandbox.session.base_sandbox_session import BaseSandboxSession
+
+    from .capability import Memory
+    from .manager import LayoutRuntime
+
+logger = logging.getLogger("sandbox_memory")
+
+SUPPORTED_SDK = ">=0.24.0,<0.25"
+"""The openai-agents range this bridge was tested against (pyproject pins the same)."""
+
+current_person: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "sandbox_memory_person", default=None
+)
+
+
+class UnsupportedSDK(SandboxMemoryError, RuntimeError):
+    """The installed openai-agents does not have the internals this bridge relies on."""
+
+
+def check_sdk() -> None:
+    """Raise :class:`UnsupportedSDK`, naming what is missing, unless the contract holds."""
+
+    import inspect
+
+    import agents
+    from agents.sandbox import runtime
+    from agents.sandbox.capabilities import memory as sdk_memory
+    from agents.sandbox.memory import manager as sdk_manager
+
+    version = getattr(agents, "__version__", "unknown")
+    missing: list[str] = []
+    registry = getattr(sdk_manager, "_MEMORY_GENERATION_MANAGERS", None)
+    if registry is None:
+        missing.append("agents.sandbox.memory.manager._MEMORY_GENERATION_MANAGERS")
+    if not callable(getattr(sdk_manager, "_memory_layout_key", None)):
+        missing.append("agents.sandbox.memory.manager._memory_layout_key")
+    if not hasattr(sdk_memory, "Memory"):
+        missing.append("agents.sandbox.capabilities.memory.Memory")
+    get_cap = getattr(runtime, "_get_memory_capability", None)
+    if get_cap is None or "isinstance(capability, Memory)" not in inspect.getsource(get_cap):
+        missing.append("agents.sandbox.runtime._get_memory_capability (isinstance on Memory)")
+    mgr_cls = getattr(sdk_manager, "SandboxMemoryGenerationManager", None)
+    for method in ("enqueue_result", "enqueue_rollout_payload"):
+        if mgr_cls is None or not hasattr(mgr_cls, method):
+            missing.append(f"SandboxMemoryGenerationManager.{method}")
+    try:
+        from agents.sandbox.memory.rollouts import build_rollout_payload_from_result  # noqa: F401
+    except ImportError:
+        missing.append("agents.sandbox.memory.rollouts.build_rollout_payload_from_result")
+    if missing:
+        raise UnsupportedSDK(
+            f"sandbox-memory needs openai-agents {SUPPORTED_SDK}; the installed version "
+            f"{version} lacks: {', '.join(missing)}. Install a supported version, or use the "
+            "public route (sandbox_memory.record_run) and report the SDK version."
+        )
+
+
+def _layout_key(memory: Memory) -> tuple[str, str]:
+    return (
+        posixpath.normpath(memory.layout.memories_dir),
+        posixpath.normpath(memory.layout.sessions_dir),
+    )
+
+
+def workspace_for_session(session: BaseSandboxSession) -> Workspace:
+    """A local-folder fast path for the UnixLocal backend, else the session's own API."""
+
+    from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxSession
+
+    inner = getattr(session, "_inner", session)
+    if isinstance(inner, UnixLocalSandboxSession):
+        root = Path(inner.state.manifest.root)
+        if root.is_dir():
+            return LocalWorkspace(root)
+    return SessionWorkspace(session)
+
+
+def build_payload(
+    result: Any, *, exception: BaseException | None, input_override: Any
+) -> dict[str, Any]:
+    from agents.sandbox.memory.rollouts import build_rollout_payload_from_result
+
+    payload: dict[str, Any] = build_rollout_payload_from_result(
+        result, exception=exception, input_override=input_override
+    )
+    return payload
+
+
+class SessionMemoryManager:
+    """Sits in the SDK's registry for one sandbox session and layout; receives every run."""
+
+    def __init__(self, *, session: BaseSandboxSession, memory: Memory) -> None:
+        from .manager import LayoutRuntime
+
+        self.session = session
+        self.memory = memory
+        self.runtime: LayoutRuntime = LayoutRuntime(
+            workspace_for_session(session),
+            layout=memory.layout,
+            generate=memory.generate,
+            read=memory.read,
+            engine=memory.engine,
+        )
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closed = False
+        self.last_report: dict[str, Any] | None = None
+        session.register_pre_stop_hook(self.flush)
+
+    async def enqueue_result(
+        self,
+        result: Any,
+        *,
+        exception: BaseException | None = None,
+        input_override: Any = None,
+        rollout_id: str,
+    ) -> None:
+        try:
+            payload = build_payload(result, exception=exception, input_override=input_override)
+        except Exception as exc:  # noqa: BLE001
+            logger.error(
+                "could not serialise the run of conversation %s for memory (%s); recording "
+                "its input and final output only",
+                rollout_id,
+                exc,
+            )
+            payload = {
+                "input": input_override if input_override is not None else [],
+                "generated_items": [],
+                "final_output": str(getattr(result, "final_output", None)),
+                "terminal_metadata": {"terminal_state": "failed", "has_final_output": False},
+            }
+        await self.enqueue_rollout_payload(payload, rollout_id=rollout_id)
+
+    async def enqueue_rollout_payload(self, payload: dict[str, Any], *, rollout_id: str) -> None:
+        person = current_person.get() or self.memory.person
+        for attempt in (1, 2):
+            try:
+                rid = await self.runtime.record(payload, rollout_id=rollout_id, person=person)
+                break
+            except Exception as exc:  # noqa: BLE001
+                if attempt == 2:
+                    logger.error(
+                        "memory could not record a run of conversation %s: %s. The run is "
+                        "not in %s; nothing else was changed",
+                        rollout_id,
+                        exc,
+                        self.memory.layout.sessions_dir,
+                    )
+                    return
+        if self._closed:
+            return
+        task = asyncio.create_task(self._background(rid))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _background(self, rollout_id: str) -> None:
+        try:
+            await self.runtime.consolidate_conversation(rollout_id)
+        except Exception as exc:  # noqa: BLE001
+            logger.warning(
+                "memory consolidation after a run of %s failed: %s; it is retried at the next "
+                "run or close",
+                rollout_id,
+                exc,
+            )
+
+    async def wait_idle(self) -> None:
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def flush(self) -> None:
+        """Pre-stop hook: never raises, so a memory failure never skips the snapshot."""
+
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self.wait_idle()
+            if self.runtime.generate_enabled:
+                self.last_report = await self.runtime.close()
+        except Exception as exc:  # noqa: BLE001
+            logger.warning(
+                "memory generation at close failed: %s. The recorded runs stay in %s and are "
+                "processed at the next close; the workspace snapshot goes ahead",
+                exc,
+                self.memory.layout.sessions_dir,
+            )
+        finally:
+            unregister(self.session, self)
+
+
+def install(session: BaseSandboxSession, memory: Memory) -> SessionMemoryManager:
+    """Place our manager in the SDK's registry for this session and layout (idempotent)."""
+
+    from agents.exceptions import UserError
+    from agents.sandbox.memory import manager as sdk_manager
+
+    registry = sdk_manager._MEMORY_GENERATION_MANAGERS
+    by_layout = registry.get(session)
+    key = _layout_key(memory)
+    if by_layout is not None:
+        existing = by_layout.get(key)
+        if isinstance(existing, SessionMemoryManager):
+            if existing.memory.generate != memory.generate:
+                raise UserError(
+                    "Sandbox session already has a different Memory generation config attached "
+                    f"for the layout memories_dir={key[0]!r}, sessions_dir={key[1]!r}."
+                )
+            return existing
+        for other in by_layout:
+            if other[0] == key[0] or other[1] == key[1]:
+                field = "memories_dir" if other[0] == key[0] else "sessions_dir"
+                raise UserError(
+                    f"Sandbox session already has a Memory capability for {field}="
+                    f"{(other[0] if field == 'memories_dir' else other[1])!r} with a different "
+                    "layout. Use different directories for isolated memories, or the same "
+                    "layout to share memory."
+                )
+    manager = SessionMemoryManager(session=session, memory=memory)
+    if by_layout is None:
+        by_layout = {}
+        registry[session] = by_layout
+    by_layout[key] = manager  # type: ignore[assignment]
+    return manager
+
+
+def find_manager(session: BaseSandboxSession, memory: Memory) -> SessionMemoryManager | None:
+    from agents.sandbox.memory import manager as sdk_manager
+
+    by_layout = sdk_manager._MEMORY_GENERATION_MANAGERS.get(session) or {}
+    found = by_layout.get(_layout_key(memory))
+    return found if isinstance(found, SessionMemoryManager) else None
+
+
+def unregister(session: BaseSandboxSession, manager: SessionMemoryManager) -> None:
+    from agents.sandbox.memory import manager as sdk_manager
+
+    registry = sdk_manager._MEMORY_GENERATION_MANAGERS
+    by_layout = registry.get(session)
+    if not by_layout:
+        return
+    key = _layout_key(manager.memory)
+    if by_layout.get(key) is manager:  # type: ignore[comparison-overlap]
+        by_layout.pop(key, None)
+    if not by_layout:
+        registry.pop(session, None)
+
+
+def runtime_for(session: BaseSandboxSession, memory: Memory) -> LayoutRuntime:
+    """The session's runtime when generation is on, else a read-only runtime."""
+
+    manager = find_manager(session, memory)
+    if manager is not None:
+        return manager.runtime
+    from .manager import LayoutRuntime
+
+    return LayoutRuntime(
+        workspace_for_session(session),
+        layout=memory.layout,
+        generate=memory.generate,
+        read=memory.read,
+        engine=memory.engine,
+    )

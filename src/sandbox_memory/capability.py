@@ -1,0 +1,164 @@
+"""``Memory``: the capability a user adds to a ``SandboxAgent``.
+
+Read: :meth:`Memory.instructions` injects the memory prompt (progressive disclosure, the
+summary within a character budget). Record and generate: :meth:`Memory.bind` installs our
+manager for the sandbox session (see ``_sdk.py``). Edit: the live-update tools.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from typing import Any, Literal
+
+from agents.items import TResponseInputItem
+from agents.sandbox.capabilities.memory import Memory as _SDKMemory
+from agents.sandbox.manifest import Manifest
+from agents.sandbox.session.base_sandbox_session import BaseSandboxSession
+from agents.tool import Tool
+from pydantic import ConfigDict, Field, PrivateAttr
+
+from . import _sdk
+from .config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
+from .engines.base import ExtractionEngine
+from .errors import MemoryConfigError
+from .render import render_read_prompt, render_summary_text
+from .rollouts import first_item_fingerprint
+
+logger = logging.getLogger("sandbox_memory")
+
+
+@contextlib.contextmanager
+def for_person(person: str | None) -> Iterator[None]:
+    """Runs started inside this block are for ``person``: private entries follow them.
+
+    .. versionadded:: 0.1
+    """
+
+    token = _sdk.current_person.set(person)
+    try:
+        yield
+    finally:
+        _sdk.current_person.reset(token)
+
+
+class Memory(_SDKMemory):
+    """Memory learned from earlier runs, kept in the sandbox workspace.
+
+    ``Memory()`` reads and generates. ``Memory(generate=None)`` only reads;
+    ``Memory(read=None)`` only generates. Reading needs ``Shell``; live update also
+    ``Filesystem``.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    type: Literal["memory"] = "memory"
+    layout: MemoryLayoutConfig = Field(default_factory=MemoryLayoutConfig)  # type: ignore[assignment]
+    """Where memory lives in the workspace."""
+    read: MemoryReadConfig | None = Field(default_factory=MemoryReadConfig)  # type: ignore[assignment]
+    """Read-side configuration; ``None`` disables reading (and the ``use`` default)."""
+    generate: MemoryGenerateConfig | None = Field(default_factory=MemoryGenerateConfig)  # type: ignore[assignment]
+    """Generation configuration; ``None`` disables learning (and the ``generate`` default)."""
+    person: str | None = None
+    """Default person runs are for (``for_person`` overrides it per run)."""
+    engine: ExtractionEngine | None = Field(default=None, exclude=True)
+    """An engine object overriding ``generate.engine`` (tests, custom extractors)."""
+
+    _fingerprint: str | None = PrivateAttr(default=None)
+    _cache: tuple[Any, str | None] | None = PrivateAttr(default=None)
+
+    def model_post_init(self, context: object, /) -> None:
+        _ = context
+        if self.read is None and self.generate is None:
+            raise MemoryConfigError(
+                "Memory(read=..., generate=...)",
+                None,
+                "needs at least one of read or generate; both are None",
+            )
+        if not isinstance(self.layout, MemoryLayoutConfig):
+            raise MemoryConfigError(
+                "layout", self.layout, "must be a sandbox_memory.MemoryLayoutConfig"
+            )
+        if self.read is not None and not isinstance(self.read, MemoryReadConfig):
+            raise MemoryConfigError("read", self.read, "must be a MemoryReadConfig or None")
+        if self.generate is not None and not isinstance(self.generate, MemoryGenerateConfig):
+            raise MemoryConfigError(
+                "generate", self.generate, "must be a sandbox_memory.MemoryGenerateConfig or None"
+            )
+
+    def clone(self) -> Memory:
+        return self.model_copy(deep=False, update={"session": None})
+
+    def required_capability_types(self) -> set[str]:
+        if self.read is None:
+            return set()
+        if self.read.live_update:
+            return {"filesystem", "shell"}
+        return {"shell"}
+
+    def bind(self, session: BaseSandboxSession) -> None:
+        self.session = session
+        self._cache = None
+        if self.generate is not None:
+            _sdk.check_sdk()
+            _sdk.install(session, self)
+
+    def process_context(self, context: list[TResponseInputItem]) -> list[TResponseInputItem]:
+        # Only remembered here: the history's first item tells which conversation this is.
+        self._fingerprint = first_item_fingerprint(context)
+        return context
+
+    async def instructions(self, manifest: Manifest) -> str | None:
+        if self.read is None:
+            return None
+        if self.session is None:
+            raise ValueError("Memory capability is not bound to a SandboxSession")
+        runtime = _sdk.runtime_for(self.session, self)
+        person = _sdk.current_person.get() or self.person
+        cache_key = (runtime.generation, id(runtime), self._fingerprint, person)
+        if self._cache is not None and self._cache[0] == cache_key:
+            return self._cache[1]
+        text = await self._build_prompt(runtime, manifest, person)
+        self._cache = (cache_key, text)
+        return text
+
+    async def _build_prompt(
+        self, runtime: Any, manifest: Manifest, person: str | None
+    ) -> str | None:
+        assert self.read is not None
+        store = runtime.store
+        conversation_id = await runtime.conversation_for(self._fingerprint)
+        conversation_entries: list[Any] = []
+        if conversation_id is not None:
+            conversation = await store.load_conversation(conversation_id)
+            if not runtime.switch(conversation.overrides.use, "use"):
+                return None
+            conversation_entries = list(conversation.entries.values())
+        layout = await store.load_layout()
+        registry = await store.load_registry()
+        summary = render_summary_text(
+            layout_entries=[*layout.entries.values(), *registry.entries()],
+            conversation_entries=conversation_entries,
+            person=person,
+            budget=self.read.max_summary_chars,
+        )
+        if not summary:
+            return None
+        memory_dir = self.layout.memories_dir
+        if self.workspace_scope.cwd is not None:
+            from pathlib import Path
+
+            memory_dir = self.workspace_scope.model_resource_path(
+                workspace_root=manifest.root, workspace_relative_path=Path(memory_dir)
+            ).as_posix()
+        return render_read_prompt(
+            memory_dir=memory_dir, summary=summary, live_update=self.read.live_update
+        )
+
+    def tools(self) -> list[Tool]:
+        if self.read is None or not self.read.live_update or self.session is None:
+            return []
+        from .commands import live_update_tools
+
+        return live_update_tools(self)

@@ -1,0 +1,81 @@
+"""What an extraction engine receives and returns (the phase-1 seam).
+
+Both engines (model-backed and offline) take an :class:`ExtractionRequest` built from the new
+segments of one rollout and return an :class:`Extraction`. Code, not the engine, enforces the
+memory rules afterwards (see ``phase_two.py``): an engine only proposes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+EntryKind = Literal["fact", "decision", "preference", "procedure", "hypothesis"]
+"""The five kinds of entry named by the specification."""
+
+ENTRY_KINDS: tuple[str, ...] = ("fact", "decision", "preference", "procedure", "hypothesis")
+
+ITEM_ID_FIELD = "memory_item_id"
+"""Key added to every recorded item: the stable id that memory entries cite as their source."""
+
+
+class KnownEntry(BaseModel):
+    """An entry already in memory, shown to the engine so it reuses keys for the same fact."""
+
+    key: str
+    kind: EntryKind
+    content: str
+
+
+class ExtractionRequest(BaseModel):
+    """The new material of one rollout, ready for extraction.
+
+    ``segments`` are rollout lines (the SDK payload shape plus ``segment_id``) already redacted;
+    every item in ``input`` and ``generated_items`` carries ``memory_item_id``.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    rollout_id: str
+    segments: list[dict[str, Any]]
+    previous_summary: str | None = None
+    known_entries: list[KnownEntry] = Field(default_factory=list)
+    extra_prompt: str | None = None
+    max_input_chars: int = 200_000
+    """Rollout text longer than this is cut in the middle, keeping head and tail."""
+
+
+class Candidate(BaseModel):
+    """One proposed change to memory, citing the items it rests on."""
+
+    key: str
+    """Stable name of the fact (reuse the same key for the same fact)."""
+    content: str = ""
+    """The fact in plain text (empty for ``forget``)."""
+    kind: EntryKind = "fact"
+    sources: list[str] = Field(default_factory=list)
+    """``memory_item_id`` values of the items this change rests on."""
+    action: Literal["remember", "forget"] = "remember"
+    keywords: list[str] = Field(default_factory=list)
+
+
+class Extraction(BaseModel):
+    """What phase 1 produces for one rollout's new segments."""
+
+    rollout_summary: str
+    """Markdown recap of the new segments (appended to the rollout summary file)."""
+    rollout_slug: str
+    """Short lowercase words joined by ``-`` naming the rollout's task."""
+    raw_memory: str
+    """Compact markdown notes for phase 2."""
+    candidates: list[Candidate] = Field(default_factory=list)
+
+
+@runtime_checkable
+class ExtractionEngine(Protocol):
+    """Anything that turns an :class:`ExtractionRequest` into an :class:`Extraction`."""
+
+    name: str
+
+    async def extract(self, request: ExtractionRequest) -> Extraction: ...

@@ -1,0 +1,1616 @@
+"""The offline engine: deterministic phase-1 extraction without a model or a network.
+
+It reads the new segments of one rollout item by item and pulls out what a later run should
+know, each candidate citing the items it rests on:
+
+- the task (first user message), user corrections, and user-stated preferences and decisions
+  (only from user messages: tool output and assistant text never become a preference);
+- the commands run through ``exec_command`` / ``write_stdin`` / hosted shell tools with their exit
+  codes; a test, lint, type-check, build or install command that passed becomes a procedure;
+- files changed through ``apply_patch`` (custom tool, function tool or hosted ``apply_patch_call``)
+  or through shell writes (``sed -i``, ``tee``, ``cat >`` ...);
+- errors and their fixes: a failing command followed later by the same kind of command passing,
+  with a change in between, becomes a fact naming the error, the files and the fix;
+- the outcome (terminal state and final output), for the summary and raw notes.
+
+Same input, same output: no clocks, no randomness, no set iteration order leaks into results.
+Work is linear in the input; long texts are clipped (head + tail) before they are scanned.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+import re
+import shlex
+import unicodedata
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sandbox_memory.engines.base import (
+    Candidate,
+    EntryKind,
+    Extraction,
+    ExtractionRequest,
+    KnownEntry,
+)
+from sandbox_memory.engines.transcript import (
+    WHITESPACE_SLACK,
+    final_output_text,
+    function_arguments,
+    item_text,
+    one_line,
+    output_call_id,
+    output_exit_code,
+    parse_exec_output,
+    segment_id_of,
+    segment_items,
+    shell_commands,
+)
+
+# --------------------------------------------------------------------------- limits
+
+USER_SCAN_CHARS = 20_000
+"""Characters of one user message scanned for preferences, decisions and corrections.
+
+People state preferences in a few short sentences; a longer message is pasted material (a log,
+a file), so only its head and tail are read. Keeps a pasted 5 MB log cheap."""
+
+OUTPUT_SCAN_CHARS = 64_000
+"""Characters of a failing tool output searched for its error line (head + tail).
+
+Test runners print their failure summary at the end and tracebacks are short; 64 KB of head
+and tail covers both while a 5 MB output still costs only a bounded scan."""
+
+COMMAND_SCAN_CHARS = 8_000
+"""Characters of a shell command parsed for test runners and file writes.
+
+Real command lines are short; a longer one is mostly a heredoc body, whose text is data."""
+
+ASSISTANT_TEXT_CHARS = 2_000
+"""Characters kept of a segment's last assistant message (used to describe a fix)."""
+
+TASK_CHARS = 300
+"""Characters of a user message quoted as the task or a follow-up: one readable line."""
+
+STATEMENT_CHARS = 300
+"""Characters of a user sentence quoted in a preference, decision or correction."""
+
+ERROR_LINE_CHARS = 200
+"""Characters of an error line quoted in a fix fact or the notes: one terminal line."""
+
+COMMAND_CHARS = 200
+"""Characters of a command quoted in a procedure or the notes."""
+
+FIX_DESCRIPTION_CHARS = 300
+"""Characters of the assistant's own description of a fix added to a fix fact."""
+
+FINAL_OUTPUT_CHARS = 500
+"""Characters of the final output quoted in the summary's outcome."""
+
+CONTENT_CHARS = 500
+"""Longest candidate content: one or two sentences, as the memory format asks."""
+
+KEY_MAX_CHARS = 64
+"""Longest key: the key rule is ``[a-z0-9][a-z0-9-]{0,63}``."""
+
+KEY_SUBJECT_WORDS = 4
+"""Words of a subject kept in a key: enough to tell facts apart, short enough to stay stable
+when the same thing is said with a few more words."""
+
+FAILURE_SUBJECT_WORDS = KEY_SUBJECT_WORDS - 1
+"""Words naming what failed in a fix key (the key's first word is ``fix``)."""
+
+KEY_HASH_CHARS = 6
+"""Hex characters of a hash used as a key when a statement has no subject words: unique enough
+within one person's memory, short enough to read."""
+
+MIN_WORD_CHARS = 2
+"""Shortest word kept in keys and slugs: single letters carry no subject."""
+
+STEM_MIN_CHARS = 4
+"""Shortest word whose trailing ``s`` is dropped when comparing keys (``tests`` ~ ``test``, but
+not ``bus`` or ``is``)."""
+
+SIGNATURE_WORDS = 3
+"""Words of a command that identify its kind (``python -m pytest``, ``npm run build``) when a
+failure is paired with a later passing run of an uncategorised command."""
+
+MAX_PREFIX_STRIPS = 5
+"""Prefixes (``FOO=1``, ``uv run``, ``timeout 60`` ...) removed from one command segment: real
+command lines stack two or three."""
+
+TASK_IN_FACT_CHARS = 120
+"""Characters of the task quoted in the files-changed fact, leaving room for the file names."""
+
+PATCH_RESULT_CHARS = 400
+"""Characters of an ``apply_patch`` result read to tell success from failure."""
+
+SLUG_MIN_WORDS = 2
+"""Fewest words in a rollout slug (the slug rule is 2-6 words)."""
+
+SLUG_MAX_WORDS = 6
+"""Most words in a rollout slug (the slug rule is 2-6 words)."""
+
+SLUG_MAX_CHARS = 60
+"""Longest rollout slug, so ``<slug>.md`` file names stay short."""
+
+KEY_MATCH_THRESHOLD = 0.6
+"""Similarity (Jaccard over stemmed key words) above which a known entry of the same kind is
+taken to be the same fact and its key is reused: more than half of the words must agree."""
+
+CONTAINED_SCORE = 0.75
+"""Similarity given when every subject word of a candidate appears in a known entry's content
+(``tabs``, ``spaces`` in "User prefers tabs over spaces"): above the threshold, so reused."""
+
+MIN_CONTAINED_WORDS = 2
+"""Fewest subject words for the containment rule: one shared word (``pnpm``) is not enough to
+call two entries the same fact."""
+
+MAX_CANDIDATES = 40
+"""Most candidates from one extraction: phase 2 wants few durable entries, and a rollout of
+10,000 segments must not flood it."""
+
+MAX_STATEMENTS = 20
+"""Most preference and decision candidates from one extraction (after merging repeats)."""
+
+MAX_FIX_FACTS = 10
+"""Most error-and-fix facts from one extraction."""
+
+DETAIL_LOOKAHEAD_LINES = 30
+"""Lines after a test-failure header (``FAIL: test_x``, ``--- FAIL: TestX``) searched for the
+reason (``AssertionError: ...``): a failing test's traceback is short."""
+
+MAX_FIX_PATCH_SOURCES = 3
+"""Patch items cited by one fix fact (the last ones before the passing run)."""
+
+MAX_FIX_PATCHES_SCANNED = 50
+"""Patches between a failure and its fix whose file names are collected: bounds the work when
+an agent patches hundreds of times before a test passes."""
+
+MAX_FIXER_LOOKBACK = 20
+"""Commands looked at backwards for the one that fixed a failure when no patch was made."""
+
+MAX_SOURCES = 12
+"""Most item ids cited by one candidate: enough to trace it, bounded for merged repeats."""
+
+MAX_KEYWORDS = 8
+"""Most keywords on one candidate."""
+
+MAX_FILES_NAMED = 12
+"""Most file names written into one fact or summary list (the rest are counted)."""
+
+MAX_LISTED = 20
+"""Most bullets in one summary or raw-memory list (commands, notes); the rest are counted."""
+
+MAX_EVENTS_HEAD = 15
+"""Events kept from the start of the rollout for the summary's "What happened"."""
+
+MAX_EVENTS_TAIL = 25
+"""Events kept from the end of the rollout for "What happened" (the end matters more)."""
+
+# --------------------------------------------------------------------------- vocabulary
+
+_STOPWORDS = frozenset(
+    """a an the and or but if then so of to in on at by for with from into onto about as is are
+    was were be been being it its this that these those there here i me my we our us you your he
+    she they them their can could would should will shall may might must do does did done have has
+    had just also very really please kindly hey hi hello thanks thank ok okay some any all not no
+    yes than too via per let lets s t d ll ve re m over instead rather actually nope wait""".split()
+)
+"""Words that carry no subject: dropped from keys and slugs."""
+
+_PREF_TRIGGER_WORDS = frozenset(
+    """prefer prefers preferred preference like likes love loves hate hates dislike dislikes
+    always never use using used rather stick keep avoid don doesn dont instead from now going
+    forward future strongly generally usually much want""".split()
+)
+"""Words of a preference sentence that say *how* the user feels, not *what about*: left out of
+the key so "always use X" and "never use X" share one key (the later one wins)."""
+
+_DECISION_TRIGGER_WORDS = frozenset(
+    """use uses using used decided decide decision agreed agree go going with stick switch move
+    now always still currently rely standardized standardised standardize standardise""".split()
+)
+"""Words of a decision sentence that are not its subject."""
+
+_SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?])\s+|\n+")
+_LEAD_RE = re.compile(r"^(?:[-*•>]+\s*|\d+[.)]\s+)+")
+_LEAD_WORDS_RE = re.compile(
+    r"^(?:(?:and|also|but|so|oh|ok|okay|btw|by the way|generally|in general|hey|fyi|actually"
+    r"|no|nope|instead|wait|rather)\b[,:;.!-]?\s+)+"
+)
+
+_PREFERENCE_RE = re.compile(
+    r"^(?:please\s+)?(?:always|never)\b"
+    r"|\bi\s+(?:really\s+|strongly\s+|generally\s+|usually\s+|much\s+|do\s+|also\s+)?"
+    r"(?:prefer|like|love|hate|dislike|don't like|do not like|can't stand)\b"
+    r"|\bplease\s+(?:always\s+|never\s+)?(?:use|avoid|prefer|stick (?:to|with)|keep using)\b"
+    r"|\bfrom now on\b|\bgoing forward\b|\bmy preference\b|\bi(?:'d| would) rather\b"
+)
+"""User sentences stating a preference ("I prefer", "always", "never", "please use", "I like",
+"from now on"). "I'd like you to ..." is a request, not a preference, and does not match."""
+
+_DECISION_RE = re.compile(
+    r"\bwe\s+(?:now\s+|always\s+|still\s+|currently\s+|only\s+)?"
+    r"(?:use|are using|standardi[sz]ed on|rely on)\b"
+    r"|\bwe're\s+(?:now\s+|still\s+)?using\b"
+    r"|\bwe(?:'ve| have)?\s+(?:decided|agreed)\b"
+    r"|\bwe(?:'ll| will| are going to|'re going to)\s+"
+    r"(?:use|go with|switch to|stick with|move to)\b"
+    r"|\blet'?s\s+(?:go with|use|stick with|switch to|move to)\b"
+    r"|\bthe decision is\b|^decision:\s|\bwe(?:'re| are)\s+going with\b"
+)
+"""User sentences stating a decision ("we use X", "let's go with Y", "we decided ...")."""
+
+_CORRECTION_RE = re.compile(
+    r"^no(?:pe)?\s*[,.!:;-]|^no\s+(?:that|this|it|you|we|don't|not|use|wait|stop)\b"
+    r"|^actually\b|^(?:don't|do not|dont)\b|\binstead\b|^not\s+(?:that|this|quite)\b"
+    r"|^(?:that's|that is|this is|it's|it is)\s+(?:wrong|not right|incorrect|not what)\b"
+    r"|^(?:wrong|incorrect)\b|^(?:stop|undo|revert)\b|\bi (?:said|meant|told you)\b"
+)
+"""User sentences correcting the agent ("no, ...", "actually ...", "don't ...", "instead ...")."""
+
+# --------------------------------------------------------------------------- commands
+
+_SEGMENT_SPLIT_RE = re.compile(r"\s*(?:&&|\|\||;|\||\n)\s*")
+_PREFIX_RE = re.compile(
+    r"^(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+|sudo\s+|time\s+|nice\s+|timeout\s+\S+\s+"
+    r"|(?:uv|poetry|pipenv|hatch|pdm|rye)\s+run\s+|npx\s+|bunx\s+|pnpm\s+exec\s+"
+    r"|(?:\S*/)?env\s+|exec\s+)"
+)
+_HEREDOC_RE = re.compile(r"<<-?\s*['\"]?([A-Za-z_][A-Za-z0-9_]*)['\"]?")
+
+_CATEGORIES: tuple[tuple[str, re.Pattern[str], str, re.Pattern[str], str], ...] = (
+    (
+        "test-command",
+        re.compile(
+            r"^(?:\S*/)?(?:python[\d.]*\s+-m\s+(?:pytest|unittest|nose2?)\b|pytest\b|py\.test\b"
+            r"|tox\b|nox\b|(?:npm|pnpm|yarn|bun)\s+(?:run\s+)?test\b|jest\b|vitest\b|mocha\b"
+            r"|go\s+test\b|cargo\s+(?:test|nextest)\b|make\s+(?:test|tests|check)\b"
+            r"|(?:mvn|mvnw|gradle|gradlew)\b.*\btest\b|dotnet\s+test\b|ctest\b"
+            r"|(?:bundle\s+exec\s+)?rspec\b|phpunit\b|mix\s+test\b|deno\s+test\b|hatch\s+test\b"
+            r"|swift\s+test\b|playwright\s+test\b)"
+        ),
+        "Run the tests with",
+        re.compile(r"\brun(?:ning)?\s+(?:the\s+)?(?:\w+\s+)?tests?\b|\btests?\b.*\bwith\b"),
+        "test",
+    ),
+    (
+        "lint-command",
+        re.compile(
+            r"^(?:\S*/)?(?:ruff(?:\s+check)?\b(?!\s+format)|flake8\b|pylint\b|eslint\b"
+            r"|(?:npm|pnpm|yarn|bun)\s+(?:run\s+)?lint\b|golangci-lint\b|cargo\s+clippy\b"
+            r"|rubocop\b|shellcheck\b|pre-commit\s+run\b|make\s+lint\b|black\s+--check\b)"
+        ),
+        "Run the linter with",
+        re.compile(r"\blint"),
+        "lint",
+    ),
+    (
+        "typecheck-command",
+        re.compile(
+            r"^(?:\S*/)?(?:mypy\b|pyright\b|tsc\b|(?:npm|pnpm|yarn|bun)\s+(?:run\s+)?"
+            r"(?:typecheck|type-check|tsc)\b|make\s+typecheck\b)"
+        ),
+        "Type-check with",
+        re.compile(r"\btype[- ]?check"),
+        "typecheck",
+    ),
+    (
+        "build-command",
+        re.compile(
+            r"^(?:\S*/)?(?:(?:npm|pnpm|yarn|bun)\s+(?:run\s+)?build\b|cargo\s+build\b"
+            r"|go\s+build\b|python[\d.]*\s+-m\s+build\b|make\s*$|make\s+(?:build|all)\b"
+            r"|(?:mvn|mvnw)\s+package\b|(?:gradle|gradlew)\s+build\b|docker\s+build\b)"
+        ),
+        "Build with",
+        re.compile(r"\bbuild"),
+        "build",
+    ),
+    (
+        "install-command",
+        re.compile(
+            r"^(?:\S*/)?(?:pip3?\s+install\s+(?:-e\b|-r\b|\.)|python[\d.]*\s+-m\s+pip\s+install"
+            r"\s+(?:-e\b|-r\b|\.)|uv\s+sync\b|uv\s+pip\s+install\s+(?:-e\b|-r\b|\.)"
+            r"|poetry\s+install\b|pdm\s+install\b|(?:npm|pnpm|yarn|bun)\s+(?:install|ci|i)\s*$"
+            r"|bundle\s+install\b|go\s+mod\s+download\b|cargo\s+fetch\b)"
+        ),
+        "Install the dependencies with",
+        re.compile(r"\binstall"),
+        "install",
+    ),
+)
+"""Kinds of command worth remembering when they pass: ``(key, command pattern, content prefix,
+pattern of a known entry's content that means the same procedure, word its key must share)``.
+Patterns match one shell segment after prefixes like ``uv run`` or ``FOO=1`` are removed."""
+
+_BENIGN_EXIT_ONE = frozenset({"grep", "egrep", "fgrep", "rg", "diff", "cmp", "test", "["})
+"""Programs whose exit code 1 means "no match" or "differs", not failure."""
+
+_READ_ONLY_PROGRAMS = frozenset(
+    """cat ls grep egrep fgrep rg find fd head tail echo printf pwd which whereis wc less more tree
+    stat file printenv whoami date diff cmp test [ true false sleep du df ps type command man
+    nl sort uniq cut awk jq yq""".split()
+)
+"""Programs that only look: never the command that fixed a failure."""
+
+_READ_ONLY_GIT = frozenset(
+    {"status", "diff", "log", "show", "branch", "blame", "remote", "rev-parse", "ls-files", "grep"}
+)
+"""``git`` subcommands that only look."""
+
+_CHECK_CATEGORIES = frozenset({"test-command", "lint-command", "typecheck-command"})
+"""Kinds of command that check rather than change: never the command that fixed a failure."""
+
+_SHELL_TOOL_NAMES = frozenset({"exec_command", "shell", "bash", "run_command", "run_shell_command"})
+"""Function tools whose ``cmd`` / ``command`` argument is a shell command line."""
+
+_TEST_FAILURE_LINE_RE = re.compile(r"^(?:FAILED|FAIL|ERROR)\b:?\s+\S|^--- FAIL:")
+_EXCEPTION_LINE_RE = re.compile(r"^\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Exit)\b")
+_DIAGNOSTIC_LINE_RE = re.compile(r"^[\w./-]+\.\w+[:(]\d+(?:[:,]\d+)?\)?:\s*\S")
+_ERROR_PATTERNS: tuple[re.Pattern[str], ...] = (
+    _TEST_FAILURE_LINE_RE,
+    re.compile(r"^error(?:\[\w+\])?:", re.IGNORECASE),
+    _EXCEPTION_LINE_RE,
+    re.compile(r"^E\s+\S"),
+    _DIAGNOSTIC_LINE_RE,
+    re.compile(r"panic:|fatal:|npm ERR!|command not found|No such file|Traceback", re.IGNORECASE),
+    re.compile(r"\b(?:error|failed|failure)\b", re.IGNORECASE),
+)
+"""Error lines, best first: test-runner failure lines, compiler errors, the exception line a
+Python traceback ends with, pytest ``E`` lines, ``path:line:col: message`` diagnostics of
+linters and compilers, then anything saying error or failed."""
+
+_EXCEPTION_RE = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b")
+_UNITTEST_ID_RE = re.compile(r"^(?:FAIL|ERROR): (\w+) \(([\w.]+)\)", re.MULTILINE)
+_PYTEST_ID_RE = re.compile(r"([\w./-]+?)\.py::(?:[\w\[\]-]+::)*([\w-]+)")
+_GO_TEST_RE = re.compile(r"--- FAIL:\s+(\w+)")
+_JS_TEST_RE = re.compile(r"^FAIL\s+([\w./-]+?)\.(?:test|spec)\.\w+", re.MULTILINE)
+_TRACE_FILE_RE = re.compile(r'File "([^"]+?)\.\w+", line \d+')
+_DIAGNOSTIC_RE = re.compile(r"^([\w./-]+?)\.\w+[:(]\d+(?:[:,]\d+)?\)?:\s*(?:error:?\s*)?(\S+)")
+_CAMEL_RE = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+_PATCH_HEADER_RE = re.compile(
+    r"^\*\*\* (Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$"
+    r"|^--- (\S+)|^\+\+\+ (\S+)",
+    re.MULTILINE,
+)
+_REDIRECT_RE = re.compile(r"(?<![0-9&<>])>>?\s*([^\s;&|<>]+)")
+
+
+# --------------------------------------------------------------------------- records
+
+
+@dataclass
+class _Command:
+    call_item_id: str
+    cmd: str
+    workdir: str | None
+    position: int
+    segment_index: int
+    category: str | None
+    signature: str
+    program: str
+    output_item_id: str | None = None
+    output_position: int = -1
+    exit_code: int | None = None
+    error_line: str | None = None
+    failure_words: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        if self.exit_code is None or self.exit_code == 0:
+            return False
+        return not (self.exit_code == 1 and self.program in _BENIGN_EXIT_ONE)
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == 0
+
+    @property
+    def kind(self) -> str:
+        return self.category or self.signature
+
+    def ids(self) -> list[str]:
+        return [i for i in (self.call_item_id, self.output_item_id) if i]
+
+    @property
+    def may_change_state(self) -> bool:
+        """Whether this command could be what fixed a failure (installs, scripts, migrations),
+        as opposed to a check or a read-only look around."""
+
+        if self.category in _CHECK_CATEGORIES or self.program in _READ_ONLY_PROGRAMS:
+            return False
+        if self.program == "git":
+            words = self.signature.split()
+            return len(words) > 1 and words[1] not in _READ_ONLY_GIT
+        return bool(self.program)
+
+
+@dataclass
+class _Patch:
+    call_item_id: str
+    files: list[tuple[str, str]]
+    """``(operation, path)`` with operation one of created, updated, deleted, moved."""
+    position: int
+    output_item_id: str | None = None
+    ok: bool | None = None
+
+
+@dataclass(frozen=True)
+class _Statement:
+    item_id: str
+    text: str
+    kind: str
+    """``preference``, ``decision`` or ``correction``."""
+
+
+class _Capped:
+    """The first ``head`` and last ``tail`` lines added, and how many were dropped between."""
+
+    def __init__(self, head: int, tail: int) -> None:
+        self._head_cap = head
+        self.head: list[str] = []
+        self.tail: deque[str] = deque(maxlen=tail)
+        self.total = 0
+
+    def add(self, line: str) -> None:
+        self.total += 1
+        if len(self.head) < self._head_cap:
+            self.head.append(line)
+        else:
+            self.tail.append(line)
+
+    def lines(self) -> list[str]:
+        dropped = self.total - len(self.head) - len(self.tail)
+        middle = [f"- … {dropped} more events …"] if dropped > 0 else []
+        return [*self.head, *middle, *self.tail]
+
+
+# --------------------------------------------------------------------------- text helpers
+
+
+def _ascii(text: str) -> str:
+    return unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
+
+
+_WORD_RE = re.compile(r"[a-z0-9]+")
+
+
+def _words(text: str) -> list[str]:
+    return _WORD_RE.findall(_ascii(text).lower())
+
+
+def _subject_words(text: str, drop: frozenset[str] = frozenset()) -> list[str]:
+    seen: dict[str, None] = {}
+    for word in _words(text):
+        if word in _STOPWORDS or word in drop or len(word) < MIN_WORD_CHARS:
+            continue
+        seen.setdefault(word, None)
+    return list(seen)
+
+
+def _stem(word: str) -> str:
+    if len(word) >= STEM_MIN_CHARS and word.endswith("s") and not word.endswith("ss"):
+        return word[:-1]
+    return word
+
+
+def _stems(words: Iterable[str]) -> frozenset[str]:
+    return frozenset(_stem(w) for w in words)
+
+
+def make_key(*parts: str) -> str:
+    """A valid key (``[a-z0-9][a-z0-9-]{0,63}``) from words, cut at a word boundary."""
+
+    words = [w for part in parts for w in _words(part)]
+    key = ""
+    for word in words:
+        candidate = f"{key}-{word}" if key else word
+        if len(candidate) > KEY_MAX_CHARS:
+            if not key:
+                key = word[:KEY_MAX_CHARS]
+            break
+        key = candidate
+    return key or "note"
+
+
+def _short_hash(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:KEY_HASH_CHARS]
+
+
+def _quote_cmd(cmd: str) -> str:
+    return "`" + one_line(cmd, COMMAND_CHARS).replace("`", "'") + "`"
+
+
+def _clip_content(text: str) -> str:
+    return one_line(text, CONTENT_CHARS)
+
+
+def _sentences(text: str) -> Iterable[str]:
+    for raw in _SENTENCE_SPLIT_RE.split(text):
+        sentence = _LEAD_RE.sub("", raw.strip()).strip()
+        if sentence:
+            yield sentence
+
+
+def _normalize_for_match(sentence: str) -> tuple[str, str]:
+    """``(lowercased sentence, same without openers like "and", "actually", "no,")``: a
+    correction is recognised by its opener, a preference or decision by what follows it."""
+
+    low = sentence.lower().replace("\u2019", "'").replace("\u2018", "'")
+    return low, _LEAD_WORDS_RE.sub("", low)
+
+
+def rollout_slug(text: str) -> str:
+    """2-6 lowercase words of ``text`` joined by ``-`` (at most 60 chars, ``[a-z0-9-]``)."""
+
+    head = text[: TASK_CHARS * WHITESPACE_SLACK]
+    words = (_subject_words(head) or list(dict.fromkeys(_words(head))))[:SLUG_MAX_WORDS]
+    if not words:
+        return "untitled-rollout"
+    if len(words) < SLUG_MIN_WORDS:
+        words.append("task")
+    while len(words) > SLUG_MIN_WORDS and len("-".join(words)) > SLUG_MAX_CHARS:
+        words.pop()
+    slug = "-".join(words)
+    if len(slug) > SLUG_MAX_CHARS:
+        slug = slug[:SLUG_MAX_CHARS].rstrip("-")
+    return slug
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def _strip_heredocs(cmd: str) -> str:
+    """Drop heredoc bodies (file contents, not commands) from a command line."""
+
+    if "<<" not in cmd:
+        return cmd
+    kept: list[str] = []
+    terminator: str | None = None
+    for line in cmd.split("\n"):
+        if terminator is not None:
+            if line.strip() == terminator:
+                terminator = None
+            continue
+        kept.append(line)
+        match = _HEREDOC_RE.search(line)
+        if match:
+            terminator = match.group(1)
+    return "\n".join(kept)
+
+
+def command_segments(cmd: str) -> list[str]:
+    """The simple commands of a command line, prefixes like ``FOO=1`` or ``uv run`` removed,
+    ``cd`` steps and heredoc bodies dropped."""
+
+    text = _strip_heredocs(cmd[:COMMAND_SCAN_CHARS])
+    segments: list[str] = []
+    for raw in _SEGMENT_SPLIT_RE.split(text):
+        segment = raw.strip().lstrip("(").strip()
+        for _ in range(MAX_PREFIX_STRIPS):
+            stripped = _PREFIX_RE.sub("", segment, count=1)
+            if stripped == segment:
+                break
+            segment = stripped
+        if not segment or segment.startswith(("cd ", "pushd ", "#")) or segment in ("cd", ")"):
+            continue
+        segments.append(segment)
+    return segments
+
+
+def command_category(cmd: str) -> str | None:
+    """``test-command``, ``lint-command``, ... when a segment of ``cmd`` runs such a tool."""
+
+    segments = command_segments(cmd)
+    for key, pattern, *_ in _CATEGORIES:
+        if any(pattern.search(segment) for segment in segments):
+            return key
+    return None
+
+
+def _program(segments: Sequence[str]) -> str:
+    if not segments:
+        return ""
+    first = segments[0].split(None, 1)[0] if segments[0].split() else ""
+    return first.rsplit("/", 1)[-1]
+
+
+def _signature(segments: Sequence[str], cmd: str) -> str:
+    base = segments[0] if segments else cmd
+    return " ".join(base.split()[:SIGNATURE_WORDS])
+
+
+def _shell_written_files(cmd: str) -> list[str]:
+    """Files a command line writes with ``sed -i``, ``perl -i``, ``tee`` or ``cat/echo >``."""
+
+    files: list[str] = []
+    for segment in command_segments(cmd):
+        try:
+            tokens = shlex.split(segment, comments=False, posix=True)
+        except ValueError:
+            tokens = segment.split()
+        if not tokens:
+            continue
+        program = tokens[0].rsplit("/", 1)[-1]
+        if program in ("sed", "perl") and any(
+            t.startswith("-i") or t == "--in-place" or (t.startswith("-") and "i" in t[1:3])
+            for t in tokens[1:]
+        ):
+            last = tokens[-1]
+            if not last.startswith("-") and len(tokens) > 2:
+                files.append(last)
+        elif program == "tee":
+            files.extend(t for t in tokens[1:] if not t.startswith("-"))
+        elif program in ("cat", "echo", "printf"):
+            for match in _REDIRECT_RE.finditer(segment):
+                target = match.group(1).strip("'\"")
+                if target and not target.startswith(("/dev/", "&")):
+                    files.append(target)
+    return list(dict.fromkeys(files))
+
+
+# --------------------------------------------------------------------------- patches
+
+
+def patch_files(text: str) -> list[tuple[str, str]]:
+    """``(operation, path)`` for every file a V4A (``*** Update File:``) or unified
+    (``--- a/x`` / ``+++ b/x``) patch touches, in order."""
+
+    found: list[tuple[str, str]] = []
+    minus_path: str | None = None
+    for match in _PATCH_HEADER_RE.finditer(text):
+        op, v4a_path, move_to, minus, plus = match.groups()
+        if v4a_path:
+            found.append(({"Add": "created", "Delete": "deleted"}.get(op, "updated"), v4a_path))
+        elif move_to:
+            found.append(("moved", move_to))
+        elif minus is not None:
+            minus_path = minus
+        elif plus is not None:
+            if plus == "/dev/null":
+                if minus_path and minus_path != "/dev/null":
+                    found.append(("deleted", _strip_diff_prefix(minus_path)))
+            else:
+                op_name = "created" if minus_path == "/dev/null" else "updated"
+                found.append((op_name, _strip_diff_prefix(plus)))
+            minus_path = None
+    unique: dict[str, str] = {}
+    for op_name, path in found:
+        unique.setdefault(path, op_name)
+    return [(op_name, path) for path, op_name in unique.items()]
+
+
+def _strip_diff_prefix(path: str) -> str:
+    return path[2:] if path.startswith(("a/", "b/")) else path
+
+
+def _operation_files(operations: Any) -> list[tuple[str, str]]:
+    """Files of SDK ``ApplyPatchOperation``-shaped dicts (``type``, ``path``, ``move_to``)."""
+
+    items = operations if isinstance(operations, list) else [operations]
+    names = {"create_file": "created", "update_file": "updated", "delete_file": "deleted"}
+    files: list[tuple[str, str]] = []
+    for op in items:
+        if isinstance(op, Mapping) and isinstance(op.get("path"), str) and op.get("path"):
+            files.append((names.get(str(op.get("type")), "updated"), str(op["path"])))
+            move_to = op.get("move_to")
+            if isinstance(move_to, str) and move_to:
+                files.append(("moved", move_to))
+    return files
+
+
+def _patch_input_files(raw: str) -> list[tuple[str, str]]:
+    """Files named by an ``apply_patch`` input: patch text or SDK JSON operations."""
+
+    stripped = raw.lstrip()
+    if stripped.startswith(("{", "[")):
+        try:
+            payload = json.loads(raw)
+        except ValueError:
+            payload = None
+        if isinstance(payload, Mapping):
+            ops = payload.get("operations", payload.get("operation", payload))
+            files = _operation_files(ops)
+            for key in ("input", "patch", "diff"):
+                value = payload.get(key)
+                if not files and isinstance(value, str):
+                    files = patch_files(value)
+            return files
+        if isinstance(payload, list):
+            return _operation_files(payload)
+    return patch_files(raw)
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def error_line(text: str) -> str | None:
+    """The most telling error line of a failing command's output, or None if it is empty.
+
+    A test-failure header that does not say why (unittest's ``FAIL: test_x (...)``, Go's
+    ``--- FAIL: TestX``) gets the reason that follows it appended (``AssertionError: ...``).
+    """
+
+    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return None
+    for pattern in _ERROR_PATTERNS:
+        found = [n for n, line in enumerate(lines) if pattern.search(line)]
+        if not found:
+            continue
+        # An exception line ends a traceback: the last one is the one raised.
+        at = found[-1] if pattern is _EXCEPTION_LINE_RE else found[0]
+        chosen = lines[at].strip()
+        if pattern is _TEST_FAILURE_LINE_RE and not _EXCEPTION_RE.search(chosen):
+            for follow in lines[at + 1 : at + 1 + DETAIL_LOOKAHEAD_LINES]:
+                stripped = follow.strip()
+                if _EXCEPTION_LINE_RE.search(stripped) or _DIAGNOSTIC_LINE_RE.search(stripped):
+                    chosen = f"{chosen} - {stripped}"
+                    break
+        return one_line(chosen, ERROR_LINE_CHARS)
+    return one_line(lines[-1], ERROR_LINE_CHARS)
+
+
+def _failure_subject(text: str, line: str | None) -> list[str]:
+    """Words naming what failed: the test (file and name), else the file of a traceback, else
+    the error line's words."""
+
+    drop = frozenset({"test", "tests", "spec", "py", "src", "lib", "failed", "fail", "error"})
+    match = _PYTEST_ID_RE.search(line or "") or _PYTEST_ID_RE.search(text)
+    if match:
+        stem = match.group(1).rsplit("/", 1)[-1]
+        return _subject_words(f"{stem} {match.group(2)}".replace("_", " "), drop)[
+            :FAILURE_SUBJECT_WORDS
+        ]
+    unit = _UNITTEST_ID_RE.search(line or "") or _UNITTEST_ID_RE.search(text)
+    if unit:
+        module = unit.group(2).split(".", 1)[0]
+        return _subject_words(f"{module} {unit.group(1)}".replace("_", " "), drop)[
+            :FAILURE_SUBJECT_WORDS
+        ]
+    go = _GO_TEST_RE.search(text)
+    if go:
+        return _subject_words(_CAMEL_RE.sub(" ", go.group(1)), drop)[:FAILURE_SUBJECT_WORDS]
+    js = _JS_TEST_RE.search(text)
+    if js:
+        return _subject_words(js.group(1).rsplit("/", 1)[-1].replace("_", " "), drop)[
+            :FAILURE_SUBJECT_WORDS
+        ]
+    traces = _TRACE_FILE_RE.findall(text)
+    local = [t for t in traces if "site-packages" not in t and not t.startswith("<")]
+    if local and line:
+        stem = local[-1].rsplit("/", 1)[-1].replace("_", " ")
+        exc = line.split(":", 1)[0]
+        return _subject_words(f"{stem} {_CAMEL_RE.sub(' ', exc)}", drop)[:FAILURE_SUBJECT_WORDS]
+    diagnostic = _DIAGNOSTIC_RE.search(line or "")
+    if diagnostic:
+        stem = diagnostic.group(1).rsplit("/", 1)[-1].replace("_", " ")
+        return _subject_words(f"{stem} {diagnostic.group(2)}", drop)[:FAILURE_SUBJECT_WORDS]
+    if line:
+        return _subject_words(_CAMEL_RE.sub(" ", line), drop)[:FAILURE_SUBJECT_WORDS]
+    return []
+
+
+# --------------------------------------------------------------------------- keys
+
+
+@dataclass(frozen=True)
+class _Known:
+    entry: KnownEntry
+    key_words: frozenset[str]
+    content_words: frozenset[str]
+
+
+class _KeyResolver:
+    """Reuses a known entry's key when a candidate is clearly the same fact."""
+
+    def __init__(self, known: Sequence[KnownEntry]) -> None:
+        self._exact = {(e.kind, e.key) for e in known}
+        self._known = [
+            _Known(
+                entry=e,
+                key_words=_stems(_words(e.key)),
+                content_words=_stems(_subject_words(e.content[:CONTENT_CHARS])),
+            )
+            for e in known
+        ]
+
+    def resolve(
+        self,
+        kind: str,
+        key: str,
+        subject: Sequence[str],
+        *,
+        same_procedure: tuple[re.Pattern[str], str] | None = None,
+    ) -> str:
+        if (kind, key) in self._exact:
+            return key
+        wanted = _stems(subject) or _stems(_words(key))
+        best: KnownEntry | None = None
+        best_score = 0.0
+        for known in self._known:
+            if known.entry.kind != kind:
+                continue
+            score = 0.0
+            if same_procedure is not None:
+                pattern, key_word = same_procedure
+                if key_word in known.key_words and pattern.search(known.entry.content.lower()):
+                    score = 1.0
+            if wanted and known.key_words:
+                union = len(wanted | known.key_words)
+                score = max(score, len(wanted & known.key_words) / union)
+            if len(wanted) >= MIN_CONTAINED_WORDS and wanted <= known.content_words:
+                score = max(score, CONTAINED_SCORE)
+            if score > best_score:
+                best, best_score = known.entry, score
+        if best is not None and best_score >= KEY_MATCH_THRESHOLD:
+            return best.key
+        return key
+
+
+class _CandidateSet:
+    """Candidates by key, in the order first proposed; a repeat of a key merges into it."""
+
+    def __init__(self) -> None:
+        self.by_key: dict[str, Candidate] = {}
+
+    def add(self, candidate: Candidate) -> None:
+        existing = self.by_key.get(candidate.key)
+        if existing is not None and existing.kind == candidate.kind:
+            sources = list(dict.fromkeys([*existing.sources, *candidate.sources]))
+            keywords = list(dict.fromkeys([*existing.keywords, *candidate.keywords]))
+            self.by_key[candidate.key] = existing.model_copy(
+                update={
+                    "content": candidate.content,
+                    "sources": sources[-MAX_SOURCES:],
+                    "keywords": keywords[:MAX_KEYWORDS],
+                }
+            )
+            return
+        if existing is not None:
+            base = make_key(
+                candidate.key[: KEY_MAX_CHARS - len(candidate.kind) - 1], candidate.kind
+            )
+            candidate = candidate.model_copy(update={"key": base})
+            if base in self.by_key:
+                return
+        if len(self.by_key) < MAX_CANDIDATES:
+            self.by_key[candidate.key] = candidate
+
+    def values(self) -> list[Candidate]:
+        return list(self.by_key.values())
+
+
+# --------------------------------------------------------------------------- the walk
+
+
+class _Rollout:
+    """One pass over the items of the new segments, collecting what extraction needs."""
+
+    def __init__(self, segments: Sequence[Mapping[str, Any]]) -> None:
+        self.segment_ids: list[str] = []
+        self.item_count = 0
+        self.task: tuple[str, str] | None = None
+        self.follow_ups: list[tuple[str, str]] = []
+        self.statements: list[_Statement] = []
+        self.commands: list[_Command] = []
+        self.finished: list[_Command] = []
+        self.patches: list[_Patch] = []
+        self.events = _Capped(MAX_EVENTS_HEAD, MAX_EVENTS_TAIL)
+        self.last_assistant: dict[int, tuple[int, str, str]] = {}
+        self.outcomes: list[tuple[str, str, str]] = []
+        """``(segment id, terminal state text, final output)`` per segment."""
+        self.final_outputs: dict[int, str] = {}
+        self.people: dict[str, None] = {}
+        self._by_call: dict[str, _Command | _Patch] = {}
+        self._stdin_sessions: dict[str, int] = {}
+        self._sessions: dict[int, _Command] = {}
+        self._seen_user_texts: set[str] = set()
+        self._seen_statements: set[tuple[str, str]] = set()
+        self._walk(segments)
+
+    # ---- walking
+
+    def _walk(self, segments: Sequence[Mapping[str, Any]]) -> None:
+        position = -1
+        for seg_index, segment in enumerate(segments):
+            if not isinstance(segment, Mapping):
+                continue
+            seg_id = segment_id_of(segment, seg_index)
+            self.segment_ids.append(seg_id)
+            person = segment.get("person")
+            if isinstance(person, str) and person:
+                self.people.setdefault(person, None)
+            for item_id, item in segment_items(segment, seg_id):
+                position += 1
+                self.item_count += 1
+                self._item(item_id, item, seg_index, position)
+            self._outcome(segment, seg_id, seg_index)
+
+    def _item(self, item_id: str, item: dict[str, Any], seg_index: int, position: int) -> None:
+        item_type = item.get("type")
+        role = item.get("role")
+        if item_type == "memory_edit":
+            return  # the person's own Remember/Forget: applied by code, not re-extracted
+        if item_type in (None, "message") and isinstance(role, str):
+            if role == "user":
+                self._user(item_id, item)
+            elif role == "assistant":
+                text = item_text(item, max_chars=ASSISTANT_TEXT_CHARS)
+                if text:
+                    self.last_assistant[seg_index] = (position, item_id, text)
+            return
+        if item_type == "function_call":
+            self._function_call(item_id, item, seg_index, position)
+        elif item_type == "custom_tool_call":
+            raw = item.get("input")
+            if item.get("name") == "apply_patch" and isinstance(raw, str):
+                self._patch(item_id, item, _patch_input_files(raw), position)
+        elif item_type in ("shell_call", "local_shell_call"):
+            commands = shell_commands(item)
+            action = item.get("action")
+            workdir = action.get("working_directory") if isinstance(action, Mapping) else None
+            if commands:
+                self._command(
+                    item_id,
+                    item,
+                    " && ".join(commands),
+                    workdir if isinstance(workdir, str) else None,
+                    seg_index,
+                    position,
+                )
+        elif item_type == "apply_patch_call":
+            self._patch(item_id, item, _operation_files(item.get("operation")), position)
+        elif item_type in (
+            "function_call_output",
+            "custom_tool_call_output",
+            "shell_call_output",
+            "local_shell_call_output",
+            "apply_patch_call_output",
+        ):
+            self._output(item_id, item, position)
+
+    def _user(self, item_id: str, item: Mapping[str, Any]) -> None:
+        text = item_text(item, max_chars=USER_SCAN_CHARS)
+        if not text:
+            return
+        line = one_line(text, TASK_CHARS)
+        if line in self._seen_user_texts:
+            return  # history repeated in a later segment's input
+        self._seen_user_texts.add(line)
+        if self.task is None:
+            self.task = (item_id, line)
+        else:
+            self.follow_ups.append((item_id, line))
+            self.events.add(f"- user: {line} [{item_id}]")
+        for sentence in _sentences(text):
+            if sentence.endswith("?"):
+                continue  # a question states nothing
+            low, body = _normalize_for_match(sentence)
+            quoted = one_line(sentence, STATEMENT_CHARS)
+            kinds = []
+            if _PREFERENCE_RE.search(body):
+                kinds.append("preference")
+            elif _DECISION_RE.search(body):
+                kinds.append("decision")
+            if _CORRECTION_RE.search(low):
+                kinds.append("correction")
+            for kind in kinds:
+                if (kind, quoted) in self._seen_statements:
+                    continue
+                self._seen_statements.add((kind, quoted))
+                self.statements.append(_Statement(item_id=item_id, text=quoted, kind=kind))
+                self.events.add(f"- user {kind}: {quoted} [{item_id}]")
+
+    def _function_call(
+        self, item_id: str, item: Mapping[str, Any], seg_index: int, position: int
+    ) -> None:
+        name = item.get("name")
+        args = function_arguments(item)
+        if name in _SHELL_TOOL_NAMES:
+            cmd = args.get("cmd", args.get("command"))
+            if isinstance(cmd, list) and all(isinstance(c, str) for c in cmd):
+                cmd = shlex.join(cmd)
+            if isinstance(cmd, str) and cmd.strip():
+                workdir = args.get("workdir", args.get("cwd"))
+                workdir = workdir if isinstance(workdir, str) and workdir else None
+                self._command(item_id, item, cmd, workdir, seg_index, position)
+        elif name == "write_stdin":
+            call_id = item.get("call_id")
+            session = args.get("session_id")
+            if isinstance(call_id, str) and isinstance(session, int):
+                self._stdin_sessions[call_id] = session
+        elif name == "apply_patch":
+            files = _operation_files(args.get("operations", args.get("operation")))
+            for key in ("input", "patch", "diff"):
+                value = args.get(key)
+                if not files and isinstance(value, str):
+                    files = _patch_input_files(value)
+            if not files and isinstance(item.get("arguments"), str):
+                files = patch_files(str(item["arguments"]))
+            self._patch(item_id, item, files, position)
+
+    def _command(
+        self,
+        item_id: str,
+        item: Mapping[str, Any],
+        cmd: str,
+        workdir: str | None,
+        seg_index: int,
+        position: int,
+    ) -> None:
+        segments = command_segments(cmd)
+        command = _Command(
+            call_item_id=item_id,
+            cmd=cmd,
+            workdir=workdir,
+            position=position,
+            segment_index=seg_index,
+            category=command_category(cmd),
+            signature=_signature(segments, cmd),
+            program=_program(segments),
+        )
+        self.commands.append(command)
+        call_id = item.get("call_id")
+        if isinstance(call_id, str):
+            self._by_call[call_id] = command
+        written = _shell_written_files(cmd)
+        if written:
+            patch = _Patch(item_id, [("updated", f) for f in written], position)
+            self.patches.append(patch)
+            if isinstance(call_id, str):
+                self._by_call[f"shell-write:{call_id}"] = patch
+
+    def _patch(
+        self, item_id: str, item: Mapping[str, Any], files: list[tuple[str, str]], position: int
+    ) -> None:
+        patch = _Patch(item_id, files, position)
+        self.patches.append(patch)
+        call_id = item.get("call_id")
+        if isinstance(call_id, str):
+            self._by_call[call_id] = patch
+
+    def _output(self, item_id: str, item: Mapping[str, Any], position: int) -> None:
+        call_id = output_call_id(item)
+        if call_id is None:
+            return
+        target = self._by_call.get(call_id)
+        if isinstance(target, _Patch):
+            self._patch_result(target, item_id, item)
+            return
+        output = item.get("output")
+        exit_code = output_exit_code(item)
+        session: int | None = None
+        if isinstance(output, str):
+            session = parse_exec_output(output).session_id
+        if target is None and call_id in self._stdin_sessions:
+            if exit_code is None:
+                return  # the command is still running: wait for the output that ends it
+            target = self._sessions.pop(self._stdin_sessions[call_id], None)
+            if target is None:
+                return
+        if not isinstance(target, _Command):
+            return
+        if session is not None and exit_code is None:
+            self._sessions[session] = target
+            target.output_item_id = item_id
+            target.output_position = position
+            return
+        target.output_item_id = item_id
+        target.output_position = position
+        target.exit_code = exit_code
+        if exit_code is None:
+            return
+        self.finished.append(target)
+        shell_write = self._by_call.get(f"shell-write:{call_id}")
+        if isinstance(shell_write, _Patch):
+            shell_write.ok = exit_code == 0
+            shell_write.output_item_id = item_id
+        if target.failed:
+            if isinstance(output, str):
+                text = parse_exec_output(output, max_body_chars=OUTPUT_SCAN_CHARS).body
+            else:
+                text = item_text(item, max_chars=OUTPUT_SCAN_CHARS)
+            target.error_line = error_line(text)
+            target.failure_words = _failure_subject(text, target.error_line)
+            detail = f": {target.error_line}" if target.error_line else ""
+            ids = ", ".join(target.ids())
+            self.events.add(f"- {_quote_cmd(target.cmd)} failed (exit {exit_code}){detail} [{ids}]")
+        elif target.passed and target.category:
+            ids = ", ".join(target.ids())
+            self.events.add(f"- {_quote_cmd(target.cmd)} passed [{ids}]")
+
+    def _patch_result(self, patch: _Patch, item_id: str, item: Mapping[str, Any]) -> None:
+        patch.output_item_id = item_id
+        status = item.get("status")
+        text = item_text(item, max_chars=PATCH_RESULT_CHARS)
+        if status == "failed":
+            patch.ok = False
+        elif status == "completed":
+            patch.ok = True
+        else:
+            low = text.lower()
+            ok_words = ("updated ", "created ", "deleted ", "moved ", "success", "applied", "done")
+            bad_words = ("error", "invalid", "failed", "not found", "could not", "cannot")
+            patch.ok = low.startswith(ok_words) or not any(w in low for w in bad_words)
+        files = ", ".join(path for _, path in patch.files[:MAX_FILES_NAMED]) or "files"
+        if patch.ok:
+            self.events.add(f"- changed {files} [{patch.call_item_id}]")
+        else:
+            self.events.add(
+                f"- change to {files} failed: {one_line(text, ERROR_LINE_CHARS)} "
+                f"[{patch.call_item_id}, {item_id}]"
+            )
+
+    def _outcome(self, segment: Mapping[str, Any], seg_id: str, seg_index: int) -> None:
+        meta = segment.get("terminal_metadata")
+        state = "unknown"
+        if isinstance(meta, Mapping):
+            state = str(meta.get("terminal_state") or "unknown")
+            detail = ": ".join(
+                str(meta[k]) for k in ("exception_type", "exception_message") if meta.get(k)
+            )
+            if detail:
+                state += f" ({one_line(detail, ERROR_LINE_CHARS)})"
+        final = final_output_text(segment, FINAL_OUTPUT_CHARS)
+        if final:
+            self.final_outputs[seg_index] = final
+        self.outcomes.append((seg_id, state, one_line(final, FINAL_OUTPUT_CHARS)))
+        if not state.startswith("completed"):
+            self.events.add(f"- run ended {state} [{seg_id}]")
+
+
+# --------------------------------------------------------------------------- candidates
+
+
+@dataclass(frozen=True)
+class _Fix:
+    content: str
+    key: str
+    subject: list[str]
+    sources: list[str]
+    keywords: list[str]
+    summary: str
+
+
+def _files_phrase(paths: Sequence[str]) -> str:
+    shown = list(paths[:MAX_FILES_NAMED])
+    more = len(paths) - len(shown)
+    text = ", ".join(shown)
+    return text + (f" and {more} more" if more > 0 else "")
+
+
+def _find_fixes(rollout: _Rollout) -> list[_Fix]:
+    """Pair each failing streak of a kind of command with the next passing run of that kind."""
+
+    patches = [p for p in rollout.patches if p.ok is not False and p.files]
+    patch_positions = [p.position for p in patches]
+    finished = rollout.finished
+    finished_positions = [c.output_position for c in finished]
+    open_failures: dict[str, _Command] = {}
+    fixes: list[_Fix] = []
+    for passed_index, command in enumerate(finished):
+        if command.failed:
+            open_failures.setdefault(command.kind, command)
+            continue
+        if not command.passed or command.kind not in open_failures:
+            continue
+        failure = open_failures.pop(command.kind)
+        lo = bisect.bisect_right(patch_positions, failure.output_position)
+        hi = bisect.bisect_left(patch_positions, command.position)
+        between = patches[max(lo, hi - MAX_FIX_PATCH_SOURCES) : hi]
+        files: dict[str, None] = {}
+        for patch in patches[lo:hi][:MAX_FIX_PATCHES_SCANNED]:
+            for _, path in patch.files:
+                files.setdefault(path, None)
+        fixer: _Command | None = None
+        if not between:
+            start = bisect.bisect_right(finished_positions, failure.output_position)
+            for idx in range(
+                passed_index - 1, max(start, passed_index - MAX_FIXER_LOOKBACK) - 1, -1
+            ):
+                other = finished[idx]
+                if other.passed and other.kind != command.kind and other.may_change_state:
+                    fixer = other
+                    break
+            if fixer is None:
+                continue  # passed again without a recorded change: a flake, not a fix
+        fixes.append(_fix_fact(rollout, failure, command, between, list(files), fixer))
+        if len(fixes) >= MAX_FIX_FACTS:
+            break
+    return fixes
+
+
+def _fix_fact(
+    rollout: _Rollout,
+    failure: _Command,
+    passing: _Command,
+    patches: Sequence[_Patch],
+    files: Sequence[str],
+    fixer: _Command | None,
+) -> _Fix:
+    error = failure.error_line or f"exit code {failure.exit_code}"
+    error = error.replace("`", "'")
+    if fixer is not None:
+        how = f"by running {_quote_cmd(fixer.cmd)}"
+    else:
+        how = f"by changing {_files_phrase(files)}"
+    if failure.cmd.strip() == passing.cmd.strip():
+        after = "the command then passed"
+    else:
+        after = f"{_quote_cmd(passing.cmd)} then passed"
+    content = f"`{error}` from {_quote_cmd(failure.cmd)} was fixed {how}; {after}."
+    description = _fix_description(rollout, failure, passing)
+    if description:
+        content += f" The agent reported: {description}"
+    subject = failure.failure_words or _subject_words(
+        " ".join(f.rsplit("/", 1)[-1] for f in files[:FAILURE_SUBJECT_WORDS])
+    )
+    if not subject:
+        subject = _subject_words(failure.signature)[:FAILURE_SUBJECT_WORDS]
+    key = make_key("fix", *subject[:FAILURE_SUBJECT_WORDS])
+    sources = [
+        i
+        for i in (
+            failure.output_item_id,
+            *(p.call_item_id for p in patches),
+            fixer.call_item_id if fixer is not None else None,
+            passing.output_item_id,
+        )
+        if i
+    ]
+    tool_words = [failure.category.split("-")[0]] if failure.category else []
+    keywords = list(dict.fromkeys([*subject, *(f.rsplit("/", 1)[-1] for f in files), *tool_words]))[
+        :MAX_KEYWORDS
+    ]
+    summary = f"- fixed: {error} ({how}) [{', '.join(dict.fromkeys(sources))}]"
+    return _Fix(
+        content=_clip_content(content),
+        key=key,
+        subject=list(subject),
+        sources=list(dict.fromkeys(sources)),
+        keywords=keywords,
+        summary=summary,
+    )
+
+
+def _fix_description(rollout: _Rollout, failure: _Command, passing: _Command) -> str:
+    last = rollout.last_assistant.get(passing.segment_index)
+    if last is not None and last[0] > failure.output_position:
+        return one_line(last[2], FIX_DESCRIPTION_CHARS)
+    final = rollout.final_outputs.get(passing.segment_index)
+    return one_line(final, FIX_DESCRIPTION_CHARS) if final else ""
+
+
+def _is_narrow(cmd: str) -> bool:
+    return "::" in cmd or " -k " in cmd or bool(re.search(r"\s\S+\.(?:py|ts|js|go|rs)\b", cmd))
+
+
+def _procedures(rollout: _Rollout, resolver: _KeyResolver) -> list[Candidate]:
+    """One procedure per kind of command that passed: the broadest, most recent such run."""
+
+    best: dict[str, _Command] = {}
+    for command in rollout.finished:
+        if not command.passed or command.category is None:
+            continue
+        current = best.get(command.category)
+        if current is None or _is_narrow(current.cmd) or not _is_narrow(command.cmd):
+            best[command.category] = command
+    out: list[Candidate] = []
+    for key, _pattern, prefix, same_content, key_word in _CATEGORIES:
+        chosen = best.get(key)
+        if chosen is None:
+            continue
+        command = chosen
+        content = f"{prefix} {_quote_cmd(command.cmd)}"
+        if command.workdir:
+            content += f" (from `{one_line(command.workdir, COMMAND_CHARS)}`)"
+        content += "."
+        resolved = resolver.resolve(
+            "procedure", key, [key_word, "command"], same_procedure=(same_content, key_word)
+        )
+        keywords = list(dict.fromkeys([key_word, *_subject_words(command.signature)]))
+        out.append(
+            Candidate(
+                key=resolved,
+                content=_clip_content(content),
+                kind="procedure",
+                sources=command.ids(),
+                keywords=keywords[:MAX_KEYWORDS],
+            )
+        )
+    return out
+
+
+def _statement_candidates(rollout: _Rollout, resolver: _KeyResolver) -> list[Candidate]:
+    out: list[Candidate] = []
+    for statement in rollout.statements:
+        if statement.kind == "preference":
+            kind: EntryKind = "preference"
+            drop = _PREF_TRIGGER_WORDS
+            content = f"User preference: {statement.text}"
+        elif statement.kind == "decision":
+            kind = "decision"
+            drop = _DECISION_TRIGGER_WORDS
+            content = f"Decision stated by the user: {statement.text}"
+        else:
+            continue
+        subject = _subject_words(statement.text, drop)[:KEY_SUBJECT_WORDS]
+        if not subject:
+            key = make_key(kind, _short_hash(statement.text))
+        elif len(subject) == 1:
+            key = make_key(subject[0], kind)
+        else:
+            key = make_key(*subject)
+        out.append(
+            Candidate(
+                key=resolver.resolve(kind, key, subject),
+                content=_clip_content(content),
+                kind=kind,
+                sources=[statement.item_id],
+                keywords=subject[:MAX_KEYWORDS],
+            )
+        )
+    return out
+
+
+def _changed_files(rollout: _Rollout) -> dict[str, tuple[str, str]]:
+    """Path -> (operation, first item id that changed it), for changes that did not fail."""
+
+    files: dict[str, tuple[str, str]] = {}
+    for patch in rollout.patches:
+        if patch.ok is False:
+            continue
+        for op, path in patch.files:
+            if path not in files:
+                files[path] = (op, patch.call_item_id)
+    return files
+
+
+def _files_candidate(
+    rollout: _Rollout, files: Mapping[str, tuple[str, str]], slug: str, resolver: _KeyResolver
+) -> Candidate | None:
+    if not files:
+        return None
+    by_op: dict[str, list[str]] = {}
+    for path, (op, _) in files.items():
+        by_op.setdefault(op, []).append(path)
+    parts = [f"{op} {_files_phrase(paths)}" for op, paths in by_op.items()]
+    task = rollout.task[1] if rollout.task else ""
+    lead = f'While working on "{one_line(task, TASK_IN_FACT_CHARS)}": ' if task else "Changed: "
+    content = lead + "; ".join(parts) + "."
+    stems = [p.rsplit("/", 1)[-1].rsplit(".", 1)[0] for p in files]
+    if slug in ("untitled-rollout", "empty-rollout"):
+        subject = _subject_words(" ".join(stems).replace("_", " "))[:FAILURE_SUBJECT_WORDS]
+        key = make_key("changed", *subject)
+    else:
+        subject = slug.split("-")[:KEY_SUBJECT_WORDS]
+        key = make_key("changes", slug)
+    sources = list(dict.fromkeys(item_id for _, item_id in files.values()))[:MAX_SOURCES]
+    keywords = list(dict.fromkeys(p.rsplit("/", 1)[-1] for p in files))[:MAX_KEYWORDS]
+    return Candidate(
+        key=resolver.resolve("fact", key, ["changes", *subject]),
+        content=_clip_content(content),
+        kind="fact",
+        sources=sources,
+        keywords=keywords,
+    )
+
+
+# --------------------------------------------------------------------------- documents
+
+
+@dataclass
+class _CommandStat:
+    cmd: str
+    runs: int = 0
+    last_exit: int | None = None
+    failed_runs: int = 0
+    ids: list[str] = field(default_factory=list)
+    fail_ids: list[str] = field(default_factory=list)
+    error: str | None = None
+    category: str | None = None
+    first: int = 0
+
+
+def _command_stats(rollout: _Rollout) -> list[_CommandStat]:
+    stats: dict[str, _CommandStat] = {}
+    for command in rollout.finished:
+        text = one_line(command.cmd, COMMAND_CHARS)
+        stat = stats.get(text)
+        if stat is None:
+            stat = stats[text] = _CommandStat(
+                cmd=command.cmd, category=command.category, first=len(stats)
+            )
+        stat.runs += 1
+        stat.last_exit = command.exit_code
+        stat.ids = command.ids()
+        if command.failed:
+            stat.failed_runs += 1
+            if not stat.fail_ids:
+                stat.fail_ids = command.ids()
+                stat.error = command.error_line
+    return sorted(stats.values(), key=lambda s: (s.category is None, s.first))
+
+
+def _capped(lines: list[str], what: str) -> list[str]:
+    if len(lines) <= MAX_LISTED:
+        return lines
+    return [*lines[:MAX_LISTED], f"- … and {len(lines) - MAX_LISTED} more {what}"]
+
+
+def _summary(
+    rollout: _Rollout,
+    stats: Sequence[_CommandStat],
+    files: Mapping[str, tuple[str, str]],
+    fixes: Sequence[_Fix],
+    previous_summary: bool,
+) -> str:
+    out = ["## Task"]
+    if rollout.task:
+        out.append(f"{rollout.task[1]} [{rollout.task[0]}]")
+    else:
+        out.append("(no user request in the new segments)")
+    if previous_summary:
+        out.append("(continues the earlier part summarised before)")
+    out += ["", "## What happened"]
+    events = rollout.events.lines()
+    out += events or ["- nothing recorded"]
+    out += [fix.summary for fix in fixes]
+    out += ["", "## Commands"]
+    command_lines = []
+    for stat in stats:
+        runs = f", {stat.runs} runs" if stat.runs > 1 else ""
+        command_lines.append(
+            f"- {_quote_cmd(stat.cmd)}: last exit {stat.last_exit}{runs} [{', '.join(stat.ids)}]"
+        )
+    out += _capped(command_lines, "commands") or ["- none"]
+    out += ["", "## Files changed"]
+    file_lines = [f"- {op} `{path}` [{item_id}]" for path, (op, item_id) in files.items()]
+    out += _capped(file_lines, "files") or ["- none"]
+    out += ["", "## Outcome"]
+    if rollout.outcomes:
+        seg_id, state, final = rollout.outcomes[-1]
+        out.append(f"{state} [{seg_id}]" + (f": {final}" if final else ""))
+        earlier = [o for o in rollout.outcomes[:-1] if not o[1].startswith("completed")]
+        for seg, st, _ in earlier[-MAX_LISTED:]:
+            out.append(f"- earlier run {st} [{seg}]")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _raw_memory(
+    rollout_id: str,
+    rollout: _Rollout,
+    stats: Sequence[_CommandStat],
+    files: Mapping[str, tuple[str, str]],
+    fixes: Sequence[_Fix],
+    previous_summary: bool,
+) -> str:
+    count = len(rollout.segment_ids)
+    plural = "segment" if count == 1 else "segments"
+    out: list[str] = [f"- rollout: {rollout_id} ({count} new {plural})"]
+    if rollout.people:
+        out.append("- person: " + ", ".join(list(rollout.people)[:MAX_LISTED]))
+    if rollout.task:
+        out.append(f"- task: {rollout.task[1]} [{rollout.task[0]}]")
+    if previous_summary:
+        out.append("- continues earlier work (see the previous summary)")
+    for kind in ("preference", "decision", "correction"):
+        lines = [
+            f"- user {kind}: {s.text} [{s.item_id}]" for s in rollout.statements if s.kind == kind
+        ]
+        out += _capped(lines, f"{kind}s")
+    worked = [
+        f"- worked: {_quote_cmd(s.cmd)} (exit 0) [{', '.join(s.ids)}]"
+        for s in stats
+        if s.last_exit == 0
+    ]
+    out += _capped(worked, "commands that worked")
+    failed = []
+    for s in stats:
+        if s.failed_runs == 0:
+            continue
+        later = " (later passed)" if s.last_exit == 0 else ""
+        error = f": {s.error}" if s.error else ""
+        failed.append(f"- failed: {_quote_cmd(s.cmd)}{error}{later} [{', '.join(s.fail_ids)}]")
+    out += _capped(failed, "commands that failed")
+    out += [f"- fixed: {fix.content} [{', '.join(fix.sources)}]" for fix in fixes]
+    if files:
+        first_ids = list(dict.fromkeys(item_id for _, item_id in files.values()))[:MAX_SOURCES]
+        out.append(f"- files changed: {_files_phrase(list(files))} [{', '.join(first_ids)}]")
+    if rollout.outcomes:
+        seg_id, state, final = rollout.outcomes[-1]
+        out.append(f"- outcome: {state}" + (f": {final}" if final else "") + f" [{seg_id}]")
+    return "\n".join(out) + "\n"
+
+
+def _empty_extraction(rollout_id: str) -> Extraction:
+    return Extraction(
+        rollout_summary=(
+            "## Task\n(no new segments)\n\n## What happened\n- nothing recorded\n\n"
+            "## Commands\n- none\n\n## Files changed\n- none\n\n## Outcome\nnone\n"
+        ),
+        rollout_slug="empty-rollout",
+        raw_memory=f"- rollout: {rollout_id}: no new segments\n",
+        candidates=[],
+    )
+
+
+def extract_offline(request: ExtractionRequest) -> Extraction:
+    """Deterministic extraction of one rollout's new segments (see the module docstring)."""
+
+    segments = [s for s in request.segments if isinstance(s, Mapping)]
+    if not segments:
+        return _empty_extraction(request.rollout_id)
+    rollout = _Rollout(segments)
+    if rollout.item_count == 0 and not rollout.final_outputs:
+        return _empty_extraction(request.rollout_id)
+
+    if rollout.task:
+        slug = rollout_slug(rollout.task[1])
+    elif rollout.final_outputs:
+        slug = rollout_slug(next(iter(rollout.final_outputs.values())))
+    else:
+        slug = "untitled-rollout"
+
+    resolver = _KeyResolver(request.known_entries)
+    fixes = _find_fixes(rollout)
+    files = _changed_files(rollout)
+    stats = _command_stats(rollout)
+
+    chosen = _CandidateSet()
+    statements = _statement_candidates(rollout, resolver)
+    for candidate in statements:
+        if len(chosen.by_key) >= MAX_STATEMENTS:
+            break
+        chosen.add(candidate)
+    for candidate in _procedures(rollout, resolver):
+        chosen.add(candidate)
+    for fix in fixes:
+        chosen.add(
+            Candidate(
+                key=resolver.resolve("fact", fix.key, fix.subject),
+                content=fix.content,
+                kind="fact",
+                sources=fix.sources[:MAX_SOURCES],
+                keywords=fix.keywords,
+            )
+        )
+    files_fact = _files_candidate(rollout, files, slug, resolver)
+    if files_fact is not None:
+        chosen.add(files_fact)
+
+    has_previous = bool(request.previous_summary and request.previous_summary.strip())
+    return Extraction(
+        rollout_summary=_summary(rollout, stats, files, fixes, has_previous),
+        rollout_slug=slug,
+        raw_memory=_raw_memory(request.rollout_id, rollout, stats, files, fixes, has_previous),
+        candidates=chosen.values(),
+    )
+
+
+class OfflineEngine:
+    """Phase-1 extraction without a model: deterministic, local, fast (see module docstring)."""
+
+    name = "offline"
+
+    async def extract(self, request: ExtractionRequest) -> Extraction:
+        return extract_offline(request)
+
+
+__all__ = [
+    "OfflineEngine",
+    "command_category",
+    "command_segments",
+    "error_line",
+    "extract_offline",
+    "make_key",
+    "patch_files",
+    "rollout_slug",
+]

@@ -1,0 +1,42 @@
+"""Errors raised by sandbox-memory.
+
+::
+
+    MemoryError_ (base, subclass of Exception)
+    ├── MemoryConfigError (also ValueError)   bad configuration or argument; names field and value
+    ├── MemoryConflict                        stale version, unknown key, refused command (409)
+    └── MemoryLockTimeout                     the layout lock could not be taken in time
+
+Every message says what was wrong, with the value, and what to do.
+"""
+
+from __future__ import annotations
+
+
+class SandboxMemoryError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class MemoryConfigError(SandboxMemoryError, ValueError):
+    """A configuration field or command argument has a value that cannot work."""
+
+    def __init__(self, field: str, value: object, problem: str) -> None:
+        self.field = field
+        self.value = value
+        super().__init__(f"{field} {problem}, got: {value!r}")
+
+
+class MemoryConflict(SandboxMemoryError):
+    """The memory changed since the caller read it, or the command cannot apply.
+
+    The equivalent of the specification's ``409 SessionConflict``: re-read the view (its
+    ``version``) and retry. Nothing was changed.
+    """
+
+    def __init__(self, message: str, *, current_version: int | None = None) -> None:
+        self.current_version = current_version
+        super().__init__(message)
+
+
+class MemoryLockTimeout(SandboxMemoryError):
+    """Another process held the layout lock for longer than the configured wait."""

@@ -1,0 +1,471 @@
+"""The memory of one layout in one workspace: record, extract, consolidate, render.
+
+:class:`LayoutRuntime` works over any :class:`~sandbox_memory.workspace.Workspace`; the SDK
+bridge (``_sdk.py``), the commands and the CLI all go through it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .config import (
+    DEFAULT_LOCK_LEASE_SECONDS,
+    MemoryGenerateConfig,
+    MemoryLayoutConfig,
+    MemoryReadConfig,
+)
+from .engines.base import ExtractionEngine
+from .phase_one import Budget, extract_rollout
+from .phase_two import forget_conversations, promote, secret_problem, select_rollouts
+from .redact import Redactor
+from .render import (
+    RolloutRef,
+    parse_registry,
+    render_memory_md,
+    render_skill,
+    render_summary_file,
+)
+from .rollouts import (
+    append_segment,
+    build_segment,
+    first_item_fingerprint,
+    rollout_path,
+    safe_rollout_id,
+)
+from .store import (
+    LONG_LIVED_KINDS,
+    Entry,
+    LayoutMemory,
+    LogRecord,
+    Registry,
+    RolloutProgress,
+    Source,
+    Store,
+    now_ms,
+)
+from .workspace import LeaseLock, Workspace
+
+logger = logging.getLogger("sandbox_memory")
+
+_ENGINE_ANNOUNCED: set[str] = set()
+
+
+def resolve_engine(generate: MemoryGenerateConfig) -> ExtractionEngine:
+    """The engine ``generate.engine`` asks for; ``auto`` picks the model where credentials exist."""
+
+    from .engines.model import ModelEngine, credentials_available
+    from .engines.offline import OfflineEngine
+
+    choice = generate.engine
+    model = generate.phase_one_model
+    if choice == "auto":
+        choice = "model" if (not isinstance(model, str) or credentials_available()) else "offline"
+        why = (
+            "a model object was configured"
+            if not isinstance(model, str)
+            else ("OPENAI_API_KEY is set" if choice == "model" else "no OPENAI_API_KEY is set")
+        )
+        if why not in _ENGINE_ANNOUNCED:
+            _ENGINE_ANNOUNCED.add(why)
+            logger.info("sandbox-memory: using the %s engine (%s)", choice, why)
+    if choice == "offline":
+        return OfflineEngine()
+    from agents.model_settings import ModelSettings
+
+    settings = generate.phase_one_model_settings
+    if isinstance(settings, dict):
+        settings = ModelSettings(**settings)
+    return ModelEngine(model, model_settings=settings)
+
+
+class LayoutRuntime:
+    """Everything memory does for one layout of one workspace."""
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        *,
+        layout: MemoryLayoutConfig,
+        generate: MemoryGenerateConfig | None,
+        read: MemoryReadConfig | None,
+        engine: ExtractionEngine | None = None,
+    ) -> None:
+        self.ws = workspace
+        self.layout = layout
+        self.generate_enabled = generate is not None
+        self.generate = generate or MemoryGenerateConfig()
+        self.read = read
+        self.store = Store(workspace, layout.memories_dir)
+        self.redactor = Redactor(
+            extra_patterns=self.generate.redact_patterns,
+            allowlist=self.generate.redact_allowlist,
+        )
+        self._engine = engine
+        self._progress_lock = asyncio.Lock()
+        self._local_lock = asyncio.Lock()
+        self.generation = 0
+        """Bumped on every change made through this runtime: keys the read cache."""
+
+    @property
+    def engine(self) -> ExtractionEngine:
+        if self._engine is None:
+            self._engine = resolve_engine(self.generate)
+        return self._engine
+
+    def bump(self) -> None:
+        self.generation += 1
+
+    def switch(self, override: bool | None, name: str) -> bool:
+        """A conversation's switch: its override, else the default from the configuration."""
+
+        if override is not None:
+            return override
+        return self.generate_enabled if name == "generate" else self.read is not None
+
+    def lock(self) -> LeaseLock:
+        return LeaseLock(
+            self.ws,
+            self.store.lock_path,
+            timeout=self.generate.lock_timeout_seconds,
+            lease=DEFAULT_LOCK_LEASE_SECONDS,
+        )
+
+    async def update_progress(
+        self, rollout_id: str, change: Callable[[RolloutProgress], None]
+    ) -> RolloutProgress:
+        async with self._progress_lock:
+            progress = await self.store.load_progress()
+            prog = progress.rollouts.get(rollout_id) or RolloutProgress()
+            change(prog)
+            progress.rollouts[rollout_id] = prog
+            await self.store.save_progress(progress)
+            return prog
+
+    # ----------------------------------------------------------------- record
+
+    async def record(
+        self, payload: dict[str, Any], *, rollout_id: str, person: str | None = None
+    ) -> str:
+        """Append one run segment (redacted, with item ids); return the file-safe rollout id."""
+
+        rid = safe_rollout_id(rollout_id)
+        before = self.redactor.total
+        segment = build_segment(payload, rollout_id=rid, person=person, redactor=self.redactor)
+        redacted = self.redactor.total - before
+        if redacted:
+            logger.info("redacted %d secret(s) from a run of conversation %s", redacted, rid)
+        path = rollout_path(self.layout.sessions_dir, rid)
+        is_new = await self.ws.size(path) is None
+        await append_segment(
+            self.ws, sessions_dir=self.layout.sessions_dir, rollout_id=rid, segment=segment
+        )
+        if is_new:
+            fp = first_item_fingerprint(segment.get("input"))
+            if fp is not None:
+                async with self._local_lock:
+                    threads = await self.store.load_threads()
+                    threads[fp] = rid
+                    await self.store.save_threads(threads)
+        self.bump()
+        return rid
+
+    async def conversation_for(self, fingerprint: str | None) -> str | None:
+        if fingerprint is None:
+            return None
+        return (await self.store.load_threads()).get(fingerprint)
+
+    # --------------------------------------------------------------- generate
+
+    async def consolidate_conversation(self, rollout_id: str) -> bool:
+        """Phase 1 for one conversation, under the layout lock (after each run)."""
+
+        async with self._local_lock, self.lock():
+            return await extract_rollout(self, rollout_id, budget=None)
+
+    async def pending_rollouts(self) -> list[str]:
+        """Rollouts whose file holds bytes not yet extracted (also from crashed sessions)."""
+
+        progress = await self.store.load_progress()
+        names = await self.ws.listdir(self.layout.sessions_dir)
+        pending: list[str] = []
+        for name in names:
+            if not name.endswith(".jsonl") or name.startswith("."):
+                continue
+            rid = name[: -len(".jsonl")]
+            size = await self.ws.size(rollout_path(self.layout.sessions_dir, rid))
+            prog = progress.rollouts.get(rid)
+            if size is not None and size > (prog.offset if prog else 0):
+                pending.append(rid)
+        return pending
+
+    async def close(self, *, only: list[str] | None = None) -> dict[str, Any]:
+        """Phase 1 for every pending rollout, then phase 2; returns a report."""
+
+        g = self.generate
+        budget = Budget(
+            calls=g.max_model_calls_per_close,
+            tokens=g.max_input_tokens_per_close,
+            deadline=time.monotonic() + g.max_seconds_per_close,
+        )
+        report: dict[str, Any] = {"extracted": [], "deferred": [], "redactions": 0}
+        async with self._local_lock, self.lock():
+            pending = await self.pending_rollouts()
+            if only is not None:
+                pending = [r for r in pending if r in only]
+            sem = asyncio.Semaphore(g.phase_one_concurrency)
+
+            async def one(rid: str) -> None:
+                async with sem:
+                    if await extract_rollout(self, rid, budget=budget):
+                        report["extracted"].append(rid)
+
+            await asyncio.gather(*(one(r) for r in pending))
+            report["deferred"] = list(budget.deferred)
+            report["model_calls"] = budget.spent_calls
+            await self.consolidate_layout()
+        report["redactions"] = self.redactor.total
+        if budget.deferred:
+            logger.warning(
+                "memory close left %d rollout(s) for the next close (budget): %s",
+                len(budget.deferred),
+                ", ".join(budget.deferred),
+            )
+        return report
+
+    async def consolidate_layout(self, *, force_render: bool = False) -> None:
+        """Phase 2: select, forget, promote, take in live edits, render. Caller holds the lock."""
+
+        store = self.store
+        progress = await store.load_progress()
+        layout = await store.load_layout()
+        before = layout.model_dump_json()
+        selection = select_rollouts(
+            progress.rollouts, self.generate.max_raw_memories_for_consolidation
+        )
+        changes: list[LogRecord] = []
+
+        await self._take_live_edits(layout, changes)
+
+        registry = await store.load_registry()
+        registry_before = registry.model_dump_json()
+        promoted: list[str] = []
+        for rid, prog in selection.selected:
+            if prog.consolidated and rid in registry.conversations:
+                continue
+            conversation = await store.load_conversation(rid)
+            promoted += promote(layout, conversation, since=0)
+            registry.conversations[rid] = [
+                e
+                for e in conversation.entries.values()
+                if e.kind not in LONG_LIVED_KINDS and e.status == "active" and e.person is None
+            ]
+        if promoted:
+            layout.version += 1
+            changes.append(
+                LogRecord(
+                    version=layout.version,
+                    at=now_ms(),
+                    cause="promotion",
+                    scope="layout",
+                    keys=sorted(set(promoted)),
+                )
+            )
+        forgotten_ids = {rid for rid, _ in selection.forgotten}
+        selected_ids = {rid for rid, _ in selection.selected}
+        for rid in list(registry.conversations):
+            if rid not in selected_ids:
+                del registry.conversations[rid]
+        if registry.model_dump_json() != registry_before:
+            await store.save_registry(registry)
+        if forgotten_ids:
+            dropped = forget_conversations(layout, forgotten_ids)
+            for rid, prog in selection.forgotten:
+                await self.ws.remove(f"{self.layout.memories_dir}/raw_memories/{rid}.md")
+                await self.ws.remove(
+                    f"{self.layout.memories_dir}/rollout_summaries/{rid}_{prog.slug}.md"
+                )
+            if dropped:
+                layout.version += 1
+            changes.append(
+                LogRecord(
+                    version=layout.version,
+                    at=now_ms(),
+                    cause="forgetting",
+                    scope="layout",
+                    keys=dropped,
+                    detail=f"forgot {len(forgotten_ids)} older conversation(s): "
+                    + ", ".join(sorted(forgotten_ids))[:800],
+                )
+            )
+            logger.info("memory forgot %d older conversation(s)", len(forgotten_ids))
+
+        async with self._progress_lock:
+            fresh = await store.load_progress()
+            for rid, _ in selection.selected:
+                if rid in fresh.rollouts:
+                    fresh.rollouts[rid].consolidated = True
+            for rid in forgotten_ids:
+                if rid in fresh.rollouts:
+                    fresh.rollouts[rid].slug = None
+            await store.save_progress(fresh)
+
+        if layout.model_dump_json() != before:
+            await store.save_layout(layout)
+            for record in changes:
+                await store.append_log(record)
+            self.bump()
+        await self.render(layout, registry, selection.selected)
+
+    async def render(
+        self,
+        layout: LayoutMemory,
+        registry: Registry,
+        selected: list[tuple[str, RolloutProgress]],
+    ) -> None:
+        mdir = self.layout.memories_dir
+        refs = [RolloutRef(rollout_id=rid, progress=p) for rid, p in selected]
+        budget = self.read.max_summary_chars if self.read else 8_000
+        everything = [*layout.entries.values(), *registry.entries()]
+        memory_md = render_memory_md(everything, refs)
+        await self.ws.write_text(f"{mdir}/MEMORY.md", memory_md)
+        await self.store.ws.write_text(
+            f"{self.store.dir}/rendered.json",
+            json.dumps({"memory_md_sha256": hashlib.sha256(memory_md.encode()).hexdigest()}),
+        )
+        await self.ws.write_text(
+            f"{mdir}/memory_summary.md",
+            render_summary_file(everything, refs, budget),
+        )
+        raw_parts = ["# Raw memories (newest first)", ""]
+        for ref in refs:
+            text = await self.ws.read_text(f"{mdir}/raw_memories/{ref.rollout_id}.md")
+            if text:
+                raw_parts.append(text.rstrip() + "\n")
+        await self.ws.write_text(f"{mdir}/raw_memories.md", "\n".join(raw_parts) + "\n")
+        selection_doc = {
+            "generated_at": now_ms(),
+            "max_raw_memories_for_consolidation": (
+                self.generate.max_raw_memories_for_consolidation
+            ),
+            "selected": [
+                {
+                    "rollout_id": ref.rollout_id,
+                    "updated_at": ref.progress.updated_at,
+                    "rollout_path": rollout_path(self.layout.sessions_dir, ref.rollout_id),
+                    "rollout_summary_file": ref.summary_file,
+                }
+                for ref in refs
+            ],
+        }
+        await self.ws.write_text(
+            f"{mdir}/phase_two_selection.json", json.dumps(selection_doc, indent=1) + "\n"
+        )
+        await self.ws.mkdir(f"{mdir}/skills")
+        existing = set(await self.ws.listdir(f"{mdir}/skills"))
+        wanted = {
+            e.key: e
+            for e in layout.entries.values()
+            if e.kind == "procedure" and e.status == "active" and e.person is None
+        }
+        for key, entry in wanted.items():
+            await self.ws.write_text(f"{mdir}/skills/{key}/SKILL.md", render_skill(entry))
+        for stale in existing - set(wanted):
+            await self.ws.remove(f"{mdir}/skills/{stale}/SKILL.md")
+
+    async def _take_live_edits(self, layout: LayoutMemory, changes: list[LogRecord]) -> None:
+        """Keep edits made to MEMORY.md since the last render, as changes with sources."""
+
+        mdir = self.layout.memories_dir
+        current = await self.ws.read_text(f"{mdir}/MEMORY.md")
+        if current is None:
+            return
+        stamp_raw = await self.ws.read_text(f"{self.store.dir}/rendered.json")
+        try:
+            rendered = json.loads(stamp_raw or "{}").get("memory_md_sha256")
+        except ValueError:
+            rendered = None
+        if rendered is None or hashlib.sha256(current.encode()).hexdigest() == rendered:
+            return
+        parsed = parse_registry(current)
+        source = await self._live_edit_source()
+        cause = "live_update" if source.conversation != "person" else "person"
+        keys: list[str] = []
+        stamp = now_ms()
+        from .engines.base import ENTRY_KINDS
+        from .store import KEY_RE
+
+        for key, (kind, content) in parsed.items():
+            entry = layout.entries.get(key)
+            if (
+                entry is not None
+                and entry.status == "active"
+                and (entry.kind == kind and entry.content.strip() == content)
+            ):
+                continue
+            reason = None
+            if not KEY_RE.fullmatch(key) or ".." in key:
+                reason = "key is not a safe slug"
+            elif kind not in ENTRY_KINDS:
+                reason = f"unknown kind {kind!r}"
+            elif not content:
+                reason = "empty content"
+            elif kind == "preference" and cause != "person":
+                reason = "a preference needs an explicit statement by the user"
+            else:
+                reason = secret_problem(content, self.redactor)
+            if reason:
+                logger.warning("live edit of MEMORY.md entry %r rejected: %s", key, reason)
+                continue
+            if entry is not None and entry.status == "retracted" and cause != "person":
+                logger.warning("live edit of %r rejected: the entry was retracted", key)
+                continue
+            layout.entries[key] = Entry(
+                key=key, content=content, kind=kind, sources=[source], updated_at=stamp
+            )
+            keys.append(key)
+        if parsed:
+            for key, entry in layout.entries.items():
+                if entry.status == "active" and entry.person is None and key not in parsed:
+                    entry.status = "retracted"
+                    entry.updated_at = stamp
+                    entry.sources = [*entry.sources, source]
+                    keys.append(key)
+        if keys:
+            layout.version += 1
+            changes.append(
+                LogRecord(version=layout.version, at=stamp, cause=cause, scope="layout", keys=keys)
+            )
+
+    async def _live_edit_source(self) -> Source:
+        """The recorded item that edited MEMORY.md (newest), else a person's hand edit."""
+
+        progress = await self.store.load_progress()
+        for rid in await self.pending_or_recent(progress):
+            data = await self.ws.read_bytes(rollout_path(self.layout.sessions_dir, rid))
+            if not data:
+                continue
+            for line in reversed(data.splitlines()[-20:]):
+                try:
+                    seg = json.loads(line)
+                except ValueError:
+                    continue
+                for item in reversed(seg.get("generated_items") or []):
+                    if not isinstance(item, dict):
+                        continue
+                    blob = json.dumps(item.get("arguments") or item.get("action") or "")
+                    if "MEMORY.md" in blob and item.get("memory_item_id"):
+                        return Source(conversation=rid, item=str(item["memory_item_id"]))
+        return Source(conversation="person", item=f"MEMORY.md@{now_ms()}")
+
+    async def pending_or_recent(self, progress: Any) -> list[str]:
+        recent = sorted(progress.rollouts.items(), key=lambda kv: kv[1].updated_at, reverse=True)[
+            :5
+        ]
+        pending = await self.pending_rollouts()
+        return list(dict.fromkeys([*pending, *(rid for rid, _ in recent)]))

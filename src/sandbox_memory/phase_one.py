@@ -1,0 +1,257 @@
+"""Phase 1: extraction of one rollout's new segments into notes and conversation memory."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .engines.base import Extraction, ExtractionRequest, KnownEntry
+from .phase_two import ItemIndex, apply_to_conversation, check_candidates
+from .rollouts import ParsedSegments, parse_segments, rollout_path
+from .store import LogRecord, RolloutProgress, now_ms
+
+if TYPE_CHECKING:
+    from .manager import LayoutRuntime
+
+logger = logging.getLogger("sandbox_memory")
+
+SLUG_MAX = 60
+"""Longest slug kept in a file name."""
+
+BACKOFF_BASE_SECONDS = 2.0
+"""First retry delay after a failed extraction; doubles per attempt (capped by the hour)."""
+
+CHARS_PER_TOKEN = 4
+"""Rough size of a token, for the input-token budget (no tokenizer dependency)."""
+
+
+@dataclass
+class Budget:
+    """What one close may still spend on memory models."""
+
+    calls: int
+    tokens: int
+    deadline: float
+    spent_calls: int = 0
+    spent_tokens: int = 0
+    deferred: list[str] = field(default_factory=list)
+
+    def remaining_seconds(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def reserve(self, tokens: int) -> bool:
+        if self.spent_calls + 1 > self.calls or self.spent_tokens + tokens > self.tokens:
+            return False
+        if self.remaining_seconds() <= 0:
+            return False
+        self.spent_calls += 1
+        self.spent_tokens += tokens
+        return True
+
+
+def normalize_slug(raw: str) -> str:
+    import re
+
+    slug = re.sub(r"[^a-z0-9]+", "-", raw.lower()).strip("-")[:SLUG_MAX].strip("-")
+    return slug or "rollout"
+
+
+async def extract_rollout(
+    rt: LayoutRuntime,
+    rollout_id: str,
+    *,
+    budget: Budget | None,
+) -> bool:
+    """Extract the unprocessed segments of ``rollout_id``; return True when memory changed.
+
+    Runs under the layout lock (the caller holds it). Failures are recorded in the progress
+    file with a backoff and re-raised to nobody: they are logged at WARNING.
+    """
+
+    store = rt.store
+    progress = await store.load_progress()
+    prog = progress.rollouts.get(rollout_id) or RolloutProgress()
+    prog = prog.model_copy()
+    if prog.status == "failed":
+        return False
+    if prog.next_attempt_at > time.time():
+        return False
+    path = rollout_path(rt.layout.sessions_dir, rollout_id)
+    data = await rt.ws.read_from(path, prog.offset)
+    if data is None:
+        return False
+    parsed: ParsedSegments = parse_segments(data, start_offset=prog.offset)
+    if parsed.malformed:
+        logger.warning(
+            "%d malformed line(s) in %s were skipped (they are not valid JSON)",
+            parsed.malformed,
+            path,
+        )
+    segments = [s for s in parsed.segments if not _only_edits(s)]
+    conversation = await store.load_conversation(rollout_id)
+    if not rt.switch(conversation.overrides.generate, "generate"):
+        return False  # left unprocessed: learning resumes if generate is switched back on
+    if not segments:
+        if parsed.end_offset != prog.offset:
+            end = parsed.end_offset
+
+            def skip(p: RolloutProgress) -> None:
+                p.offset = end
+
+            await rt.update_progress(rollout_id, skip)
+        return False
+
+    layout = await store.load_layout()
+    known = [
+        KnownEntry(key=e.key, kind=e.kind, content=e.content)
+        for e in sorted(
+            [*conversation.entries.values(), *layout.entries.values()],
+            key=lambda e: e.updated_at,
+            reverse=True,
+        )
+        if e.status == "active"
+    ]
+    request = ExtractionRequest(
+        rollout_id=rollout_id,
+        segments=segments,
+        known_entries=known,
+        extra_prompt=rt.generate.extra_prompt,
+        max_input_chars=rt.generate.max_rollout_chars,
+    )
+    estimated = min(len(data), rt.generate.max_rollout_chars) // CHARS_PER_TOKEN
+    if rt.engine.name != "offline" and budget is not None and not budget.reserve(estimated):
+        budget.deferred.append(rollout_id)
+        logger.warning(
+            "memory budget for this close is spent; rollout %s waits for the next close",
+            rollout_id,
+        )
+        return False
+    timeout = budget.remaining_seconds() if budget is not None else None
+    try:
+        extraction: Extraction = await asyncio.wait_for(rt.engine.extract(request), timeout)
+    except Exception as exc:  # noqa: BLE001 - any engine failure is recorded and retried
+        error = f"{type(exc).__name__}: {exc}"[:500]
+        max_attempts = rt.generate.max_attempts
+
+        def fail(p: RolloutProgress) -> None:
+            p.attempts += 1
+            p.last_error = error
+            if p.attempts >= max_attempts:
+                p.status = "failed"
+            else:
+                p.status = "retrying"
+                delay = min(BACKOFF_BASE_SECONDS * 2 ** (p.attempts - 1), 3600.0)
+                p.next_attempt_at = time.time() + delay
+
+        prog = await rt.update_progress(rollout_id, fail)
+        if prog.status == "failed":
+            what_next = "parked as failed (see store/progress.json; Refresh retries it)"
+        else:
+            what_next = "retried with backoff at the next run or close"
+        logger.warning(
+            "memory extraction of rollout %s failed (attempt %d of %d): %s; %s",
+            rollout_id,
+            prog.attempts,
+            rt.generate.max_attempts,
+            prog.last_error,
+            what_next,
+        )
+        return False
+
+    # Apply to the latest memory: edits made while the engine worked are kept.
+    conversation = await store.load_conversation(rollout_id)
+    index = ItemIndex.from_segments(segments, external_tools=rt.generate.external_tools)
+    accepted, rejected = check_candidates(
+        extraction.candidates,
+        index=index,
+        existing=conversation.entries,
+        redactor=rt.redactor,
+    )
+    person = next((s.get("person") for s in reversed(segments) if s.get("person")), None)
+    changed = apply_to_conversation(conversation, accepted, person=person)
+    last_item = _last_item_id(segments)
+    if last_item:
+        conversation.head = last_item
+    await store.save_conversation(conversation)
+    if changed or rejected:
+        await store.append_log(
+            LogRecord(
+                version=conversation.version,
+                at=now_ms(),
+                cause="consolidation",
+                scope=f"conversation:{rollout_id}",
+                keys=changed,
+                detail=(
+                    f"{len(rejected)} change(s) rejected: "
+                    + "; ".join(f"{r.key}: {r.reason}" for r in rejected)
+                )[:1000]
+                if rejected
+                else None,
+            )
+        )
+
+    slug = prog.slug or normalize_slug(extraction.rollout_slug)
+    updated_at = str(segments[-1].get("updated_at") or "")
+    terminal = segments[-1].get("terminal_metadata") or {}
+    state = terminal.get("terminal_state", "unknown") if isinstance(terminal, dict) else "unknown"
+    summary_rel = f"{rt.layout.memories_dir}/rollout_summaries/{rollout_id}_{slug}.md"
+    raw_rel = f"{rt.layout.memories_dir}/raw_memories/{rollout_id}.md"
+    header = (
+        f"rollout_id: {rollout_id}\nupdated_at: {updated_at}\nrollout_path: {path}\n"
+        f"rollout_summary_file: rollout_summaries/{rollout_id}_{slug}.md\n"
+        f"terminal_state: {state}\n\n"
+    )
+    old_raw = await rt.ws.read_text(raw_rel)
+    old_raw_body = old_raw.split("\n\n", 1)[1] if old_raw and "\n\n" in old_raw else ""
+    raw_text = header + rt.redactor.redact_text(extraction.raw_memory.strip()) + "\n"
+    if old_raw_body.strip():
+        raw_text += "\n" + old_raw_body
+    old_summary = await rt.ws.read_text(summary_rel)
+    section = (
+        f"## Segment(s) up to {updated_at}\n\n"
+        + rt.redactor.redact_text(extraction.rollout_summary.strip())
+        + "\n"
+    )
+    if old_summary:
+        summary_text = old_summary.rstrip() + "\n\n" + section
+    else:
+        summary_text = f"# {slug}\n\nconversation: {rollout_id}\nrollout_path: {path}\n\n" + section
+    await rt.ws.write_text(raw_rel, raw_text)
+    await rt.ws.write_text(summary_rel, summary_text)
+
+    end_offset = parsed.end_offset
+
+    def done(p: RolloutProgress) -> None:
+        p.offset = end_offset
+        p.updated_at = updated_at or p.updated_at
+        p.slug = slug
+        p.attempts = 0
+        p.last_error = None
+        p.next_attempt_at = 0.0
+        p.status = "ok"
+        p.consolidated = False
+
+    await rt.update_progress(rollout_id, done)
+    rt.bump()
+    return True
+
+
+def _only_edits(segment: dict[str, object]) -> bool:
+    items = [*(segment.get("input") or []), *(segment.get("generated_items") or [])]  # type: ignore[misc]
+    return bool(items) and all(
+        isinstance(i, dict) and i.get("type") == "memory_edit" for i in items
+    )
+
+
+def _last_item_id(segments: list[dict[str, object]]) -> str | None:
+    for seg in reversed(segments):
+        for key in ("generated_items", "input"):
+            items = seg.get(key)
+            if isinstance(items, list):
+                for item in reversed(items):
+                    if isinstance(item, dict) and isinstance(item.get("memory_item_id"), str):
+                        return str(item["memory_item_id"])
+    return None

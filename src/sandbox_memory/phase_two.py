@@ -1,0 +1,235 @@
+"""Consolidation: the memory rules enforced in code, selection and forgetting.
+
+An engine only proposes candidates. :func:`check_candidates` decides which become changes:
+
+- every change cites at least one of the items being processed;
+- one change per key per consolidation;
+- a retracted entry stays retracted (only a direct ``Remember`` revives it);
+- a preference needs an explicit statement by the user (a user item among its sources);
+- passwords, keys and links that grant access are never stored;
+- an entry resting only on external tool results (MCP, web, hosted or user-marked tools)
+  is never stored;
+- keys are safe slugs (``a/b`` or ``../../etc/passwd`` are refused).
+
+Rejected changes are logged at WARNING with the reason; the rest apply to the latest memory.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .engines.base import ITEM_ID_FIELD, Candidate
+from .engines.transcript import is_external_item, tool_names_by_call_id
+from .redact import Redactor
+from .store import (
+    KEY_RE,
+    LONG_LIVED_KINDS,
+    MAX_CONTENT_CHARS,
+    ConversationMemory,
+    Entry,
+    LayoutMemory,
+    RolloutProgress,
+    Source,
+    now_ms,
+)
+
+logger = logging.getLogger("sandbox_memory")
+
+ACCESS_LINK_RE = re.compile(
+    r"https?://[^\s]*(?:[?&](?:token|access_token|api_key|apikey|key|sig|signature|code|auth|"
+    r"password|secret|X-Amz-Signature|X-Amz-Credential)=|://[^/\s:@]+:[^/\s@]+@)[^\s]*",
+    re.IGNORECASE,
+)
+"""Links that grant access by themselves: credentials in the URL or a token in the query."""
+
+REDACTION_TRACE = "[REDACTED:"
+
+
+@dataclass
+class ItemInfo:
+    role: str | None
+    type: str | None
+    external: bool
+
+
+@dataclass
+class ItemIndex:
+    """What the rules need to know about the items being processed."""
+
+    items: dict[str, ItemInfo] = field(default_factory=dict)
+
+    @classmethod
+    def from_segments(
+        cls, segments: list[dict[str, Any]], *, external_tools: Iterable[str] = ()
+    ) -> ItemIndex:
+        names = tool_names_by_call_id(segments)
+        ext = frozenset(external_tools)
+        index = cls()
+        for seg in segments:
+            for key in ("input", "generated_items"):
+                for item in seg.get(key) or []:
+                    if not isinstance(item, dict):
+                        continue
+                    item_id = item.get(ITEM_ID_FIELD)
+                    if not isinstance(item_id, str):
+                        continue
+                    external = is_external_item(item, external_tools=ext)
+                    if not external and item.get("type") == "function_call_output":
+                        external = names.get(str(item.get("call_id"))) in ext
+                    index.items[item_id] = ItemInfo(
+                        role=item.get("role") if isinstance(item.get("role"), str) else None,
+                        type=item.get("type") if isinstance(item.get("type"), str) else None,
+                        external=external,
+                    )
+        return index
+
+    def is_user(self, item_id: str) -> bool:
+        info = self.items.get(item_id)
+        return info is not None and info.role == "user" and info.type in (None, "message")
+
+
+@dataclass
+class Rejection:
+    key: str
+    reason: str
+
+
+def secret_problem(text: str, redactor: Redactor) -> str | None:
+    """Why ``text`` may not be stored (a secret or an access link), or ``None``."""
+
+    if REDACTION_TRACE in text:
+        return "it refers to a redacted secret"
+    found = redactor.find(text)
+    if found:
+        return f"it contains a secret ({found[0][0]})"
+    if ACCESS_LINK_RE.search(text):
+        return "it contains a link that grants access"
+    return None
+
+
+def check_candidates(
+    candidates: list[Candidate],
+    *,
+    index: ItemIndex,
+    existing: dict[str, Entry],
+    redactor: Redactor,
+) -> tuple[list[Candidate], list[Rejection]]:
+    accepted: list[Candidate] = []
+    rejected: list[Rejection] = []
+    seen: set[str] = set()
+    for cand in candidates:
+        key = cand.key.strip() if isinstance(cand.key, str) else ""
+        reason: str | None = None
+        cited = [s for s in cand.sources if s in index.items]
+        if not KEY_RE.fullmatch(key) or ".." in key:
+            reason = f"key {cand.key!r} is not a safe slug"
+        elif key in seen:
+            reason = "a second change to the same key in one consolidation"
+        elif not cited:
+            reason = f"it cites none of the items being processed (sources={cand.sources!r})"
+        elif cand.action == "forget":
+            if key not in existing:
+                reason = "forget of a key that is not in memory"
+        elif existing.get(key) is not None and existing[key].status == "retracted":
+            reason = "the entry was retracted; only a direct Remember can revive it"
+        elif not cand.content.strip():
+            reason = "empty content"
+        elif len(cand.content) > MAX_CONTENT_CHARS:
+            reason = f"content longer than {MAX_CONTENT_CHARS} characters"
+        elif cand.kind == "preference" and not any(index.is_user(s) for s in cited):
+            reason = "a preference needs an explicit statement by the user among its sources"
+        elif all(index.items[s].external for s in cited):
+            reason = "it rests only on external tool results"
+        else:
+            reason = secret_problem(cand.content, redactor)
+        if reason is not None:
+            rejected.append(Rejection(key=str(cand.key), reason=reason))
+            logger.warning("memory change to %r rejected: %s", cand.key, reason)
+            continue
+        seen.add(key)
+        accepted.append(cand.model_copy(update={"key": key, "sources": cited}))
+    return accepted, rejected
+
+
+def apply_to_conversation(
+    memory: ConversationMemory,
+    accepted: list[Candidate],
+    *,
+    person: str | None,
+) -> list[str]:
+    """Apply checked candidates to the latest conversation memory; return changed keys."""
+
+    changed: list[str] = []
+    stamp = now_ms()
+    for cand in accepted:
+        sources = [Source(conversation=memory.rollout_id, item=s) for s in cand.sources]
+        if cand.action == "forget":
+            entry = memory.entries.get(cand.key)
+            if entry is None or entry.status == "retracted":
+                continue
+            entry.status = "retracted"
+            entry.updated_at = stamp
+            entry.sources = entry.sources + sources
+        else:
+            memory.entries[cand.key] = Entry(
+                key=cand.key,
+                content=cand.content.strip(),
+                kind=cand.kind,
+                sources=sources,
+                updated_at=stamp,
+                person=person if cand.kind == "preference" else None,
+                keywords=cand.keywords,
+            )
+        changed.append(cand.key)
+    if changed:
+        memory.version += 1
+    return changed
+
+
+def promote(layout: LayoutMemory, conversation: ConversationMemory, since: int) -> list[str]:
+    """Copy long-lived entries changed after ``since`` into layout memory; return keys."""
+
+    promoted: list[str] = []
+    for entry in conversation.entries.values():
+        if entry.kind not in LONG_LIVED_KINDS or entry.updated_at <= since:
+            continue
+        if entry.status != "active":
+            continue
+        current = layout.entries.get(entry.key)
+        if current is not None and current.status == "retracted":
+            continue  # a person retracted it; only a person restores it
+        if current is not None and current.updated_at >= entry.updated_at:
+            continue
+        layout.entries[entry.key] = entry.model_copy(deep=True)
+        promoted.append(entry.key)
+    return promoted
+
+
+@dataclass
+class Selection:
+    selected: list[tuple[str, RolloutProgress]]
+    forgotten: list[tuple[str, RolloutProgress]]
+
+
+def select_rollouts(rollouts: dict[str, RolloutProgress], limit: int) -> Selection:
+    """Newest ``limit`` extracted rollouts by last update; the rest are forgotten."""
+
+    extracted = [(rid, p) for rid, p in rollouts.items() if p.slug is not None]
+    extracted.sort(key=lambda pair: (pair[1].updated_at, pair[0]), reverse=True)
+    return Selection(selected=extracted[:limit], forgotten=extracted[limit:])
+
+
+def forget_conversations(layout: LayoutMemory, forgotten: set[str]) -> list[str]:
+    """Drop layout entries whose every source lies in a forgotten conversation."""
+
+    dropped: list[str] = []
+    for key, entry in list(layout.entries.items()):
+        convs = {s.conversation for s in entry.sources}
+        if convs and convs <= forgotten and entry.status == "active":
+            del layout.entries[key]
+            dropped.append(key)
+    return dropped

@@ -1,0 +1,182 @@
+"""Recording run segments: ``sessions/<rollout-id>.jsonl``, one line per run.
+
+A line keeps the SDK's rollout payload shape (``updated_at``, ``rollout_id``, ``input``,
+``generated_items``, ``terminal_metadata``, ``final_output``) and adds ``segment_id``, ``person``
+and, on every item, ``memory_item_id`` (``<segment_id>:<index>``): the id memory entries cite.
+Everything is redacted before it is written. Appending costs the size of the segment.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from .engines.base import ITEM_ID_FIELD
+from .errors import MemoryConfigError
+from .redact import Redactor
+from .workspace import Workspace
+
+logger = logging.getLogger("sandbox_memory")
+
+ROLLOUT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+"""The SDK's rule for a rollout id that is also a file name."""
+
+MAX_ROLLOUT_ID_INPUT = 4_096
+"""Ids longer than this are refused: they are not conversation ids but data."""
+
+
+def safe_rollout_id(raw: object) -> str:
+    """Return ``raw`` when it is a file-safe id, else a stable file-safe id derived from it.
+
+    ``conv/123 ü`` becomes ``conv-123-<hash>``: the same raw id always maps to the same file, and
+    two raw ids never share one. Empty or absurd ids are refused with a clear error.
+    """
+
+    if not isinstance(raw, str):
+        raise MemoryConfigError("rollout_id", raw, "must be a string")
+    text = raw.strip()
+    if not text:
+        raise MemoryConfigError("rollout_id", raw, "must not be empty")
+    if len(text) > MAX_ROLLOUT_ID_INPUT:
+        raise MemoryConfigError("rollout_id", text[:40] + "...", "is longer than 4096 chars")
+    if ROLLOUT_ID_RE.fullmatch(text) and ".." not in text:
+        return text
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-._")[:80] or "rollout"
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+    return f"{slug}-{digest}"
+
+
+def rollout_path(sessions_dir: str, rollout_id: str) -> str:
+    return f"{sessions_dir}/{rollout_id}.jsonl"
+
+
+def new_segment_id() -> str:
+    return secrets.token_hex(4)
+
+
+def now_iso() -> str:
+    return datetime.now(tz=timezone.utc).isoformat()
+
+
+def build_segment(
+    payload: dict[str, Any],
+    *,
+    rollout_id: str,
+    person: str | None,
+    redactor: Redactor,
+    segment_id: str | None = None,
+) -> dict[str, Any]:
+    """Turn an SDK rollout payload into a recorded, redacted segment with item ids."""
+
+    seg_id = segment_id or new_segment_id()
+    counter = 0
+
+    def with_ids(items: Any) -> list[Any]:
+        nonlocal counter
+        out: list[Any] = []
+        if isinstance(items, str):
+            items = [{"role": "user", "content": items}]
+        for item in items or []:
+            if isinstance(item, dict):
+                item = {k: v for k, v in item.items() if k != ITEM_ID_FIELD}
+            else:
+                item = {"type": "unknown", "value": str(item)}
+            item[ITEM_ID_FIELD] = f"{seg_id}:{counter}"
+            counter += 1
+            out.append(item)
+        return out
+
+    segment: dict[str, Any] = {
+        "updated_at": payload.get("updated_at") or now_iso(),
+        "rollout_id": rollout_id,
+        "segment_id": seg_id,
+        "person": person,
+        "input": with_ids(payload.get("input")),
+        "generated_items": with_ids(payload.get("generated_items")),
+    }
+    for extra in ("interruptions", "terminal_metadata", "final_output"):
+        if extra in payload:
+            segment[extra] = payload[extra]
+    if "terminal_metadata" not in segment:
+        segment["terminal_metadata"] = {"terminal_state": "completed", "has_final_output": False}
+    redacted: dict[str, Any] = redactor.redact_json(segment)
+    return redacted
+
+
+def first_item_fingerprint(items: Any) -> str | None:
+    """Fingerprint of the first user-visible item: how a later run recognises its history."""
+
+    if isinstance(items, str):
+        items = [{"role": "user", "content": items}]
+    if not isinstance(items, list) or not items or not isinstance(items[0], dict):
+        return None
+    first = items[0]
+    body = {"role": first.get("role"), "type": first.get("type"), "content": first.get("content")}
+    text = json.dumps(body, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
+
+
+async def append_segment(
+    workspace: Workspace, *, sessions_dir: str, rollout_id: str, segment: dict[str, Any]
+) -> None:
+    line = json.dumps(segment, separators=(",", ":"), ensure_ascii=False, default=str) + "\n"
+    await workspace.append_line(rollout_path(sessions_dir, rollout_id), line.encode("utf-8"))
+
+
+@dataclass
+class ParsedSegments:
+    segments: list[dict[str, Any]] = field(default_factory=list)
+    end_offset: int = 0
+    """Offset just past the last complete line read (a torn last line is left for later)."""
+    malformed: int = 0
+
+
+def parse_segments(data: bytes, *, start_offset: int) -> ParsedSegments:
+    """Parse complete JSONL lines; skip malformed ones (counted); leave a torn tail unread."""
+
+    result = ParsedSegments(end_offset=start_offset)
+    last_newline = data.rfind(b"\n")
+    if last_newline < 0:
+        return result
+    body = data[: last_newline + 1]
+    result.end_offset = start_offset + len(body)
+    for raw in _lines(body):
+        if not raw.strip():
+            continue
+        try:
+            value = json.loads(raw.decode("utf-8", errors="replace"))
+        except ValueError:
+            result.malformed += 1
+            continue
+        if not isinstance(value, dict):
+            result.malformed += 1
+            continue
+        result.segments.append(value)
+    return result
+
+
+def _lines(body: bytes) -> Iterator[bytes]:
+    start = 0
+    while start < len(body):
+        end = body.find(b"\n", start)
+        if end < 0:
+            end = len(body)
+        yield body[start:end]
+        start = end + 1
+
+
+def item_ids(segments: list[dict[str, Any]]) -> list[str]:
+    ids: list[str] = []
+    for seg in segments:
+        for key in ("input", "generated_items"):
+            for item in seg.get(key) or []:
+                if isinstance(item, dict) and isinstance(item.get(ITEM_ID_FIELD), str):
+                    ids.append(item[ITEM_ID_FIELD])
+    return ids

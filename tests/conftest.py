@@ -1,0 +1,37 @@
+"""Shared fixtures: a real UnixLocal sandbox in a temp folder with a small buggy package."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from agents.sandbox import Manifest
+from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
+
+from helpers import BUGGY_INVOICE, INVOICE_TEST
+
+
+@pytest.fixture(autouse=True)
+def _no_openai_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_AGENTS_DISABLE_TRACING", "1")
+
+
+@pytest.fixture
+def workspace_root(tmp_path: Path) -> Iterator[Path]:
+    root = tmp_path / "workspace"
+    root.mkdir()
+    (root / "invoice.py").write_text(BUGGY_INVOICE)
+    (root / "test_invoice.py").write_text(INVOICE_TEST)
+    yield root
+
+
+@pytest.fixture
+def client() -> UnixLocalSandboxClient:
+    return UnixLocalSandboxClient()
+
+
+@pytest.fixture
+def manifest(workspace_root: Path) -> Manifest:
+    return Manifest(root=str(workspace_root))

@@ -1,0 +1,64 @@
+"""Helpers shared by the tests: the bug-fix workspace and scripted agent turns."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from agents.testing import assistant_message, function_call
+
+BUGGY_INVOICE = """def invoice_total(lines, discount=0.0):
+    subtotal = sum(qty * price for qty, price in lines)
+    return subtotal
+"""
+
+FIXED_INVOICE = """def invoice_total(lines, discount=0.0):
+    subtotal = sum(qty * price for qty, price in lines)
+    return round(subtotal * (1 - discount), 2)
+"""
+
+INVOICE_TEST = """import unittest
+from invoice import invoice_total
+
+
+class InvoiceTest(unittest.TestCase):
+    def test_discount_applied(self):
+        self.assertEqual(invoice_total([(2, 50.0)], discount=0.1), 90.0)
+
+
+if __name__ == "__main__":
+    unittest.main()
+"""
+
+TEST_COMMAND = "python3 -m unittest -q test_invoice"
+
+
+def shell(cmd: str, call_id: str) -> Any:
+    return function_call("exec_command", {"cmd": cmd}, call_id=call_id)
+
+
+def write_file(path: str, content: str, call_id: str) -> Any:
+    script = f"cat > {path} <<'PYEOF'\n{content}PYEOF"
+    return function_call("exec_command", {"cmd": script}, call_id=call_id)
+
+
+def bug_fix_script() -> list[Any]:
+    """Run 1 of the two-run example: find the failing test, fix invoice.py, rerun the tests."""
+
+    return [
+        [shell(TEST_COMMAND, "c1")],
+        [write_file("invoice.py", FIXED_INVOICE, "c2")],
+        [shell(TEST_COMMAND, "c3")],
+        [
+            assistant_message(
+                "Fixed invoice_total in invoice.py: it ignored the discount, so "
+                "test_discount_applied failed with 100.0 != 90.0. It now applies the discount; "
+                f"`{TEST_COMMAND}` passes."
+            )
+        ],
+    ]
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text())
