@@ -62,3 +62,25 @@ def bug_fix_script() -> list[Any]:
 
 def read_json(path: Path) -> Any:
     return json.loads(path.read_text())
+
+
+def extraction_reply(
+    candidates: list[dict[str, Any]] | None = None,
+    *,
+    summary: str = "Worked on the task.",
+    slug: str = "task",
+    raw: str = "- did the task",
+) -> Any:
+    """A scripted phase-1 model reply in the model engine's structured-output shape."""
+
+    body = {
+        "rollout_summary": summary,
+        "rollout_slug": slug,
+        "raw_memory": raw,
+        "candidates": candidates or [],
+    }
+    return [assistant_message(json.dumps(body))]
+
+
+def read_segments(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -17,6 +17,7 @@ import asyncio
 import contextvars
 import logging
 import posixpath
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -190,9 +191,16 @@ class SessionMemoryManager:
                 exc,
             )
 
-    async def wait_idle(self) -> None:
+    async def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait for background consolidation; ``False`` if ``timeout`` ran out first."""
+
+        deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
         while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+            remaining = None if deadline is None else deadline - asyncio.get_running_loop().time()
+            if remaining is not None and remaining <= 0:
+                return False
+            await asyncio.wait(list(self._tasks), timeout=remaining)
+        return True
 
     async def flush(self) -> None:
         """Pre-stop hook: never raises, so a memory failure never skips the snapshot."""
@@ -272,18 +280,28 @@ def unregister(session: BaseSandboxSession, manager: SessionMemoryManager) -> No
         registry.pop(session, None)
 
 
+_READ_RUNTIMES: weakref.WeakKeyDictionary[Any, dict[tuple[str, str], LayoutRuntime]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def runtime_for(session: BaseSandboxSession, memory: Memory) -> LayoutRuntime:
-    """The session's runtime when generation is on, else a read-only runtime."""
+    """The session's runtime when generation is on, else one read-only runtime per session."""
 
     manager = find_manager(session, memory)
     if manager is not None:
         return manager.runtime
     from .manager import LayoutRuntime
 
-    return LayoutRuntime(
+    by_layout = _READ_RUNTIMES.setdefault(session, {})
+    key = _layout_key(memory)
+    if key in by_layout:
+        return by_layout[key]
+    by_layout[key] = runtime = LayoutRuntime(
         workspace_for_session(session),
         layout=memory.layout,
         generate=memory.generate,
         read=memory.read,
         engine=memory.engine,
     )
+    return runtime

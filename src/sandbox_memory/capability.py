@@ -28,6 +28,10 @@ from .rollouts import first_item_fingerprint
 
 logger = logging.getLogger("sandbox_memory")
 
+WAIT_FOR_CONSOLIDATION_SECONDS = 30.0
+"""How long a run waits for the previous run's conversation consolidation before starting:
+long enough for one phase-1 model call, short enough not to stall an interactive chat."""
+
 
 @contextlib.contextmanager
 def for_person(person: str | None) -> Iterator[None]:
@@ -114,6 +118,13 @@ class Memory(_SDKMemory):
             return None
         if self.session is None:
             raise ValueError("Memory capability is not bound to a SandboxSession")
+        manager = _sdk.find_manager(self.session, self)
+        if manager is not None and not await manager.wait_idle(WAIT_FOR_CONSOLIDATION_SECONDS):
+            logger.warning(
+                "memory from the previous run is still being consolidated after %.0fs; this "
+                "run starts with the memory as it stands",
+                WAIT_FOR_CONSOLIDATION_SECONDS,
+            )
         runtime = _sdk.runtime_for(self.session, self)
         person = _sdk.current_person.get() or self.person
         cache_key = (runtime.generation, id(runtime), self._fingerprint, person)

@@ -218,7 +218,7 @@ class MemoryClient:
         if isinstance(command, Forget):
             validate_key(command.key)
         rt = self.runtime
-        async with rt._local_lock, rt.lock():
+        async with rt.write_lock():
             if rid is None:
                 await self._apply_layout(command, expected=expected, cause=cause)
             else:

@@ -7,11 +7,12 @@ bridge (``_sdk.py``), the commands and the CLI all go through it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from .config import (
@@ -109,6 +110,8 @@ class LayoutRuntime:
         self._engine = engine
         self._progress_lock = asyncio.Lock()
         self._local_lock = asyncio.Lock()
+        self._rollout_locks: dict[str, asyncio.Lock] = {}
+        self._threads_lock = asyncio.Lock()
         self.generation = 0
         """Bumped on every change made through this runtime: keys the read cache."""
 
@@ -127,6 +130,21 @@ class LayoutRuntime:
         if override is not None:
             return override
         return self.generate_enabled if name == "generate" else self.read is not None
+
+    def rollout_lock(self, rollout_id: str) -> asyncio.Lock:
+        """In-process: one extraction of a rollout at a time."""
+
+        lock = self._rollout_locks.get(rollout_id)
+        if lock is None:
+            lock = self._rollout_locks[rollout_id] = asyncio.Lock()
+        return lock
+
+    @contextlib.asynccontextmanager
+    async def write_lock(self) -> AsyncIterator[None]:
+        """Exclusive right to change this layout's state: in-process, then across processes."""
+
+        async with self._local_lock, self.lock():
+            yield
 
     def lock(self) -> LeaseLock:
         return LeaseLock(
@@ -168,7 +186,7 @@ class LayoutRuntime:
         if is_new:
             fp = first_item_fingerprint(segment.get("input"))
             if fp is not None:
-                async with self._local_lock:
+                async with self._threads_lock:
                     threads = await self.store.load_threads()
                     threads[fp] = rid
                     await self.store.save_threads(threads)
@@ -185,8 +203,7 @@ class LayoutRuntime:
     async def consolidate_conversation(self, rollout_id: str) -> bool:
         """Phase 1 for one conversation, under the layout lock (after each run)."""
 
-        async with self._local_lock, self.lock():
-            return await extract_rollout(self, rollout_id, budget=None)
+        return await extract_rollout(self, rollout_id, budget=None)
 
     async def pending_rollouts(self) -> list[str]:
         """Rollouts whose file holds bytes not yet extracted (also from crashed sessions)."""
@@ -214,20 +231,20 @@ class LayoutRuntime:
             deadline=time.monotonic() + g.max_seconds_per_close,
         )
         report: dict[str, Any] = {"extracted": [], "deferred": [], "redactions": 0}
-        async with self._local_lock, self.lock():
-            pending = await self.pending_rollouts()
-            if only is not None:
-                pending = [r for r in pending if r in only]
-            sem = asyncio.Semaphore(g.phase_one_concurrency)
+        pending = await self.pending_rollouts()
+        if only is not None:
+            pending = [r for r in pending if r in only]
+        sem = asyncio.Semaphore(g.phase_one_concurrency)
 
-            async def one(rid: str) -> None:
-                async with sem:
-                    if await extract_rollout(self, rid, budget=budget):
-                        report["extracted"].append(rid)
+        async def one(rid: str) -> None:
+            async with sem:
+                if await extract_rollout(self, rid, budget=budget):
+                    report["extracted"].append(rid)
 
-            await asyncio.gather(*(one(r) for r in pending))
-            report["deferred"] = list(budget.deferred)
-            report["model_calls"] = budget.spent_calls
+        await asyncio.gather(*(one(r) for r in pending))
+        report["deferred"] = list(budget.deferred)
+        report["model_calls"] = budget.spent_calls
+        async with self.write_lock():
             await self.consolidate_layout()
         report["redactions"] = self.redactor.total
         if budget.deferred:

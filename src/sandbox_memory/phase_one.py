@@ -6,7 +6,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .engines.base import Extraction, ExtractionRequest, KnownEntry
 from .phase_two import ItemIndex, apply_to_conversation, check_candidates
@@ -67,10 +67,17 @@ async def extract_rollout(
 ) -> bool:
     """Extract the unprocessed segments of ``rollout_id``; return True when memory changed.
 
-    Runs under the layout lock (the caller holds it). Failures are recorded in the progress
-    file with a backoff and re-raised to nobody: they are logged at WARNING.
+    The engine works without the layout lock; its changes are then applied under the lock to
+    the latest memory, so edits made meanwhile are kept. If another process extracted the same
+    segments first, this extraction is dropped (logged). Failures are recorded in the progress
+    file with a backoff and logged at WARNING; they never propagate.
     """
 
+    async with rt.rollout_lock(rollout_id):
+        return await _extract(rt, rollout_id, budget=budget)
+
+
+async def _extract(rt: LayoutRuntime, rollout_id: str, *, budget: Budget | None) -> bool:
     store = rt.store
     progress = await store.load_progress()
     prog = progress.rollouts.get(rollout_id) or RolloutProgress()
@@ -101,7 +108,8 @@ async def extract_rollout(
             def skip(p: RolloutProgress) -> None:
                 p.offset = end
 
-            await rt.update_progress(rollout_id, skip)
+            async with rt.write_lock():
+                await rt.update_progress(rollout_id, skip)
         return False
 
     layout = await store.load_layout()
@@ -146,7 +154,8 @@ async def extract_rollout(
                 delay = min(BACKOFF_BASE_SECONDS * 2 ** (p.attempts - 1), 3600.0)
                 p.next_attempt_at = time.time() + delay
 
-        prog = await rt.update_progress(rollout_id, fail)
+        async with rt.write_lock():
+            prog = await rt.update_progress(rollout_id, fail)
         if prog.status == "failed":
             what_next = "parked as failed (see store/progress.json; Refresh retries it)"
         else:
@@ -161,6 +170,28 @@ async def extract_rollout(
         )
         return False
 
+    async with rt.write_lock():
+        current = (await store.load_progress()).rollouts.get(rollout_id)
+        if current is not None and current.offset != prog.offset:
+            logger.info(
+                "rollout %s was extracted by another process meanwhile; this result is dropped",
+                rollout_id,
+            )
+            return False
+        return await _apply(rt, rollout_id, extraction, segments, parsed.end_offset, path)
+
+
+async def _apply(
+    rt: LayoutRuntime,
+    rollout_id: str,
+    extraction: Extraction,
+    segments: list[dict[str, Any]],
+    end_offset: int,
+    path: str,
+) -> bool:
+    store = rt.store
+    progress = await store.load_progress()
+    prog = progress.rollouts.get(rollout_id) or RolloutProgress()
     # Apply to the latest memory: edits made while the engine worked are kept.
     conversation = await store.load_conversation(rollout_id)
     index = ItemIndex.from_segments(segments, external_tools=rt.generate.external_tools)
@@ -221,8 +252,6 @@ async def extract_rollout(
         summary_text = f"# {slug}\n\nconversation: {rollout_id}\nrollout_path: {path}\n\n" + section
     await rt.ws.write_text(raw_rel, raw_text)
     await rt.ws.write_text(summary_rel, summary_text)
-
-    end_offset = parsed.end_offset
 
     def done(p: RolloutProgress) -> None:
         p.offset = end_offset
