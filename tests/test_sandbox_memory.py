@@ -896,3 +896,70 @@ async def test_memory_tools_remember_and_forget_during_a_run(
 
 def test_plain_agent_without_sandbox_is_unaffected() -> None:
     Agent(name="plain")  # importing sandbox_memory must not change plain agents
+
+
+async def test_deleting_a_conversation_fact_line_retracts_it_in_its_conversation(
+    client, manifest, workspace_root
+) -> None:
+    sandbox = await client.create(manifest=manifest)
+    async with sandbox:
+        await Runner.run(
+            agent(ScriptedModel(bug_fix_script())),
+            "Fix it.",
+            run_config=rc(sandbox, group_id="fix"),
+        )
+    md = workspace_root / "memories" / "MEMORY.md"
+    fix_key = next(
+        k for k in (await MemoryClient(workspace_root).view("fix")).entries if k.startswith("fix-")
+    )
+    md.write_text(
+        "\n".join(line for line in md.read_text().splitlines() if f"**{fix_key}**" not in line) + "\n"
+    )
+    from sandbox_memory import Refresh
+
+    await MemoryClient(workspace_root).apply(Refresh(), expected=0)
+    conv = await MemoryClient(workspace_root).view("fix")
+    assert conv.entries[fix_key].status == "retracted"
+    assert conv.entries[fix_key].sources[-1].conversation == "person"
+    assert f"**{fix_key}**" not in md.read_text()
+
+
+async def test_a_single_new_message_never_claims_a_conversation_it_starts_like(
+    client, manifest
+) -> None:
+    first = ScriptedModel([[assistant_message("noted")]])
+    second = ScriptedModel([[assistant_message("ok")]])
+    sandbox = await client.create(manifest=manifest)
+    async with sandbox:
+        await Runner.run(
+            agent(first),
+            "Hi. The trip budget is 1500 EUR and I prefer window seats.",
+            run_config=rc(sandbox, group_id="trip-a"),
+        )
+        await Runner.run(
+            agent(second),
+            "Hi. The trip budget is 1500 EUR and I prefer window seats.",
+            run_config=rc(sandbox, group_id="trip-b"),
+        )
+    assert "### This conversation" not in memory_text(second)
+
+
+async def test_close_whose_time_budget_is_spent_defers_rather_than_fails(
+    client, manifest, workspace_root, caplog
+) -> None:
+    caplog.set_level(logging.WARNING, logger="sandbox_memory")
+    from sandbox_memory.manager import LayoutRuntime
+    from sandbox_memory.workspace import LocalWorkspace
+
+    rt = LayoutRuntime(
+        LocalWorkspace(workspace_root),
+        layout=MemoryLayoutConfig(),
+        generate=MemoryGenerateConfig(engine="offline", max_seconds_per_close=1e-9),
+        read=MemoryReadConfig(),
+    )
+    await rt.record({"input": [{"role": "user", "content": "I prefer tabs."}]}, rollout_id="late")
+    report = await rt.close()
+    assert report["deferred"] == ["late"]
+    progress = json.loads((workspace_root / "memories/store/progress.json").read_text())
+    assert progress["rollouts"].get("late", {}).get("attempts", 0) == 0
+    assert any("waits for the next close" in r.getMessage() for r in caplog.records)

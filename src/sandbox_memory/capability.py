@@ -17,14 +17,14 @@ from agents.sandbox.capabilities.memory import Memory as _SDKMemory
 from agents.sandbox.manifest import Manifest
 from agents.sandbox.session.base_sandbox_session import BaseSandboxSession
 from agents.tool import Tool
-from pydantic import ConfigDict, Field, PrivateAttr
+from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from . import _sdk
 from .config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
 from .engines.base import ExtractionEngine
 from .errors import MemoryConfigError
 from .render import render_read_prompt, render_summary_text
-from .rollouts import first_item_fingerprint
+from .rollouts import history_fingerprint
 
 logger = logging.getLogger("sandbox_memory")
 
@@ -72,6 +72,24 @@ class Memory(_SDKMemory):
     _fingerprint: str | None = PrivateAttr(default=None)
     _cache: tuple[Any, str | None] | None = PrivateAttr(default=None)
 
+    @field_validator("layout", "read", "generate", mode="before")
+    @classmethod
+    def _accept_sdk_config(cls, value: Any) -> Any:
+        """The SDK's config classes of the same names are taken field by field (migration)."""
+
+        import dataclasses
+
+        from agents.sandbox import config as sdk_config
+
+        sdk_types = (
+            sdk_config.MemoryLayoutConfig,
+            sdk_config.MemoryReadConfig,
+            sdk_config.MemoryGenerateConfig,
+        )
+        if isinstance(value, sdk_types):
+            return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        return value
+
     def model_post_init(self, context: object, /) -> None:
         _ = context
         if self.read is None and self.generate is None:
@@ -110,7 +128,7 @@ class Memory(_SDKMemory):
 
     def process_context(self, context: list[TResponseInputItem]) -> list[TResponseInputItem]:
         # Only remembered here: the history's first item tells which conversation this is.
-        self._fingerprint = first_item_fingerprint(context)
+        self._fingerprint = history_fingerprint(context)
         return context
 
     async def instructions(self, manifest: Manifest) -> str | None:

@@ -124,14 +124,15 @@ class MemoryGenerateConfig:
     """Model settings for phase 1."""
 
     phase_two_model: str | Model = "gpt-5.5"
-    """Accepted for compatibility with the SDK. Phase 2 here is code, not a model loop, so this
-    model is only used by ``Refresh`` summaries when set explicitly; see docs/configuration.md."""
+    """Accepted for compatibility with the SDK; not used: phase 2 here is code, not a model loop
+    (see docs/configuration.md)."""
 
     phase_two_model_settings: ModelSettings | dict[str, Any] | None = None
     """Model settings for phase 2 (see ``phase_two_model``)."""
 
     extra_prompt: str | None = None
-    """Guidance appended to both phases (what signals matter for your use case)."""
+    """Guidance appended to the model engine's phase-1 prompt (what signals matter for your use
+    case). Phase 2 is code and has no prompt; the offline engine ignores it."""
 
     phase_two_max_turns: int = 500
     """Accepted for compatibility with the SDK; phase 2 here takes no agent turns."""

@@ -35,7 +35,7 @@ from .render import (
 from .rollouts import (
     append_segment,
     build_segment,
-    first_item_fingerprint,
+    history_fingerprint,
     rollout_path,
     safe_rollout_id,
 )
@@ -184,7 +184,9 @@ class LayoutRuntime:
             self.ws, sessions_dir=self.layout.sessions_dir, rollout_id=rid, segment=segment
         )
         if is_new:
-            fp = first_item_fingerprint(segment.get("input"))
+            fp = history_fingerprint(
+                [*(segment.get("input") or []), *(segment.get("generated_items") or [])]
+            )
             if fp is not None:
                 async with self._threads_lock:
                     threads = await self.store.load_threads()
@@ -334,8 +336,10 @@ class LayoutRuntime:
 
         if layout.model_dump_json() != before:
             await store.save_layout(layout)
-            for record in changes:
-                await store.append_log(record)
+        # Forgetting conversations changes what memory shows even when no layout entry goes.
+        for record in changes:
+            await store.append_log(record)
+        if changes or layout.model_dump_json() != before:
             self.bump()
         await self.render(layout, registry, selection.selected)
 
@@ -392,8 +396,11 @@ class LayoutRuntime:
         }
         for key, entry in wanted.items():
             await self.ws.write_text(f"{mdir}/skills/{key}/SKILL.md", render_skill(entry))
-        for stale in existing - set(wanted):
-            await self.ws.remove(f"{mdir}/skills/{stale}/SKILL.md")
+        for stale in sorted(existing - set(wanted)):
+            # Only skills rendered from the store go; hand-written ones (or the SDK's) stay.
+            text = await self.ws.read_text(f"{mdir}/skills/{stale}/SKILL.md")
+            if text is not None and "\nLearned from: " in text:
+                await self.ws.remove(f"{mdir}/skills/{stale}/SKILL.md")
 
     async def _take_live_edits(self, layout: LayoutMemory, changes: list[LogRecord]) -> None:
         """Keep edits made to MEMORY.md since the last render, as changes with sources."""
@@ -417,13 +424,24 @@ class LayoutRuntime:
         from .engines.base import ENTRY_KINDS
         from .store import KEY_RE
 
+        # What the last render showed: layout entries and the conversations' facts (registry).
+        # Lines still showing them (content compared as rendered, on one line) are no edit.
+        registry = await self.store.load_registry()
+        owner = {e.key: rid for rid, group in registry.conversations.items() for e in group}
+        shown = {e.key: e for e in registry.entries()}
+        shown.update((k, e) for k, e in layout.entries.items() if e.status == "active")
+        conversations: dict[str, Any] = {}
+        conv_keys: list[str] = []
+
+        async def conversation(rid: str) -> Any:
+            if rid not in conversations:
+                conversations[rid] = await self.store.load_conversation(rid)
+            return conversations[rid]
+
         for key, (kind, content) in parsed.items():
             entry = layout.entries.get(key)
-            if (
-                entry is not None
-                and entry.status == "active"
-                and (entry.kind == kind and entry.content.strip() == content)
-            ):
+            was = shown.get(key)
+            if was is not None and was.kind == kind and " ".join(was.content.split()) == content:
                 continue
             reason = None
             if not KEY_RE.fullmatch(key) or ".." in key:
@@ -442,10 +460,22 @@ class LayoutRuntime:
             if entry is not None and entry.status == "retracted" and cause != "person":
                 logger.warning("live edit of %r rejected: the entry was retracted", key)
                 continue
-            layout.entries[key] = Entry(
+            new_entry = Entry(
                 key=key, content=content, kind=kind, sources=[source], updated_at=stamp
             )
-            keys.append(key)
+            if key in owner and kind not in LONG_LIVED_KINDS:
+                # A conversation's fact was corrected: the correction goes to that conversation.
+                conv = await conversation(owner[key])
+                old = conv.entries.get(key)
+                new_entry.sources = [*(old.sources if old else []), source]
+                conv.entries[key] = new_entry
+                registry.conversations[owner[key]] = [
+                    new_entry if e.key == key else e for e in registry.conversations[owner[key]]
+                ]
+                conv_keys.append(key)
+            else:
+                layout.entries[key] = new_entry
+                keys.append(key)
         if parsed:
             for key, entry in layout.entries.items():
                 if entry.status == "active" and entry.person is None and key not in parsed:
@@ -453,6 +483,33 @@ class LayoutRuntime:
                     entry.updated_at = stamp
                     entry.sources = [*entry.sources, source]
                     keys.append(key)
+            for key, rid in owner.items():
+                if key in parsed:
+                    continue
+                conv = await conversation(rid)
+                gone = conv.entries.get(key)
+                if gone is not None and gone.status == "active":
+                    gone.status = "retracted"
+                    gone.updated_at = stamp
+                    gone.sources = [*gone.sources, source]
+                    conv_keys.append(key)
+                registry.conversations[rid] = [
+                    e for e in registry.conversations[rid] if e.key != key
+                ]
+        for conv in conversations.values():
+            conv.version += 1
+            await self.store.save_conversation(conv)
+            changes.append(
+                LogRecord(
+                    version=conv.version,
+                    at=stamp,
+                    cause=cause,
+                    scope=f"conversation:{conv.rollout_id}",
+                    keys=[k for k in conv_keys if owner.get(k) == conv.rollout_id],
+                )
+            )
+        if conversations:
+            await self.store.save_registry(registry)
         if keys:
             layout.version += 1
             changes.append(

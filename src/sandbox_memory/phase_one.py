@@ -24,6 +24,10 @@ SLUG_MAX = 60
 BACKOFF_BASE_SECONDS = 2.0
 """First retry delay after a failed extraction; doubles per attempt (capped by the hour)."""
 
+PREVIOUS_NOTES_CHARS = 2_000
+"""Newest notes of the conversation's earlier segments given to a phase-1 model as context:
+enough to connect this run to the last ones, small enough to keep each call's cost flat."""
+
 CHARS_PER_TOKEN = 4
 """Rough size of a token, for the input-token budget (no tokenizer dependency)."""
 
@@ -122,9 +126,15 @@ async def _extract(rt: LayoutRuntime, rollout_id: str, *, budget: Budget | None)
         )
         if e.status == "active"
     ]
+    previous = None
+    if prog.offset > 0 and rt.engine.name != "offline":
+        notes = await rt.ws.read_text(f"{rt.layout.memories_dir}/raw_memories/{rollout_id}.md")
+        if notes and "\n\n" in notes:
+            previous = notes.split("\n\n", 1)[1][:PREVIOUS_NOTES_CHARS] or None
     request = ExtractionRequest(
         rollout_id=rollout_id,
         segments=segments,
+        previous_summary=previous,
         known_entries=known,
         extra_prompt=rt.generate.extra_prompt,
         max_input_chars=rt.generate.max_rollout_chars,
@@ -138,6 +148,15 @@ async def _extract(rt: LayoutRuntime, rollout_id: str, *, budget: Budget | None)
         )
         return False
     timeout = budget.remaining_seconds() if budget is not None else None
+    if timeout is not None and timeout <= 0:
+        budget_left = budget
+        assert budget_left is not None
+        budget_left.deferred.append(rollout_id)
+        logger.warning(
+            "memory time budget for this close is spent; rollout %s waits for the next close",
+            rollout_id,
+        )
+        return False
     try:
         extraction: Extraction = await asyncio.wait_for(rt.engine.extract(request), timeout)
     except Exception as exc:  # noqa: BLE001 - any engine failure is recorded and retried

@@ -22,8 +22,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .engines.base import ITEM_ID_FIELD, Candidate
-from .engines.transcript import is_external_item, tool_names_by_call_id
+from .engines.base import Candidate
+from .engines.transcript import (
+    is_external_item,
+    segment_id_of,
+    segment_items,
+    tool_names_by_call_id,
+)
 from .redact import Redactor
 from .store import (
     KEY_RE,
@@ -69,22 +74,18 @@ class ItemIndex:
         names = tool_names_by_call_id(segments)
         ext = frozenset(external_tools)
         index = cls()
-        for seg in segments:
-            for key in ("input", "generated_items"):
-                for item in seg.get(key) or []:
-                    if not isinstance(item, dict):
-                        continue
-                    item_id = item.get(ITEM_ID_FIELD)
-                    if not isinstance(item_id, str):
-                        continue
-                    external = is_external_item(item, external_tools=ext)
-                    if not external and item.get("type") == "function_call_output":
-                        external = names.get(str(item.get("call_id"))) in ext
-                    index.items[item_id] = ItemInfo(
-                        role=item.get("role") if isinstance(item.get("role"), str) else None,
-                        type=item.get("type") if isinstance(item.get("type"), str) else None,
-                        external=external,
-                    )
+        # The engines' own item ids (segment_items): lines recorded without memory_item_id,
+        # such as rollouts the SDK's Memory wrote, get the same fallback ids the engine cites.
+        for position, seg in enumerate(segments):
+            for item_id, item in segment_items(seg, segment_id_of(seg, position)):
+                external = is_external_item(item, external_tools=ext)
+                if not external and item.get("type") == "function_call_output":
+                    external = names.get(str(item.get("call_id"))) in ext
+                index.items[item_id] = ItemInfo(
+                    role=item.get("role") if isinstance(item.get("role"), str) else None,
+                    type=item.get("type") if isinstance(item.get("type"), str) else None,
+                    external=external,
+                )
         return index
 
     def is_user(self, item_id: str) -> bool:

@@ -635,7 +635,7 @@ _SNAKE_IDENT_RX = re.compile(r"[a-z_][a-z_]*")
 _CAMEL_SPLIT_RX = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 _STRONG_KEY_RX = re.compile(
-    r"pass(?:wor)?d|passphrase|pwd|secret|token|credential|contrase|api_?key|apikey|"
+    r"pass(?:wor|w)?d|passphrase|pwd|secret|token|credential|contrase|api_?key|apikey|"
     r"(?:auth|access|private|priv|client|service|account|db|database|signing|master|"
     r"encryption|session|storage|shared|admin|license|subscription|webhook)_?key|"
     r"(?:db|database|key)_?pass"
@@ -786,7 +786,11 @@ def _shannon_entropy(value: str) -> float:
 
 _HEX_RX = re.compile(r"[0-9a-fA-F]+")
 _UUID_RX = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
-_WORDY_RX = re.compile(r"(?:[A-Z]?[a-z]{3,}|[A-Z]{2,}(?![a-z])|\d+|[._/+=~-])+")
+# Each run is matched whole (the lookaheads), so a long digit or letter run can be split one
+# way only: the nested "+" cannot backtrack exponentially (a Slack token hung here).
+_WORDY_RX = re.compile(
+    r"(?:[A-Z]?[a-z]{3,}(?![a-z])|[A-Z]{2,}(?=[A-Z][a-z]|[^A-Za-z]|\Z)|\d+(?!\d)|[._/+=~-])+"
+)
 
 
 def _looks_random(value: str) -> bool:

@@ -110,16 +110,42 @@ def build_segment(
     return redacted
 
 
-def first_item_fingerprint(items: Any) -> str | None:
-    """Fingerprint of the first user-visible item: how a later run recognises its history."""
+FINGERPRINT_ITEMS = 2
+"""Items of a conversation's start that identify it: the first user message and the reply."""
 
-    if isinstance(items, str):
-        items = [{"role": "user", "content": items}]
-    if not isinstance(items, list) or not items or not isinstance(items[0], dict):
+_SKIPPED_FOR_FINGERPRINT = frozenset({"reasoning", "compaction"})
+
+
+def _item_text(item: dict[str, Any]) -> str:
+    content = item.get("content")
+    if isinstance(content, list):
+        content = " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    parts = [str(item.get("role") or item.get("type") or "")]
+    for value in (content, item.get("name"), item.get("arguments"), item.get("output")):
+        if value:
+            parts.append(value if isinstance(value, str) else json.dumps(value, default=str))
+    return " ".join(" ".join(parts).split())
+
+
+def history_fingerprint(items: Any) -> str | None:
+    """Fingerprint of a conversation's first items: how a later run recognises its history.
+
+    Only a history (two or more items) has one, so a single new message never claims a
+    conversation it merely starts like.
+    """
+
+    if not isinstance(items, list):
         return None
-    first = items[0]
-    body = {"role": first.get("role"), "type": first.get("type"), "content": first.get("content")}
-    text = json.dumps(body, sort_keys=True, default=str)
+    kept = [
+        i
+        for i in items
+        if isinstance(i, dict)
+        and i.get("type") not in _SKIPPED_FOR_FINGERPRINT
+        and i.get("role") not in ("system", "developer")
+    ][:FINGERPRINT_ITEMS]
+    if len(kept) < FINGERPRINT_ITEMS:
+        return None
+    text = "\n".join(_item_text(i) for i in kept)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
 
 

@@ -1,0 +1,244 @@
+"""The examples, run offline: scripted agent turns, real local sandboxes, the offline engine."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while being built
+    spec.loader.exec_module(module)
+    return module
+
+
+async def test_two_run_example_learns_the_fix_and_the_test_command(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    example = _load("memory")
+    outcome = await example.main()  # no OPENAI_API_KEY (conftest): offline by default
+
+    assert outcome.offline
+    printed = capsys.readouterr().out
+    assert printed.startswith("mode: OFFLINE")
+
+    # Closing the first sandbox wrote memory that names the bug, the fix and the test command.
+    memory_md = outcome.memory_after_close["memories/MEMORY.md"]
+    assert "test_applies_tax_rate" in memory_md
+    assert "120.08 != 129.6" in memory_md
+    assert "acme_billing/invoice.py" in memory_md
+    assert f"Run the tests with `{example.TEST_COMMAND}`" in memory_md
+    assert example.TEST_COMMAND in outcome.memory_after_close["memories/memory_summary.md"]
+    assert outcome.rollout_summary.startswith("memories/rollout_summaries/run-")
+    summary = outcome.memory_after_close[outcome.rollout_summary]
+    assert "failed (exit 1)" in summary and "passed" in summary
+    assert "updated `acme_billing/invoice.py`" in summary
+
+    # Run 2 started from the snapshot in a new session and its instructions carried the memory.
+    section = outcome.run2_memory_section
+    assert section.startswith("## Memory")
+    assert "MEMORY_SUMMARY BEGINS" in section and section.endswith("MEMORY_SUMMARY ENDS =========")
+    assert example.TEST_COMMAND in section
+    assert "fix-invoice" in section
+    assert section in outcome.run2_instructions
+
+    # Run 2 really added the regression test and ran it with the command from memory.
+    assert "tests/test_invoice_regression.py" in outcome.files_after_run2
+    assert "invoice_total([(10, 100.0)], tax_rate=0.1)" in outcome.regression_test
+    assert f"Ran `{example.TEST_COMMAND}`" in outcome.second_output
+    # Run 2 was recorded and distilled too: two rollout summaries after it closed.
+    summaries = [f for f in outcome.files_after_run2 if "/rollout_summaries/" in f]
+    assert len(summaries) == 2
+
+    assert outcome.checks and all(outcome.checks.values()), outcome.checks
+    assert "check: run-2 instructions carry the learned test command" in printed
+    assert ": NO" not in printed
+
+
+async def test_multi_agent_example_keeps_layouts_apart_and_turns_together() -> None:
+    example = _load("memory_multi_agent_multiturn")
+    outcome = await example.main(offline=True)
+
+    gtm_rollout = "sessions/gtm/gtm-q2-pipeline-review.jsonl"
+    eng_rollout = "sessions/engineering/eng-invoice-test-fix.jsonl"
+    # Both GTM turns shared one SQLiteSession: one rollout file named by its id, two lines.
+    assert outcome.under("sessions/gtm") == [gtm_rollout]
+    segments = [json.loads(line) for line in outcome.files[gtm_rollout].splitlines()]
+    assert len(segments) == 2
+    assert {seg["rollout_id"] for seg in segments} == {"gtm-q2-pipeline-review"}
+    assert segments[0]["segment_id"] != segments[1]["segment_id"]
+    assert "leads.csv" in json.dumps(segments[0]["input"])
+    assert "gtm_hypothesis.md" in json.dumps(segments[1]["input"])
+    # Turn 1 was learned from before turn 2 started: it shows as this conversation's memory.
+    assert "### This conversation" in outcome.gtm_turn2_memory
+    assert "I prefer short answers" in outcome.gtm_turn2_memory
+    assert outcome.under("sessions/engineering") == [eng_rollout]
+    assert len(outcome.files[eng_rollout].splitlines()) == 1
+
+    # Each layout has its own memory; nothing landed in the default layout.
+    assert not any(
+        f.startswith(("memories/MEMORY.md", "memories/store/", "sessions/run-"))
+        for f in outcome.files
+    )
+    gtm = outcome.files["memories/gtm/MEMORY.md"]
+    eng = outcome.files["memories/engineering/MEMORY.md"]
+    assert "(preference): User preference: I prefer short answers" in gtm
+    assert "gtm-q2-pipeline-review" in gtm and "eng-invoice-test-fix" not in gtm
+    assert "invoice" not in gtm.lower()
+    assert f"Run the tests with `{example.TEST_COMMAND}`" in eng
+    assert "eng-invoice-test-fix" in eng and "gtm-q2-pipeline-review" not in eng
+    assert "leads" not in eng.lower() and "preference" not in eng
+    assert outcome.under("memories/gtm/skills") == []
+    assert outcome.under("memories/engineering/skills") == [
+        "memories/engineering/skills/test-command/SKILL.md"
+    ]
+    assert all(outcome.checks.values()), outcome.checks
+
+
+def test_two_run_example_runs_as_a_script_without_an_api_key() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    env["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "memory.py")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert done.stdout.startswith("mode: OFFLINE")
+    assert "check: run-2 instructions carry the learned test command" in done.stdout
+    assert ": NO" not in done.stdout
+
+
+# --------------------------------------------------------------------- the docs' claims
+# docs/migrating.md and docs/workspace-layout.md describe these behaviours; keep them true.
+
+TEST_CMD = "python3 -m unittest discover -s tests -v"
+
+
+def _exec_output(code: int, text: str) -> str:
+    return f"Chunk ID: 1\nWall time: 0.1 seconds\nProcess exited with code {code}\nOutput:\n{text}"
+
+
+def _bug_fix_payload() -> dict[str, object]:
+    """One recorded run in the SDK's payload shape: a failing test, a patch, a passing test."""
+
+    return {
+        "updated_at": "2025-01-01T00:00:00+00:00",
+        "input": [{"role": "user", "content": "The invoice tests fail. I prefer short answers."}],
+        "generated_items": [
+            {"type": "function_call", "name": "exec_command", "call_id": "c1",
+             "arguments": json.dumps({"cmd": TEST_CMD})},
+            {"type": "function_call_output", "call_id": "c1",
+             "output": _exec_output(1, "FAIL: test_tax (t.T.test_tax)\nAssertionError: 1 != 2\n")},
+            {"type": "custom_tool_call", "name": "apply_patch", "call_id": "c2",
+             "input": "*** Begin Patch\n*** Update File: invoice.py\n@@\n-a\n+b\n*** End Patch\n"},
+            {"type": "custom_tool_call_output", "call_id": "c2", "output": "Updated invoice.py"},
+            {"type": "function_call", "name": "exec_command", "call_id": "c3",
+             "arguments": json.dumps({"cmd": TEST_CMD})},
+            {"type": "function_call_output", "call_id": "c3", "output": _exec_output(0, "OK\n")},
+        ],
+        "final_output": "Fixed invoice.py.",
+        "terminal_metadata": {"terminal_state": "completed", "has_final_output": True},
+    }  # fmt: skip
+
+
+def test_docs_migrating_memory_accepts_the_sdks_config_objects() -> None:
+    from agents.sandbox import MemoryGenerateConfig as SDKGenerate
+    from agents.sandbox import MemoryLayoutConfig as SDKLayout
+    from agents.sandbox import MemoryReadConfig as SDKRead
+
+    from sandbox_memory import Memory, MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
+
+    memory = Memory(
+        layout=SDKLayout(memories_dir="memories/gtm", sessions_dir="sessions/gtm"),
+        read=SDKRead(live_update=False),
+        generate=SDKGenerate(max_raw_memories_for_consolidation=128),
+    )
+    assert isinstance(memory.layout, MemoryLayoutConfig)
+    assert memory.layout.memories_dir == "memories/gtm"
+    assert isinstance(memory.read, MemoryReadConfig) and memory.read.live_update is False
+    assert isinstance(memory.generate, MemoryGenerateConfig)
+    assert memory.generate.max_raw_memories_for_consolidation == 128
+    with pytest.raises(ValueError, match="must differ from layout.memories_dir"):
+        Memory(layout=SDKLayout(memories_dir="m", sessions_dir="m"))
+
+
+async def test_docs_migrating_an_sdk_memories_folder(tmp_path: Path) -> None:
+    from sandbox_memory import MemoryClient, MemoryGenerateConfig, Refresh
+
+    root = tmp_path / "ws"
+    memories = root / "memories"
+    (memories / "skills" / "run-tests").mkdir(parents=True)
+    (memories / "skills" / "run-tests" / "SKILL.md").write_text("---\nname: run-tests\n---\nok\n")
+    (memories / "MEMORY.md").write_text("# Task group: invoices\n- tests: pytest -q\n")
+    (root / "sessions").mkdir()
+    line = {"rollout_id": "old-rollout", **_bug_fix_payload()}  # no segment or item ids
+    (root / "sessions" / "old-rollout.jsonl").write_text(json.dumps(line) + "\n")
+
+    client = MemoryClient(root, generate=MemoryGenerateConfig(engine="offline"))
+    await client.apply(Refresh(), expected=0)  # what the first close does
+
+    memory_md = (memories / "MEMORY.md").read_text()
+    assert "Task group" not in memory_md  # the SDK's text is replaced
+    assert f"Run the tests with `{TEST_CMD}`" in memory_md
+    assert "old-rollout#segment-0:" in memory_md  # positional ids, cited
+    assert "(preference): User preference: I prefer short answers." in memory_md
+    assert (memories / "skills" / "run-tests" / "SKILL.md").read_text().endswith("ok\n")
+    assert (memories / "skills" / "test-command" / "SKILL.md").exists()
+
+
+async def test_docs_layout_a_hand_edit_of_memory_md_is_one_change(tmp_path: Path) -> None:
+    from sandbox_memory import MemoryClient, MemoryGenerateConfig, Refresh
+
+    client = MemoryClient(tmp_path, generate=MemoryGenerateConfig(engine="offline"))
+    await client.runtime.record(_bug_fix_payload(), rollout_id="conv-a")
+    await client.apply(Refresh(), expected=0)
+    before = await client.view()
+    memory_md = tmp_path / "memories" / "MEMORY.md"
+    text = memory_md.read_text()
+    assert "(fact):" in text  # a conversation fact is shown, from the registry
+    memory_md.write_text(
+        text.replace("## Facts\n\n", "## Facts\n\n- **python-version** (fact): Python 3.11.\n")
+    )
+
+    await client.apply(Refresh(), expected=before.version)
+
+    after = await client.view()
+    assert set(after.entries) - set(before.entries) == {"python-version"}
+    assert after.entries["python-version"].sources[0].conversation == "person"
+    last = (await client.log())[-1]
+    assert (last.cause, last.keys) == ("person", ["python-version"])
+
+
+async def test_docs_layout_forgetting_is_logged(tmp_path: Path) -> None:
+    from sandbox_memory import MemoryClient, MemoryGenerateConfig, Refresh
+
+    client = MemoryClient(tmp_path, generate=MemoryGenerateConfig(engine="offline"))
+    for rid, day in (("older", "01"), ("newer", "02")):
+        payload = {**_bug_fix_payload(), "updated_at": f"2025-01-{day}T00:00:00+00:00"}
+        await client.runtime.record(payload, rollout_id=rid)
+    await client.apply(Refresh(), expected=0)
+    keep_one = MemoryClient(
+        tmp_path,
+        generate=MemoryGenerateConfig(engine="offline", max_raw_memories_for_consolidation=1),
+    )
+    await keep_one.apply(Refresh(), expected=(await keep_one.view()).version)
+
+    forgetting = [r for r in await keep_one.log() if r.cause == "forgetting"]
+    assert len(forgetting) == 1 and "older" in (forgetting[0].detail or "")
+    summaries = sorted(p.name for p in (tmp_path / "memories" / "rollout_summaries").iterdir())
+    assert [s.split("_")[0] for s in summaries] == ["newer"]
