@@ -913,7 +913,8 @@ async def test_deleting_a_conversation_fact_line_retracts_it_in_its_conversation
         k for k in (await MemoryClient(workspace_root).view("fix")).entries if k.startswith("fix-")
     )
     md.write_text(
-        "\n".join(line for line in md.read_text().splitlines() if f"**{fix_key}**" not in line) + "\n"
+        "\n".join(line for line in md.read_text().splitlines() if f"**{fix_key}**" not in line)
+        + "\n"
     )
     from sandbox_memory import Refresh
 
@@ -963,3 +964,20 @@ async def test_close_whose_time_budget_is_spent_defers_rather_than_fails(
     progress = json.loads((workspace_root / "memories/store/progress.json").read_text())
     assert progress["rollouts"].get("late", {}).get("attempts", 0) == 0
     assert any("waits for the next close" in r.getMessage() for r in caplog.records)
+
+
+async def test_public_route_records_a_run_the_automatic_route_cannot_see(
+    client, manifest, workspace_root
+) -> None:
+    from sandbox_memory import Refresh, record_run
+
+    plain = Agent(name="plain", model=ScriptedModel([[assistant_message("Use `make test`.")]]))
+    result = await Runner.run(plain, "How do we run tests? I prefer make targets.")
+    memory = Memory(generate=OFFLINE)
+    sandbox = await client.create(manifest=manifest)
+    async with sandbox:
+        rid = await record_run(sandbox, result, memory=memory, conversation_id="manual/1")
+    segments = read_segments(workspace_root / "sessions" / f"{rid}.jsonl")
+    assert segments[0]["final_output"] == "Use `make test`."
+    view = await MemoryClient(workspace_root).apply(Refresh(), expected=0, conversation=rid)
+    assert any(e.kind == "preference" for e in view.entries.values())
