@@ -981,3 +981,32 @@ async def test_public_route_records_a_run_the_automatic_route_cannot_see(
     assert segments[0]["final_output"] == "Use `make test`."
     view = await MemoryClient(workspace_root).apply(Refresh(), expected=0, conversation=rid)
     assert any(e.kind == "preference" for e in view.entries.values())
+
+
+async def test_only_the_newest_raw_memories_are_kept_and_older_ones_forgotten(
+    client, manifest, workspace_root
+) -> None:
+    memory = Memory(
+        generate=MemoryGenerateConfig(engine="offline", max_raw_memories_for_consolidation=1)
+    )
+    sandbox = await client.create(manifest=manifest)
+    async with sandbox:
+        await Runner.run(
+            agent(ScriptedModel(bug_fix_script()), memory),
+            "Fix it.",
+            run_config=rc(sandbox, group_id="old"),
+        )
+        await Runner.run(
+            agent(ScriptedModel([[assistant_message("ok")]]), memory),
+            "We decided to ship on Fridays.",
+            run_config=rc(sandbox, group_id="new"),
+        )
+    mem = workspace_root / "memories"
+    selection = json.loads((mem / "phase_two_selection.json").read_text())
+    assert [s["rollout_id"] for s in selection["selected"]] == ["new"]
+    assert not (mem / "raw_memories" / "old.md").exists()
+    assert not list((mem / "rollout_summaries").glob("old_*.md"))
+    md = (mem / "MEMORY.md").read_text()
+    assert "fix-invoice" not in md and "Fridays" in md
+    log = await MemoryClient(workspace_root).log()
+    assert any(r.cause == "forgetting" and "old" in (r.detail or "") for r in log)

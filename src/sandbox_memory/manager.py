@@ -56,6 +56,10 @@ logger = logging.getLogger("sandbox_memory")
 
 _ENGINE_ANNOUNCED: set[str] = set()
 
+LIVE_EDIT_TAIL_BYTES = 1 << 20
+"""Bytes read from the end of a rollout to find the run item that edited MEMORY.md: the edit
+is in the newest segments, and a 100 MB rollout must not be read whole for it."""
+
 
 def resolve_engine(generate: MemoryGenerateConfig) -> ExtractionEngine:
     """The engine ``generate.engine`` asks for; ``auto`` picks the model where credentials exist."""
@@ -521,7 +525,9 @@ class LayoutRuntime:
 
         progress = await self.store.load_progress()
         for rid in await self.pending_or_recent(progress):
-            data = await self.ws.read_bytes(rollout_path(self.layout.sessions_dir, rid))
+            path = rollout_path(self.layout.sessions_dir, rid)
+            size = await self.ws.size(path) or 0
+            data = await self.ws.read_from(path, max(0, size - LIVE_EDIT_TAIL_BYTES))
             if not data:
                 continue
             for line in reversed(data.splitlines()[-20:]):
