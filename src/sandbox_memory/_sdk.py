@@ -212,7 +212,11 @@ class SessionMemoryManager:
             await self.wait_idle()
             if self.runtime.generate_enabled:
                 self.last_report = await self.runtime.close()
-        except Exception as exc:  # noqa: BLE001
+        except BaseException as exc:  # noqa: BLE001
+            from .phase_one import stray_cancel
+
+            if not isinstance(exc, Exception) and not stray_cancel(exc):
+                raise  # the close itself is being cancelled, or the process is stopping
             logger.warning(
                 "memory generation at close failed: %s. The recorded runs stay in %s and are "
                 "processed at the next close; the workspace snapshot goes ahead",

@@ -148,7 +148,15 @@ class Memory(_SDKMemory):
         cache_key = (runtime.generation, id(runtime), self._fingerprint, person)
         if self._cache is not None and self._cache[0] == cache_key:
             return self._cache[1]
-        text = await self._build_prompt(runtime, manifest, person)
+        try:
+            text = await self._build_prompt(runtime, manifest, person)
+        except Exception as exc:  # noqa: BLE001 - unreadable memory must not fail the run
+            logger.warning(
+                "memory could not be read (%s: %s); this run starts without memory",
+                type(exc).__name__,
+                exc,
+            )
+            return None
         self._cache = (cache_key, text)
         return text
 

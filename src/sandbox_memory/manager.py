@@ -22,6 +22,7 @@ from .config import (
     MemoryReadConfig,
 )
 from .engines.base import ExtractionEngine
+from .errors import MemoryLockTimeout
 from .phase_one import Budget, extract_rollout
 from .phase_two import forget_conversations, promote, secret_problem, select_rollouts
 from .redact import Redactor
@@ -55,6 +56,11 @@ from .workspace import LeaseLock, Workspace
 logger = logging.getLogger("sandbox_memory")
 
 _ENGINE_ANNOUNCED: set[str] = set()
+
+THREADS_LOCK_WAIT_SECONDS = 2.0
+"""How long the end of a run waits for the layout lock to index a new conversation in
+``threads.json``. Past it the index is written without the lock (logged): a run never waits
+long for memory, at the risk of a process sharing the folder dropping one entry."""
 
 LIVE_EDIT_TAIL_BYTES = 1 << 20
 """Bytes read from the end of a rollout to find the run item that edited MEMORY.md: the edit
@@ -116,6 +122,8 @@ class LayoutRuntime:
         self._local_lock = asyncio.Lock()
         self._rollout_locks: dict[str, asyncio.Lock] = {}
         self._threads_lock = asyncio.Lock()
+        self._redactions_reported = 0
+        """Redactions already counted in an earlier close's report."""
         self.generation = 0
         """Bumped on every change made through this runtime: keys the read cache."""
 
@@ -192,12 +200,45 @@ class LayoutRuntime:
                 [*(segment.get("input") or []), *(segment.get("generated_items") or [])]
             )
             if fp is not None:
-                async with self._threads_lock:
-                    threads = await self.store.load_threads()
-                    threads[fp] = rid
-                    await self.store.save_threads(threads)
+                # The segment is recorded: a failure here must not make the caller record it
+                # again (a second, duplicate line), so it is logged and the run goes on. The
+                # layout lock: processes sharing the folder must not drop each other's entries.
+                try:
+                    await self._index_thread(fp, rid)
+                except Exception as exc:  # noqa: BLE001
+                    logger.warning(
+                        "could not index conversation %s in %s/threads.json (%s); its next run "
+                        "may not recognise it",
+                        rid,
+                        self.store.dir,
+                        exc,
+                    )
         self.bump()
         return rid
+
+    async def _index_thread(self, fingerprint: str, rid: str) -> None:
+        """Map a conversation's fingerprint to its rollout id, under the lock if it comes soon."""
+
+        lock = LeaseLock(
+            self.ws,
+            self.store.lock_path,
+            timeout=min(THREADS_LOCK_WAIT_SECONDS, self.generate.lock_timeout_seconds),
+            lease=DEFAULT_LOCK_LEASE_SECONDS,
+        )
+        async with self._threads_lock:
+            try:
+                await lock.acquire()
+            except MemoryLockTimeout:
+                logger.warning(
+                    "memory lock is busy; conversation %s is indexed in threads.json without it",
+                    rid,
+                )
+            try:
+                threads = await self.store.load_threads()
+                threads[fingerprint] = rid
+                await self.store.save_threads(threads)
+            finally:
+                await lock.release()  # a no-op when it was not taken
 
     async def conversation_for(self, fingerprint: str | None) -> str | None:
         if fingerprint is None:
@@ -252,7 +293,10 @@ class LayoutRuntime:
         report["model_calls"] = budget.spent_calls
         async with self.write_lock():
             await self.consolidate_layout()
-        report["redactions"] = self.redactor.total
+        # Secrets redacted since the previous close of this runtime (records, notes, errors).
+        total = self.redactor.total
+        report["redactions"] = total - self._redactions_reported
+        self._redactions_reported = total
         if budget.deferred:
             logger.warning(
                 "memory close left %d rollout(s) for the next close (budget): %s",
@@ -268,6 +312,8 @@ class LayoutRuntime:
         progress = await store.load_progress()
         layout = await store.load_layout()
         before = layout.model_dump_json()
+        # Missing, or set aside as unreadable: rebuilt from every selected conversation.
+        rebuild = await store.layout_needs_rebuild()
         selection = select_rollouts(
             progress.rollouts, self.generate.max_raw_memories_for_consolidation
         )
@@ -279,7 +325,7 @@ class LayoutRuntime:
         registry_before = registry.model_dump_json()
         promoted: list[str] = []
         for rid, prog in selection.selected:
-            if prog.consolidated and rid in registry.conversations:
+            if prog.consolidated and rid in registry.conversations and not rebuild:
                 continue
             conversation = await store.load_conversation(rid)
             promoted += promote(layout, conversation, since=0)
@@ -338,7 +384,7 @@ class LayoutRuntime:
                     fresh.rollouts[rid].slug = None
             await store.save_progress(fresh)
 
-        if layout.model_dump_json() != before:
+        if layout.model_dump_json() != before or rebuild:
             await store.save_layout(layout)
         # Forgetting conversations changes what memory shows even when no layout entry goes.
         for record in changes:
@@ -416,11 +462,23 @@ class LayoutRuntime:
         stamp_raw = await self.ws.read_text(f"{self.store.dir}/rendered.json")
         try:
             rendered = json.loads(stamp_raw or "{}").get("memory_md_sha256")
-        except ValueError:
+        except (ValueError, AttributeError):
             rendered = None
         if rendered is None or hashlib.sha256(current.encode()).hexdigest() == rendered:
             return
         parsed = parse_registry(current)
+        if not parsed and current.strip():
+            # Edited into something without a single entry line: nonsense, not an edit.
+            aside = f"{self.store.dir}/MEMORY.md.broken-{now_ms()}"
+            raw = await self.ws.read_bytes(f"{mdir}/MEMORY.md")
+            await self.ws.write_atomic(aside, raw if raw is not None else current.encode())
+            logger.warning(
+                "%s/MEMORY.md was edited into text without entry lines; kept as %s and "
+                "rebuilt from the store",
+                mdir,
+                aside,
+            )
+            return
         source = await self._live_edit_source()
         cause = "live_update" if source.conversation != "person" else "person"
         keys: list[str] = []

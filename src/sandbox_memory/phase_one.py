@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from .engines.base import Extraction, ExtractionRequest, KnownEntry
 from .phase_two import ItemIndex, apply_to_conversation, check_candidates
-from .rollouts import ParsedSegments, parse_segments, rollout_path
+from .rollouts import ParsedSegments, read_new_segments, rollout_path
 from .store import LogRecord, RolloutProgress, now_ms
 
 if TYPE_CHECKING:
@@ -56,6 +56,17 @@ class Budget:
         return True
 
 
+def stray_cancel(exc: BaseException) -> bool:
+    """A ``CancelledError`` raised by a callee (a model client) while this task is not being
+    cancelled: a failure like any other, not a request to stop. Python 3.10 cannot tell."""
+
+    if not isinstance(exc, asyncio.CancelledError):
+        return False
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    return cancelling is not None and cancelling() == 0
+
+
 def normalize_slug(raw: str) -> str:
     import re
 
@@ -91,10 +102,10 @@ async def _extract(rt: LayoutRuntime, rollout_id: str, *, budget: Budget | None)
     if prog.next_attempt_at > time.time():
         return False
     path = rollout_path(rt.layout.sessions_dir, rollout_id)
-    data = await rt.ws.read_from(path, prog.offset)
-    if data is None:
+    read = await read_new_segments(rt.ws, path, offset=prog.offset)
+    if read is None:
         return False
-    parsed: ParsedSegments = parse_segments(data, start_offset=prog.offset)
+    parsed: ParsedSegments = read
     if parsed.malformed:
         logger.warning(
             "%d malformed line(s) in %s were skipped (they are not valid JSON)",
@@ -139,7 +150,8 @@ async def _extract(rt: LayoutRuntime, rollout_id: str, *, budget: Budget | None)
         extra_prompt=rt.generate.extra_prompt,
         max_input_chars=rt.generate.max_rollout_chars,
     )
-    estimated = min(len(data), rt.generate.max_rollout_chars) // CHARS_PER_TOKEN
+    new_bytes = parsed.end_offset - prog.offset
+    estimated = min(new_bytes, rt.generate.max_rollout_chars) // CHARS_PER_TOKEN
     if rt.engine.name != "offline" and budget is not None and not budget.reserve(estimated):
         budget.deferred.append(rollout_id)
         logger.warning(
@@ -159,8 +171,24 @@ async def _extract(rt: LayoutRuntime, rollout_id: str, *, budget: Budget | None)
         return False
     try:
         extraction: Extraction = await asyncio.wait_for(rt.engine.extract(request), timeout)
-    except Exception as exc:  # noqa: BLE001 - any engine failure is recorded and retried
-        error = f"{type(exc).__name__}: {exc}"[:500]
+    except BaseException as exc:  # noqa: BLE001 - any engine failure is recorded and retried
+        if not isinstance(exc, Exception) and not stray_cancel(exc):
+            raise  # this task is being cancelled, or the process is stopping
+        if (
+            isinstance(exc, asyncio.TimeoutError)
+            and budget is not None
+            and budget.remaining_seconds() <= 0
+        ):
+            # Cut off by this close's time budget, not a failure of the rollout: no attempt
+            # is counted, the work waits for the next close like any other that did not fit.
+            budget.deferred.append(rollout_id)
+            logger.warning(
+                "memory time budget for this close ran out while rollout %s was being "
+                "extracted; it waits for the next close",
+                rollout_id,
+            )
+            return False
+        error = rt.redactor.redact_text(f"{type(exc).__name__}: {exc}")[:500]
         max_attempts = rt.generate.max_attempts
 
         def fail(p: RolloutProgress) -> None:

@@ -206,3 +206,57 @@ def item_ids(segments: list[dict[str, Any]]) -> list[str]:
                 if isinstance(item, dict) and isinstance(item.get(ITEM_ID_FIELD), str):
                     ids.append(item[ITEM_ID_FIELD])
     return ids
+
+
+READ_CHUNK_BYTES = 8 << 20
+"""Bytes read at a time when extracting: a 100 MB rollout never sits in memory whole."""
+
+MAX_STRING_CHARS = 64_000
+"""Longest string kept from a recorded item for extraction (head and tail): engines clip item
+text far below this (a transcript line is at most a few thousand characters), so clipping at
+parse time bounds memory without changing what an engine sees."""
+
+
+def clip_strings(value: Any, limit: int = MAX_STRING_CHARS) -> Any:
+    """``value`` with every string longer than ``limit`` cut to its head and tail."""
+
+    if isinstance(value, str):
+        if len(value) <= limit:
+            return value
+        head = limit * 2 // 5
+        tail = limit - head
+        omitted = len(value) - head - tail
+        return f"{value[:head]}\n[... {omitted} characters omitted ...]\n{value[-tail:]}"
+    if isinstance(value, dict):
+        return {k: clip_strings(v, limit) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clip_strings(v, limit) for v in value]
+    return value
+
+
+async def read_new_segments(
+    workspace: Workspace, path: str, *, offset: int, chunk: int = READ_CHUNK_BYTES
+) -> ParsedSegments | None:
+    """Segments after ``offset``, read in chunks, long strings clipped; ``None`` if no file.
+
+    Only complete lines are taken: a torn last line is left for a later read.
+    """
+
+    result = ParsedSegments(end_offset=offset)
+    pos = offset
+    buffer = b""
+    while True:
+        data = await workspace.read_range(path, pos, chunk)
+        if data is None:
+            return None if pos == offset else result
+        pos += len(data)
+        buffer += data
+        cut = buffer.rfind(b"\n")
+        if cut >= 0:
+            part = parse_segments(buffer[: cut + 1], start_offset=result.end_offset)
+            result.segments.extend(clip_strings(s) for s in part.segments)
+            result.malformed += part.malformed
+            result.end_offset = part.end_offset
+            buffer = buffer[cut + 1 :]
+        if len(data) < chunk:
+            return result

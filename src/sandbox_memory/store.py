@@ -13,6 +13,7 @@ rendered from it. Files, all under ``<memories_dir>/store/``:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -153,15 +154,37 @@ class Store:
         try:
             return model.model_validate_json(raw)
         except ValidationError as exc:
-            broken = f"{path}.broken-{now_ms()}"
-            logger.error(
-                "memory state file %s is not valid (%s); kept as %s and starting it afresh",
-                path,
-                exc.errors()[0].get("msg", "invalid") if exc.errors() else exc,
-                broken,
-            )
-            await self.ws.write_atomic(broken, raw)
+            why = exc.errors()[0].get("msg", "invalid") if exc.errors() else str(exc)
+            await self._set_aside(path, raw, why)
             return default
+
+    async def _set_aside(self, path: str, raw: bytes, why: str) -> None:
+        """Keep an unreadable state file's bytes beside it, once per content, and log it."""
+
+        # Named by content: the file is read many times before it is next saved, and one
+        # copy (and one ERROR line) per distinct content is enough.
+        broken = f"{path}.broken-{hashlib.sha256(raw).hexdigest()[:12]}"
+        if await self.ws.size(broken) is not None:
+            return
+        await self.ws.write_atomic(broken, raw)
+        logger.error(
+            "memory state file %s is not valid (%s); kept as %s and starting it afresh",
+            path,
+            why,
+            broken,
+        )
+
+    async def layout_needs_rebuild(self) -> bool:
+        """Whether ``layout.json`` is missing or unreadable (then phase 2 rebuilds it)."""
+
+        raw = await self.ws.read_bytes(f"{self.dir}/layout.json")
+        if raw is None:
+            return True
+        try:
+            LayoutMemory.model_validate_json(raw)
+        except ValidationError:
+            return True
+        return False
 
     async def _save(self, path: str, value: BaseModel) -> None:
         await self.ws.write_atomic(path, value.model_dump_json(indent=1).encode("utf-8"))
@@ -232,9 +255,15 @@ class Store:
         try:
             data = json.loads(raw)
         except ValueError:
-            logger.warning("memory thread index is unreadable; conversations start afresh")
+            data = None
+        if not isinstance(data, dict):
+            await self._set_aside(
+                f"{self.dir}/threads.json",
+                raw,
+                "not a JSON object; runs of earlier conversations start a new conversation memory",
+            )
             return {}
-        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+        return {str(k): str(v) for k, v in data.items()}
 
     async def save_threads(self, threads: dict[str, str]) -> None:
         await self.ws.write_atomic(

@@ -59,6 +59,10 @@ class Workspace(abc.ABC):
         """Bytes from ``offset`` to the end, or ``None`` when the file does not exist."""
 
     @abc.abstractmethod
+    async def read_range(self, path: str, offset: int, length: int) -> bytes | None:
+        """At most ``length`` bytes from ``offset``, or ``None`` when the file does not exist."""
+
+    @abc.abstractmethod
     async def size(self, path: str) -> int | None:
         """Size in bytes, or ``None`` when the file does not exist."""
 
@@ -129,6 +133,14 @@ class LocalWorkspace(Workspace):
             async with aiofiles.open(self._p(path), "rb") as fh:
                 await fh.seek(offset)
                 return await fh.read()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    async def read_range(self, path: str, offset: int, length: int) -> bytes | None:
+        try:
+            async with aiofiles.open(self._p(path), "rb") as fh:
+                await fh.seek(offset)
+                return await fh.read(length)
         except (FileNotFoundError, NotADirectoryError):
             return None
 
@@ -243,6 +255,19 @@ class SessionWorkspace(Workspace):
             raise OSError(f"reading {path} from byte {offset} failed with exit code {code}")
         return out
 
+    async def read_range(self, path: str, offset: int, length: int) -> bytes | None:
+        code, out = await self._sh(
+            '[ -f "$1" ] || exit 3; tail -c +"$2" -- "$1" | head -c "$3"',
+            self._abs(path),
+            str(offset + 1),
+            str(length),
+        )
+        if code == 3:
+            return None
+        if code != 0:
+            raise OSError(f"reading {path} at byte {offset} failed with exit code {code}")
+        return out
+
     async def size(self, path: str) -> int | None:
         code, out = await self._sh('[ -f "$1" ] || exit 3; wc -c < "$1"', self._abs(path))
         if code != 0:
@@ -305,6 +330,44 @@ class SessionWorkspace(Workspace):
         return code == 0
 
 
+def _pid_space() -> str | None:
+    """This kernel boot and PID namespace: where a lock holder's pid can be checked."""
+
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        return f"{boot}/{os.readlink('/proc/self/ns/pid')}"
+    except OSError:
+        return None
+
+
+_PID_SPACE = _pid_space()
+
+
+def _holder_dead(info: dict[str, object]) -> bool:
+    """Whether the lock's holder is a process of this machine and PID namespace that is gone.
+
+    Only then is a pid conclusive; a holder elsewhere (another container or machine sharing the
+    folder) is presumed alive until its lease runs out. A reused pid reads as alive: safe.
+    """
+
+    owner = info.get("owner")
+    if _PID_SPACE is None or info.get("pid_space") != _PID_SPACE or not isinstance(owner, str):
+        return False
+    try:
+        pid = int(owner.split("-", 1)[0])
+    except ValueError:
+        return False
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
 class LeaseLock:
     """A per-layout lock held as a file inside the workspace, with a lease.
 
@@ -332,7 +395,10 @@ class LeaseLock:
         self.held = False
 
     def _payload(self) -> bytes:
-        return json.dumps({"owner": self.token, "expires_at": time.time() + self.lease}).encode()
+        info: dict[str, object] = {"owner": self.token, "expires_at": time.time() + self.lease}
+        if _PID_SPACE is not None:
+            info["pid_space"] = _PID_SPACE
+        return json.dumps(info).encode()
 
     async def acquire(self) -> None:
         start = time.monotonic()
@@ -349,17 +415,20 @@ class LeaseLock:
             expired = False
             try:
                 info = json.loads(raw or b"{}")
-                expired = float(info.get("expires_at", 0)) < time.time()
-            except (ValueError, TypeError):
+                expired = float(info.get("expires_at", 0)) < time.time() or _holder_dead(info)
+            except (ValueError, TypeError, AttributeError):
                 expired = raw is not None  # unreadable lock file: a torn write by a dead holder
             if expired and raw is not None:
                 stale = f"{self.path}.stale-{secrets.token_hex(4)}"
                 if await self.workspace.rename(self.path, stale):
                     moved = await self.workspace.read_bytes(stale)
+                    if moved is not None and moved != raw:
+                        # Another waiter took the stale lock over first: this is its live lock.
+                        await self.workspace.create_exclusive(self.path, moved)
                     await self.workspace.remove(stale)
                     if moved == raw:
                         logger.warning(
-                            "memory lock %s had expired (holder presumed dead); taking it over",
+                            "memory lock %s had expired or its holder is gone; taking it over",
                             self.path,
                         )
                     continue

@@ -1,0 +1,366 @@
+"""Results as JSON, as a text table, as ``docs/benchmarks.md`` and as a plot."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from common import Row
+
+REPO = Path(__file__).resolve().parent.parent
+
+SCENARIO_NOTES = {
+    "record": (
+        "Each system appends run segments (about 9 KB: a user message, four `exec_command` "
+        "calls with outputs, a final message) to one conversation through its own append path "
+        "on a real `UnixLocalSandboxClient` session. Ours: `LayoutRuntime.record` (redact, add "
+        "item ids, append one line). Built-in: `SandboxMemoryGenerationManager."
+        "enqueue_rollout_payload` (ensure the layout, read the whole file, write it back). "
+        "Raw: `os.open(O_APPEND)` + `write` of the bytes ours wrote. The three series run one "
+        "after the other; each figure is the median of eleven appends around N (N=1: the first "
+        "append of eleven fresh conversations)."
+    ),
+    "consolidate": (
+        "History is built by running real closes, each adding one conversation, through each "
+        "system's manager (the one the SDK runtime finds) with the same zero-latency counting "
+        "models; ours uses its model engine throughout. The figure is every memory-model call "
+        "made from the run's arrival to the end of the close that adds rollout N+1. The "
+        "built-in's phase 2 is simulated in the fewest turns that do its job (read "
+        "`raw_memories.md`, `MEMORY.md`, `memory_summary.md`; write `MEMORY.md` and "
+        "`memory_summary.md`; finish), so its figures are a lower bound."
+    ),
+    "close_latency": (
+        "Eight runs of eight conversations reach each system's manager back to back (as "
+        "`Runner.run` hands them over), then the sandbox is closed (`async with` exit: the "
+        "memory pre-stop hook runs). Every memory-model call sleeps 500 ms; runs take no time, "
+        "the worst case for work done between runs."
+    ),
+    "read": (
+        "2,000 entries: ours through the store API (1,500 in layout memory, 500 in the "
+        "conversation the measured runs continue); built-in: a `memory_summary.md` with the same "
+        "2,000 entries, one line each (what a phase-2 model that kept everything would write). "
+        "`capability.instructions(manifest)` is timed as the SDK calls it: first turn of a run "
+        "(freshly cloned and bound capability) and later turns."
+    ),
+    "big_rollout": (
+        "One conversation of 1 MB run segments (each with a ~1 MB tool output) is written as "
+        "each system's recorder writes it, in a setup process. A fresh process then starts a "
+        "sandbox on it, hands over the conversation's last (ordinary) run, closes the sandbox "
+        "and reports its peak RSS (`VmHWM`)."
+    ),
+}
+
+MISSED_EXPLANATIONS = {
+    # Exact names, and "<scenario>.n" for every size of a scenario (see explain()).
+    "record.vs_raw": (
+        "Ours' file I/O is one `O_APPEND` write like the raw one; the rest is building the "
+        "segment, and nearly all of that is redaction: every string of the segment is scanned "
+        "by about 90 secret patterns (~0.2 us per character in CPython) before anything reaches "
+        "disk, by design. No append that redacts in Python comes within 5x of a bare `write`."
+    ),
+    "record.n1": (
+        "The first append of a conversation also rewrites the conversation index "
+        "(`threads.json`, an atomic write with fsync); the row moves by 2x between runs on a "
+        "loaded machine (see the CPU-time note)."
+    ),
+    "record.n": (
+        "Ours' append is flat (see `record.flat`) and several times faster than the built-in's, "
+        "but most of it is redaction (see `record.vs_raw`), whose cost is proportional to the "
+        "segment; the built-in's read-and-rewrite of a 9 MB file costs about as much as five "
+        "to ten redaction passes, not twenty. Meeting 20x needs redaction several times "
+        "faster (remember short strings that scanned clean, see below; scan a segment's "
+        "strings in fewer passes), not a different append."
+    ),
+    "big_rollout.peak_rss": (
+        "Both processes hold about 105 MB before the run arrives (interpreter, SDK, started "
+        "sandbox; see the row's note); on top of that ours' close grows by about 2x the "
+        "rollout and the built-in's by about 4x (`big_rollout.growth`), so the absolute ratio "
+        "cannot reach 0.5x until the growth ratio is well below it."
+    ),
+    "big_rollout.growth": (
+        "Ours reads a rollout's unprocessed bytes whole (`Workspace.read_from`) and parses "
+        "every new segment before extracting, so at its peak it holds the bytes and the "
+        "parsed segments: about 2x the new part of the rollout. Going lower needs streaming "
+        "(read the new bytes in bounded chunks, keep only what extraction uses: the "
+        "transcript's head and tail and the item ids), which changes the `Workspace` interface "
+        "and phase 1; not a small edit."
+    ),
+    "consolidate.flat.tokens": (
+        "The phase-1 prompt shows known entries within a character budget; growth beyond it "
+        "comes from the transcript or the budget."
+    ),
+    "read.first_turn_ms": (
+        "The first turn of each run parses the structured store (layout, registry and "
+        "conversation JSON) and renders within the budget; the built-in reads one file."
+    ),
+    "close_latency": (
+        "Ours' close waits for the per-run background extractions still in flight; rollouts "
+        "it finds unextracted run `phase_one_concurrency` at a time."
+    ),
+}
+
+
+def explain(name: str) -> str:
+    """The explanation for ``name``: an exact key, else the longest key ending in ``.n`` that
+    prefixes it followed by digits (``record.n`` covers ``record.n100``), else a pointer."""
+
+    if name in MISSED_EXPLANATIONS:
+        return MISSED_EXPLANATIONS[name]
+    for key, text in MISSED_EXPLANATIONS.items():
+        if key.endswith(".n") and name.startswith(key) and name[len(key) :].isdigit():
+            return text
+    return "See bench/README.md."
+
+
+def machine_info() -> dict[str, str]:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+
+    def version(dist: str) -> str:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    def git(*args: str) -> str:
+        try:
+            done = subprocess.run(
+                ["git", *args], cwd=REPO, capture_output=True, text=True, check=False
+            )
+        except OSError:
+            return ""
+        return done.stdout.strip()
+
+    commit = git("rev-parse", "--short", "HEAD")
+    dirty = [line for line in git("status", "--porcelain", "--", "src").splitlines() if line]
+    if commit and dirty:
+        commit += f" + uncommitted changes to {len(dirty)} file(s) in src/"
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
+    return {
+        "cpu": cpu,
+        "cores": str(os.cpu_count()),
+        "python": platform.python_version(),
+        "openai-agents": version("openai-agents"),
+        "sandbox-memory": version("sandbox-memory"),
+        "os": f"{platform.system()} {platform.release()}",
+        "date": _dt.datetime.now(tz=_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": commit or "unknown",
+        "load average at start": load,
+    }
+
+
+def as_json(rows: list[Row]) -> dict[str, Any]:
+    return {"scenarios": {row.name: row.as_json() for row in rows}}
+
+
+def _num(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if value == 0:
+        return "0"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    if abs(value) >= 0.1:
+        return f"{value:.2f}"
+    return f"{value:.3g}"
+
+
+def _met(value: bool | None) -> str:
+    return {True: "yes", False: "**no**", None: "-"}[value]
+
+
+def text_table(rows: list[Row]) -> str:
+    head = f"{'scenario':28} {'ours':>12} {'built-in':>12} {'ratio':>8}  {'met':4} target"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(
+            f"{r.name:28} {_num(r.ours):>12} {_num(r.builtin):>12} {_num(r.ratio):>8}  "
+            f"{('yes' if r.met else 'NO') if r.met is not None else '-':4} {r.target}  [{r.unit}]"
+        )
+    return "\n".join(lines)
+
+
+def markdown(
+    rows: list[Row],
+    info: dict[str, str],
+    *,
+    mode: str,
+    seconds: float,
+    plot: str | None,
+    extras: dict[str, Any],
+) -> str:
+    out: list[str] = [
+        "# Benchmarks: sandbox-memory against the SDK's built-in Memory",
+        "",
+        "Generated by `python bench/run.py` (do not edit by hand; rerun it). The same workload "
+        "runs through `sandbox_memory.Memory` (model engine) and through "
+        "`agents.sandbox.capabilities.Memory` in one process run, on real "
+        "`UnixLocalSandboxClient` sandboxes in temp folders, with counting models at the "
+        "`agents.Model` seam (no network, no API key). Tokens are estimated as characters / 4 "
+        "of everything sent (system instructions + input). Machines are noisy: the ratios are "
+        "what count. See [bench/README.md](../bench/README.md) for what each scenario "
+        "simulates and the caveats.",
+        "",
+        "## Machine",
+        "",
+        "| | |",
+        "|---|---|",
+    ]
+    out.extend(f"| {k} | {v} |" for k, v in info.items())
+    out.append(f"| mode | {mode} ({seconds:.0f} s) |")
+    out += [
+        "",
+        "## Results",
+        "",
+        "Ratio is ours / built-in (lower is better for ours in every row).",
+        "",
+        "| scenario | what is measured | unit | ours | built-in | ratio | target | met |",
+        "|---|---|---|--:|--:|--:|---|---|",
+    ]
+    for r in rows:
+        out.append(
+            f"| `{r.name}` | {r.metric} | {r.unit} | {_num(r.ours)} | {_num(r.builtin)} | "
+            f"{_num(r.ratio)} | {r.target} | {_met(r.met)} |"
+        )
+    notes = [r for r in rows if r.note]
+    if notes:
+        out += ["", "Notes on rows:", ""]
+        out.extend(f"- `{r.name}`: {r.note}" for r in notes)
+    met = sum(1 for r in rows if r.met)
+    missed = [r for r in rows if r.met is False]
+    out += ["", f"**{met} of {len(rows)} targets met.**", ""]
+    if missed:
+        out += ["### Missed targets", ""]
+        for r in missed:
+            why = explain(r.name)
+            out.append(f"- `{r.name}` ({_num(r.ours)} vs target {r.target}): {why}")
+        out.append("")
+    if plot:
+        out += [
+            "## Cost against history size",
+            "",
+            f"![cost against history size]({plot})",
+            "",
+            "Left: model input tokens of the close that adds one rollout, against the number "
+            "of rollouts already in memory (log scale). Ours rises until the known entries fill "
+            "their 4,000-character budget (about 20 rollouts here), then stays flat. The "
+            "built-in's step near 130 rollouts is where `MEMORY.md` outgrows one shell argument "
+            "(128 KiB) and the simulated phase 2 takes one more turn to write it in parts. "
+            "Right: wall time of the Nth append to one conversation (log scale); ours jumps "
+            "between ~4 ms and ~8 ms plateaus when another process shares its core (its CPU "
+            "time stays at ~4 ms, see the record rows' notes).",
+            "",
+        ]
+    curves = extras.get("consolidate", {}).get("curves")
+    if curves:
+        out += ["Close cost by history size (tokens):", ""]
+        sizes = sorted(
+            {0, 1, 5, 10, 20, 50, 100, 150, 200} & set(range(len(curves["ours"]["tokens"])))
+        )
+        out.append("| rollouts in memory | " + " | ".join(str(n) for n in sizes) + " |")
+        out.append("|---|" + "--:|" * len(sizes))
+        for system, label in (("ours", "ours"), ("builtin", "built-in")):
+            values = " | ".join(f"{curves[system]['tokens'][n]:,}" for n in sizes)
+            out.append(f"| {label} | {values} |")
+        out.append("")
+    out += [
+        "## Package changes made from these measurements",
+        "",
+        "- `engines/model.py`: the phase-1 prompt listed up to 200 known entries (about 50 "
+        "tokens each), so the cost of a close grew with memory (about 4.7x from 10 to 200 "
+        "rollouts here). It now shows the entries sharing the most words with the transcript, "
+        "newest first on ties, within 4,000 characters (`KNOWN_ENTRIES_MAX_CHARS`).",
+        "",
+        "Suggested, not applied (`redact.py` was being rewritten by its owner during these "
+        "runs): a segment repeats the same short strings dozens of times (dict keys, item "
+        "types, roles) and each is scanned by every secret pattern. Remembering, per "
+        "`Redactor`, the short strings (up to 64 characters) that scanned clean, and rescanning "
+        "everything else, leaves output and counts unchanged and took building a 9 KB segment "
+        "from 3.8 ms to 2.3 ms of CPU in a trial on the previous redactor.",
+        "",
+        "## What each scenario simulates",
+        "",
+    ]
+    out.extend(f"- **{name}**: {text}" for name, text in SCENARIO_NOTES.items())
+    out += [
+        "",
+        "Wall-clock rows (record, read, close latency, big rollout time) move by up to 2x "
+        "between runs on a shared machine; the record rows' notes give CPU time (process + "
+        "children) as a cross-check. Token and call counts are exact and deterministic.",
+    ]
+    out.append("")
+    return "\n".join(out)
+
+
+def plot(extras: dict[str, Any], path: Path) -> str | None:
+    """Write the plot; return a note (why it was skipped) or ``None`` when written."""
+
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed (pip install -r bench/requirements.txt): no plot"
+    curves = extras.get("consolidate", {}).get("curves")
+    series = extras.get("record", {}).get("series_us")
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    if curves:
+        ax = axes[0]
+        for system, label, style in (
+            ("ours", "sandbox-memory", "-"),
+            ("builtin", "built-in", "--"),
+        ):
+            ys = curves[system]["tokens"]
+            ax.plot(range(len(ys)), ys, style, label=label)
+        ax.set_yscale("log")
+        ax.set_xlabel("rollouts already in memory")
+        ax.set_ylabel("model input tokens of one close (chars/4)")
+        ax.set_title("consolidate: cost of adding one rollout")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    if series:
+        ax = axes[1]
+        for key, label, style in (
+            ("ours", "sandbox-memory", "-"),
+            ("builtin", "built-in", "--"),
+            ("raw", "raw O_APPEND write", ":"),
+        ):
+            ys = series.get(key) or []
+            ax.plot(range(1, len(ys) + 1), _smooth(ys), style, label=label)
+        ax.set_yscale("log")
+        ax.set_xlabel("N (segment appended to one conversation)")
+        ax.set_ylabel("append time (us, rolling median of 9)")
+        ax.set_title("record: time of the Nth append")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return None
+
+
+def _smooth(values: list[float], width: int = 9) -> list[float]:
+    import statistics
+
+    half = width // 2
+    return [statistics.median(values[max(0, i - half) : i + half + 1]) for i in range(len(values))]
+
+
+def dump(data: Any) -> str:
+    return json.dumps(data, indent=2, sort_keys=False)

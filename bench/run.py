@@ -1,0 +1,137 @@
+"""Run the benchmarks: sandbox-memory against the SDK's built-in Memory, same workload.
+
+    python bench/run.py --quick --json   # every scenario at small sizes (< 2 min on 2 cores)
+    python bench/run.py                  # full sizes; writes docs/benchmarks.md (+ plot)
+
+Progress goes to stderr; ``--json`` prints one JSON object on stdout:
+``{"scenarios": {"<name>": {"metric", "unit", "ours", "builtin", "ratio", "target", "met"}}}``.
+These are scripts, not tests: nothing here gates CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import Row, log  # noqa: E402
+from report import (  # noqa: E402
+    REPO,
+    as_json,
+    dump,
+    machine_info,
+    markdown,
+    plot,
+    text_table,
+)
+
+SCENARIOS = ("record", "consolidate", "close_latency", "read", "big_rollout")
+
+SIZES: dict[str, dict[str, Any]] = {
+    "quick": {
+        "record": [1, 100, 300],
+        "consolidate": [5, 10, 20],
+        "close_latency": 0.5,
+        "read": 2_000,
+        "big_rollout": 20,
+    },
+    "full": {
+        "record": [1, 100, 1_000],
+        "consolidate": [10, 50, 200],
+        "close_latency": 0.5,
+        "read": 2_000,
+        "big_rollout": 100,
+    },
+}
+
+
+async def run_scenarios(mode: str, only: list[str]) -> tuple[list[Row], dict[str, Any]]:
+    import scenario_bigrollout
+    import scenario_close
+    import scenario_consolidate
+    import scenario_read
+    import scenario_record
+
+    modules = {
+        "record": scenario_record,
+        "consolidate": scenario_consolidate,
+        "close_latency": scenario_close,
+        "read": scenario_read,
+        "big_rollout": scenario_bigrollout,
+    }
+    rows: list[Row] = []
+    extras: dict[str, Any] = {}
+    for name in only:
+        start = time.perf_counter()
+        log(f"{name}: starting ({mode})")
+        scenario_rows, extra = await modules[name].run(SIZES[mode][name], log)
+        rows.extend(scenario_rows)
+        extras[name] = extra
+        log(f"{name}: done in {time.perf_counter() - start:.1f}s")
+    return rows, extras
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (< 2 min on 2 cores)")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument(
+        "--only",
+        default=",".join(SCENARIOS),
+        help=f"comma-separated scenarios to run (default: all of {', '.join(SCENARIOS)})",
+    )
+    parser.add_argument(
+        "--no-write",
+        action="store_true",
+        help="full mode: do not write docs/benchmarks.md and the plot",
+    )
+    parser.add_argument(
+        "--out",
+        default=str(REPO / "docs" / "benchmarks.md"),
+        help="where the full run writes its report (default: docs/benchmarks.md)",
+    )
+    args = parser.parse_args(argv)
+    only = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = [s for s in only if s not in SCENARIOS]
+    if unknown:
+        parser.error(f"unknown scenario(s): {', '.join(unknown)}")
+    mode = "quick" if args.quick else "full"
+    info = machine_info()
+    start = time.perf_counter()
+    rows, extras = asyncio.run(run_scenarios(mode, only))
+    seconds = time.perf_counter() - start
+    log(f"all scenarios done in {seconds:.0f}s")
+    info["load average at end"] = machine_info()["load average at start"]
+
+    if mode == "full" and not args.no_write:
+        out = Path(args.out)
+        image = out.with_suffix(".png")
+        skipped = plot(extras, image)
+        if skipped:
+            log(skipped)
+        text = markdown(
+            rows,
+            info,
+            mode=mode,
+            seconds=seconds,
+            plot=None if skipped else image.name,
+            extras=extras,
+        )
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+        log(f"wrote {out}" + ("" if skipped else f" and {image}"))
+
+    if args.json:
+        print(dump(as_json(rows)))
+    else:
+        print(text_table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

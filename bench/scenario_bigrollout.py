@@ -1,0 +1,180 @@
+"""big rollout: peak memory of the process that closes a sandbox whose rollout is 100 MB.
+
+Per system, two fresh Python processes:
+
+1. setup writes the rollout file the system's own recorder would have written: one
+   conversation of 1 MB run segments (each an ordinary run plus one ~1 MB tool output, like a
+   build log). Ours: ``build_segment`` + ``append_segment`` (the bytes ``LayoutRuntime.record``
+   writes; the text holds no secrets, so redaction, which would change nothing, is skipped to
+   save setup time). Built-in: the JSONL lines ``enqueue_rollout_payload`` writes, written once
+   (its read-and-rewrite per append is what the record scenario measures).
+2. close starts a real ``UnixLocalSandboxClient`` session on that workspace, hands the
+   conversation's last (ordinary, ~9 KB) run to the manager the SDK runtime would use, closes
+   the sandbox (pre-stop hook: extraction and consolidation through the counting models) and
+   reports its peak resident set size (``VmHWM``) and its resident size before the run arrived.
+
+The peak covers everything the close process did; the growth is the peak minus the resident
+size before the run arrived (imports and the started sandbox are the same for both systems).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from common import Progress, Row, make_memory, manager_for, sandbox, temp_root
+from workload import conversation_id, segment_payload
+
+SEGMENT_OUTPUT_CHARS = 1_000_000
+CONVERSATION = 7
+
+
+def _status_kb(field: str) -> int:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def peak_rss_mb() -> float:
+    hwm = _status_kb("VmHWM")
+    if hwm:
+        return hwm / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def rss_mb() -> float:
+    return _status_kb("VmRSS") / 1024
+
+
+class _Unchanged:
+    """Stands in for the redactor during setup only (the text has nothing to redact)."""
+
+    total = 0
+
+    def redact_json(self, value: Any) -> Any:
+        return value
+
+
+async def _setup(system: str, root: Path, megabytes: int) -> dict[str, Any]:
+    rid = conversation_id(CONVERSATION)
+    segments = max(1, megabytes)
+    if system == "ours":
+        from sandbox_memory.rollouts import append_segment, build_segment
+        from sandbox_memory.workspace import LocalWorkspace
+
+        ws = LocalWorkspace(root)
+        for i in range(segments):
+            payload = segment_payload(CONVERSATION, i, big_output_chars=SEGMENT_OUTPUT_CHARS)
+            segment = build_segment(
+                payload,
+                rollout_id=rid,
+                person=None,
+                redactor=_Unchanged(),  # type: ignore[arg-type]
+            )
+            await append_segment(ws, sessions_dir="sessions", rollout_id=rid, segment=segment)
+        path = root / "sessions" / f"{rid}.jsonl"
+    else:
+        from agents.sandbox.memory.rollouts import dump_rollout_json
+
+        path = root / "sessions" / f"{rid}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "w", encoding="utf-8") as fh:
+            for i in range(segments):
+                payload = segment_payload(CONVERSATION, i, big_output_chars=SEGMENT_OUTPUT_CHARS)
+                ordered = {"updated_at": payload.pop("updated_at"), "rollout_id": rid, **payload}
+                fh.write(dump_rollout_json(ordered))
+    return {"rollout_mb": path.stat().st_size / 1e6}
+
+
+async def _close(system: str, root: Path, megabytes: int) -> dict[str, Any]:
+    memories = make_memory(system)
+    rid = conversation_id(CONVERSATION)
+    start = time.perf_counter()
+    async with sandbox(root) as session:
+        before = rss_mb()
+        manager = manager_for(session, memories)
+        await manager.enqueue_rollout_payload(
+            segment_payload(CONVERSATION, max(1, megabytes)), rollout_id=rid
+        )
+    return {
+        "peak_mb": peak_rss_mb(),
+        "before_mb": before,
+        "seconds": time.perf_counter() - start,
+        "calls": memories.calls,
+        "tokens": memories.tokens,
+    }
+
+
+def child_main(argv: list[str]) -> None:
+    step, system, root, megabytes = argv[0], argv[1], Path(argv[2]), int(argv[3])
+    func = _setup if step == "setup" else _close
+    print(json.dumps(asyncio.run(func(system, root, megabytes))))
+
+
+def _child(step: str, system: str, root: Path, megabytes: int) -> dict[str, Any]:
+    cmd = [sys.executable, __file__, step, system, str(root), str(megabytes)]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"big-rollout {step} for {system} failed:\n{done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+async def run(megabytes: int, progress: Progress) -> tuple[list[Row], dict[str, Any]]:
+    results: dict[str, dict[str, Any]] = {}
+    for system in ("ours", "builtin"):
+        with temp_root(f"big-{system}") as root:
+            setup = await asyncio.to_thread(_child, "setup", system, root, megabytes)
+            closed = await asyncio.to_thread(_child, "close", system, root, megabytes)
+        results[system] = {**setup, **closed}
+        progress(
+            f"big rollout: {system} {setup['rollout_mb']:.0f} MB rollout, peak "
+            f"{closed['peak_mb']:.0f} MB, close {closed['seconds']:.1f}s"
+        )
+    o, b = results["ours"], results["builtin"]
+    size = f"{o['rollout_mb']:.0f} MB rollout"
+    rows = [
+        Row(
+            name="big_rollout.peak_rss",
+            metric=f"peak RSS of the process closing a sandbox, {size}",
+            unit="MB",
+            ours=o["peak_mb"],
+            builtin=b["peak_mb"],
+            target="ours <= 0.5x built-in",
+            met=o["peak_mb"] <= 0.5 * b["peak_mb"],
+            note=f"resident before the run: ours {o['before_mb']:.0f} MB, built-in {b['before_mb']:.0f} MB",
+        ),
+        Row(
+            name="big_rollout.growth",
+            metric="peak RSS minus resident size before the last run",
+            unit="MB",
+            ours=o["peak_mb"] - o["before_mb"],
+            builtin=b["peak_mb"] - b["before_mb"],
+            target="ours <= 0.5x built-in",
+            met=(o["peak_mb"] - o["before_mb"]) <= 0.5 * (b["peak_mb"] - b["before_mb"]),
+        ),
+        Row(
+            name="big_rollout.close_seconds",
+            metric="wall time of the last run's recording and the close",
+            unit="s",
+            ours=o["seconds"],
+            builtin=b["seconds"],
+            target="ours <= built-in",
+            met=o["seconds"] <= b["seconds"],
+        ),
+    ]
+    return rows, {"big_rollout": results}
+
+
+if __name__ == "__main__":
+    child_main(sys.argv[1:])

@@ -1,0 +1,601 @@
+"""Shared by the robustness suites (faults, bad input, secrets).
+
+- :class:`PhaseOneModel`: the model behind the model engine (the only seam these suites mock):
+  it records every call, answers with a function of the transcript it was sent, can be slow,
+  and tracks how many calls run at once.
+- sandbox helpers: a ``SandboxAgent`` with ``Memory``, ``Filesystem`` and ``Shell``, run configs,
+  and the SDK manager of a session (whose ``last_report`` a close fills in).
+- checks: every state file parses, the text of ``sessions/`` and ``memories/``.
+- subprocess scenarios (``python tests/faultlib.py <scenario> ...``) for the tests that need a
+  process to die or two processes to race, and :func:`run_scenario` to start them.
+- :func:`figure`: numbers for docs/robustness.md, written when ``SANDBOX_MEMORY_FIGURES`` names a
+  file (``SANDBOX_MEMORY_FIGURES=figures.jsonl pytest tests/test_faults.py ...``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agents.items import ModelResponse
+from agents.models.interface import Model
+from agents.run import RunConfig
+from agents.sandbox import SandboxAgent, SandboxRunConfig
+from agents.sandbox.capabilities import Filesystem, Shell
+from agents.testing import assistant_message
+from agents.usage import Usage
+
+TESTS_DIR = Path(__file__).resolve().parent
+SRC_DIR = TESTS_DIR.parent / "src"
+TMP_SUFFIX = ".tmp-sbm"
+
+# --------------------------------------------------------------------------- the model seam
+
+ITEM_LINE_RE = re.compile(r"^\[(?P<id>[0-9A-Za-z_.-]+:\d+)\] (?P<label>[^:\n]*)", re.MULTILINE)
+"""A transcript line as the model engine renders it: ``[<memory_item_id>] <label>: <text>``."""
+
+
+@dataclass
+class MemoryCall:
+    """One call the model engine made: what the memory model was shown."""
+
+    instructions: str
+    input: str
+
+    @property
+    def text(self) -> str:
+        return self.instructions + "\n" + self.input
+
+
+Answer = Callable[[str], "str | dict[str, Any] | BaseException | Awaitable[Any]"]
+
+
+def extraction(
+    candidates: list[dict[str, Any]] | None = None,
+    *,
+    summary: str = "Worked on the task.",
+    slug: str = "task",
+    raw: str = "- did the task",
+) -> dict[str, Any]:
+    """A phase-1 reply in the model engine's structured-output shape."""
+
+    return {
+        "rollout_summary": summary,
+        "rollout_slug": slug,
+        "raw_memory": raw,
+        "candidates": candidates or [],
+    }
+
+
+def transcript_items(text: str) -> list[tuple[str, str]]:
+    """``(memory_item_id, label)`` of every item line in a transcript sent to the model."""
+
+    return [(m.group("id"), m.group("label").strip()) for m in ITEM_LINE_RE.finditer(text)]
+
+
+def item_id(text: str, label_prefix: str) -> str:
+    """The id of the first transcript item whose label starts with ``label_prefix``."""
+
+    for found, label in transcript_items(text):
+        if label.startswith(label_prefix):
+            return found
+    raise AssertionError(f"no item labelled {label_prefix!r} in the transcript:\n{text[:2000]}")
+
+
+def cite_user(text: str) -> dict[str, Any]:
+    """Default answer: one fact citing the first user item, quoting its first words."""
+
+    user = item_id(text, "user")
+    line = next(line for line in text.splitlines() if line.startswith(f"[{user}] user"))
+    words = line.split(":", 1)[1].split()[:8]
+    return extraction(
+        [
+            {
+                "key": "task",
+                "content": "The task: " + " ".join(words),
+                "kind": "fact",
+                "sources": [user],
+            }
+        ]
+    )
+
+
+class PhaseOneModel(Model):
+    """A model for the model engine that records what it is sent and answers from it."""
+
+    def __init__(self, answer: Answer = cite_user, *, delay: float = 0.0) -> None:
+        self.answer = answer
+        self.delay = delay
+        self.calls: list[MemoryCall] = []
+        self.active = 0
+        self.max_active = 0
+
+    async def get_response(  # type: ignore[override]
+        self,
+        system_instructions: str | None,
+        input: Any,
+        model_settings: Any,
+        tools: Any,
+        output_schema: Any,
+        handoffs: Any,
+        tracing: Any,
+        **kwargs: Any,
+    ) -> ModelResponse:
+        text = _input_text(input)
+        self.calls.append(MemoryCall(system_instructions or "", text))
+        self.active += 1
+        self.max_active = max(self.max_active, self.active)
+        try:
+            if self.delay:
+                await asyncio.sleep(self.delay)
+            out = self.answer(text)
+            if asyncio.iscoroutine(out) or isinstance(out, Awaitable):
+                out = await out
+        finally:
+            self.active -= 1
+        if isinstance(out, BaseException):
+            raise out
+        body = out if isinstance(out, str) else json.dumps(out)
+        return ModelResponse(output=[assistant_message(body)], usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> Any:  # pragma: no cover
+        raise NotImplementedError("the model engine does not stream")
+
+
+def _input_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    parts: list[str] = []
+    for item in value or []:
+        content = item.get("content") if isinstance(item, dict) else None
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            parts.extend(str(c.get("text", "")) for c in content if isinstance(c, dict))
+        else:
+            parts.append(json.dumps(item, default=str))
+    return "\n".join(parts)
+
+
+# --------------------------------------------------------------------------- the sandbox side
+
+
+def sandbox_agent(model: Any, memory: Any, *, tools: list[Any] | None = None) -> SandboxAgent:
+    return SandboxAgent(
+        name="worker",
+        instructions="Work in the workspace.",
+        model=model,
+        tools=tools or [],
+        capabilities=[memory, Filesystem(), Shell()],
+    )
+
+
+def rc(sandbox: Any, **kw: Any) -> RunConfig:
+    return RunConfig(sandbox=SandboxRunConfig(session=sandbox), **kw)
+
+
+def manager_of(sandbox: Any, memory: Any) -> Any:
+    """The session's memory manager (bound by the first run); its close fills ``last_report``."""
+
+    from sandbox_memory import _sdk
+
+    manager = _sdk.find_manager(sandbox, memory)
+    assert manager is not None, "no memory manager: has a run bound the capability?"
+    return manager
+
+
+def snapshot_tars(base: Path) -> list[Path]:
+    return sorted(p for p in base.glob("*.tar") if p.stat().st_size > 0) if base.is_dir() else []
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def files_under(root: Path, *dirs: str) -> Iterator[Path]:
+    for d in dirs:
+        base = root / d
+        if base.is_dir():
+            yield from sorted(p for p in base.rglob("*") if p.is_file())
+
+
+def memory_bytes(root: Path) -> dict[str, bytes]:
+    """Every file of ``sessions/`` and ``memories/`` (relative path -> bytes)."""
+
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in files_under(root, "sessions", "memories")
+    }
+
+
+def is_leftover(path: Path) -> bool:
+    """A temporary file a killed writer left behind (readers ignore them)."""
+
+    return path.name.endswith(TMP_SUFFIX)
+
+
+def unparsable_files(root: Path) -> list[str]:
+    """State files that do not parse: ``*.json`` whole, ``*.jsonl`` line by line.
+
+    A ``*.jsonl`` may end with one torn line (no final newline): an interrupted append that
+    readers leave for later, so it is not counted.
+    """
+
+    bad: list[str] = []
+    for path in files_under(root, "memories", "sessions"):
+        if is_leftover(path) or ".broken-" in path.name:
+            continue
+        data = path.read_bytes()
+        if path.suffix == ".json":
+            try:
+                json.loads(data)
+            except ValueError:
+                bad.append(str(path.relative_to(root)))
+        elif path.suffix == ".jsonl":
+            lines = data.split(b"\n")
+            complete = lines[:-1]  # the part after the last newline is a torn tail, if any
+            for n, line in enumerate(complete):
+                if not line.strip():
+                    continue
+                try:
+                    json.loads(line.decode("utf-8", "replace"))  # as the readers decode
+                except ValueError:
+                    bad.append(f"{path.relative_to(root)}:{n + 1}")
+    return bad
+
+
+def log_text(caplog: Any) -> str:
+    """Every captured log line, formatted, with any traceback."""
+
+    out: list[str] = []
+    for record in caplog.records:
+        out.append(f"{record.levelname} {record.name} {record.getMessage()}")
+        if record.exc_info and record.exc_info[1] is not None:
+            out.append(repr(record.exc_info[1]))
+        if record.exc_text:
+            out.append(record.exc_text)
+    return "\n".join(out)
+
+
+def warnings_from(caplog: Any, logger: str = "sandbox_memory") -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name.startswith(logger) and r.levelno >= 30  # WARNING and above
+    ]
+
+
+def progress(root: Path) -> dict[str, Any]:
+    path = root / "memories/store/progress.json"
+    data: dict[str, Any] = json.loads(path.read_text())["rollouts"] if path.exists() else {}
+    return data
+
+
+def figure(name: str, value: Any) -> None:
+    """Record a number for docs/robustness.md when ``SANDBOX_MEMORY_FIGURES`` names a file."""
+
+    target = os.environ.get("SANDBOX_MEMORY_FIGURES")
+    if not target:
+        return
+    with open(target, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"name": name, "value": value}) + "\n")
+
+
+def runtime(root: Path, **generate: Any) -> Any:
+    """The layout runtime the SDK bridge builds, over a sandbox workspace folder."""
+
+    from sandbox_memory.config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
+    from sandbox_memory.manager import LayoutRuntime
+    from sandbox_memory.workspace import LocalWorkspace
+
+    return LayoutRuntime(
+        LocalWorkspace(root),
+        layout=MemoryLayoutConfig(),
+        generate=MemoryGenerateConfig(**generate),
+        read=MemoryReadConfig(),
+    )
+
+
+async def record_conversations(root: Path, names: list[str], *, size: int = 400) -> None:
+    """Record one run in each conversation, as the bridge does, with nothing extracted yet.
+
+    This is what a session leaves behind when it dies before its close: pending work.
+    """
+
+    rt = runtime(root, engine="offline")
+    for name in names:
+        await rt.record(
+            {
+                "input": [{"role": "user", "content": f"{name}: deploy the service. " * 4}],
+                "generated_items": [
+                    {
+                        "type": "function_call",
+                        "name": "exec_command",
+                        "call_id": f"call-{name}",
+                        "arguments": json.dumps({"cmd": "make deploy"}),
+                    },
+                    {
+                        "type": "function_call_output",
+                        "call_id": f"call-{name}",
+                        "output": "Chunk ID: 1\nWall time: 0.1 seconds\nProcess exited with code"
+                        " 0\nOutput:\n" + "deployed\n" * (size // 9),
+                    },
+                ],
+                "final_output": f"{name} deployed.",
+            },
+            rollout_id=name,
+        )
+
+
+# --------------------------------------------------------------------------- bulk input
+
+
+def segment_line(
+    rollout_id: str,
+    segment_id: str,
+    user_text: str,
+    *,
+    tool_output: str = "ok",
+    when: str = "2026-01-01T00:00:00+00:00",
+) -> bytes:
+    """One recorded segment line (user message, one exec call and its output, an answer)."""
+
+    seg = {
+        "updated_at": when,
+        "rollout_id": rollout_id,
+        "segment_id": segment_id,
+        "person": None,
+        "input": [{"role": "user", "content": user_text, "memory_item_id": f"{segment_id}:0"}],
+        "generated_items": [
+            {
+                "type": "function_call",
+                "name": "exec_command",
+                "call_id": f"call-{segment_id}",
+                "arguments": json.dumps({"cmd": "python3 -m pytest -q"}),
+                "memory_item_id": f"{segment_id}:1",
+            },
+            {
+                "type": "function_call_output",
+                "call_id": f"call-{segment_id}",
+                "output": "Chunk ID: 1\nWall time: 0.1 seconds\nProcess exited with code 0\n"
+                "Output:\n" + tool_output,
+                "memory_item_id": f"{segment_id}:2",
+            },
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "Done."}],
+                "memory_item_id": f"{segment_id}:3",
+            },
+        ],
+        "terminal_metadata": {"terminal_state": "completed", "has_final_output": True},
+        "final_output": "Done.",
+    }
+    return (json.dumps(seg, separators=(",", ":")) + "\n").encode()
+
+
+# --------------------------------------------------------------------------- subprocesses
+
+
+def scenario_command(name: str, *args: str, unprivileged: bool = False) -> list[str]:
+    """The command line of a scenario below; ``unprivileged`` drops root's file override."""
+
+    cmd = [sys.executable, str(Path(__file__).resolve()), name, *args]
+    if unprivileged and os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            raise RuntimeError("running as root without setpriv: cannot drop CAP_DAC_OVERRIDE")
+        # Root ignores file modes through CAP_DAC_OVERRIDE; without it a 0555 folder is
+        # read-only for root too, as it is for everyone else.
+        cmd = [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--", *cmd]
+    return cmd
+
+
+def scenario_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(TESTS_DIR), str(SRC_DIR), env.get("PYTHONPATH", "")])
+    env.pop("OPENAI_API_KEY", None)
+    env["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
+    return env
+
+
+def run_scenario(
+    name: str, *args: str, unprivileged: bool = False, timeout: float = 60
+) -> dict[str, Any]:
+    """Run a scenario to its end; return the JSON it prints last (stderr on failure)."""
+
+    done = subprocess.run(
+        scenario_command(name, *args, unprivileged=unprivileged),
+        env=scenario_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if done.returncode != 0:
+        raise AssertionError(f"scenario {name} exited {done.returncode}:\n{done.stderr[-4000:]}")
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    result: dict[str, Any] = json.loads(lines[-1])
+    result["stderr"] = done.stderr
+    return result
+
+
+def start_scenario(name: str, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        scenario_command(name, *args),
+        env=scenario_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def kill_when_ready(proc: subprocess.Popen[str], *, after: float) -> None:
+    """Wait for the scenario's ``ready`` line, let it work ``after`` seconds, SIGKILL it."""
+
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.strip() == "ready", f"scenario did not start: {line!r}"
+    time.sleep(after)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+
+
+# The scenarios run in a fresh interpreter: ``python tests/faultlib.py <name> <args>``.
+
+
+async def _write_loop(root: str) -> None:
+    """Record, extract and consolidate, and rewrite a 1.5 MB store file, forever."""
+
+    from sandbox_memory.config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
+    from sandbox_memory.manager import LayoutRuntime
+    from sandbox_memory.store import Entry, LayoutMemory, Source
+    from sandbox_memory.workspace import LocalWorkspace
+
+    rt = LayoutRuntime(
+        LocalWorkspace(root),
+        layout=MemoryLayoutConfig(),
+        generate=MemoryGenerateConfig(engine="offline"),
+        read=MemoryReadConfig(),
+    )
+    big = LayoutMemory(
+        entries={
+            f"entry-{i}": Entry(
+                key=f"entry-{i}",
+                content=f"Fact number {i}: " + "x" * 200,
+                kind="procedure",
+                sources=[Source(conversation="c", item=f"s:{i}")],
+            )
+            for i in range(5_000)
+        }
+    )
+    i = 0
+    while True:
+        await rt.record(
+            {"input": [{"role": "user", "content": f"Run {i}: I prefer tabs. " + "y" * 50_000}]},
+            rollout_id=f"conv-{i % 3}",
+        )
+        big.version = i
+        await rt.store.ws.write_atomic(
+            f"{rt.store.dir}/big.json", big.model_dump_json().encode("utf-8")
+        )
+        await rt.close()
+        if i == 0:
+            print("ready", flush=True)
+        i += 1
+
+
+async def _share_folder(root: str, conversation: str, barrier: str, runs: str) -> None:
+    """One of two processes recording one conversation each into one workspace, then closing."""
+
+    from agents import Runner
+    from agents.sandbox import Manifest
+    from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
+    from agents.testing import ScriptedModel
+
+    from sandbox_memory import Memory, MemoryGenerateConfig
+
+    model = PhaseOneModel(delay=0.1)
+    memory = Memory(
+        generate=MemoryGenerateConfig(
+            engine="model", phase_one_model=model, lock_timeout_seconds=30
+        )
+    )
+    client = UnixLocalSandboxClient()
+    sandbox = await client.create(manifest=Manifest(root=root))
+    report: dict[str, Any] = {}
+    async with sandbox:
+        for n in range(int(runs)):
+            agent_model = ScriptedModel([[assistant_message(f"{conversation} step {n} done")]])
+            await Runner.run(
+                sandbox_agent(agent_model, memory),
+                f"{conversation} step {n}: remember the marker {conversation}-{n}.",
+                run_config=rc(sandbox, group_id=conversation),
+            )
+        manager = manager_of(sandbox, memory)
+        Path(barrier, conversation).touch()
+        while len(list(Path(barrier).iterdir())) < 2:  # both processes close together
+            await asyncio.sleep(0.01)
+    report = manager.last_report or {}
+    print(json.dumps({"report": report, "model_calls": len(model.calls)}), flush=True)
+
+
+async def _crash_mid_extraction(root: str) -> None:
+    """Run once, then die (SIGKILL) while the memory model is still working."""
+
+    from agents import Runner
+    from agents.sandbox import Manifest
+    from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
+    from agents.testing import ScriptedModel
+
+    from sandbox_memory import Memory, MemoryGenerateConfig
+
+    started = asyncio.Event()
+
+    async def never(text: str) -> Any:
+        started.set()
+        await asyncio.sleep(3600)
+
+    memory = Memory(
+        generate=MemoryGenerateConfig(engine="model", phase_one_model=PhaseOneModel(never))
+    )
+    sandbox = await UnixLocalSandboxClient().create(manifest=Manifest(root=root))
+    await sandbox.start()
+    await Runner.run(
+        sandbox_agent(ScriptedModel([[assistant_message("Deployed with make deploy.")]]), memory),
+        "Deploy the app. I prefer make targets over raw scripts.",
+        run_config=rc(sandbox, group_id="crashed"),
+    )
+    await asyncio.wait_for(started.wait(), 10)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+async def _read_only_close(root: str, snapshots: str) -> None:
+    """Run once and close with a read-only memory folder; report what happened."""
+
+    import logging
+
+    from agents import Runner
+    from agents.sandbox import LocalSnapshotSpec, Manifest
+    from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
+    from agents.testing import ScriptedModel
+
+    from sandbox_memory import Memory, MemoryGenerateConfig
+
+    logging.basicConfig(
+        level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(message)s"
+    )
+    memory = Memory(generate=MemoryGenerateConfig(engine="offline"))
+    sandbox = await UnixLocalSandboxClient().create(
+        manifest=Manifest(root=root), snapshot=LocalSnapshotSpec(base_path=Path(snapshots))
+    )
+    raised: str | None = None
+    try:
+        async with sandbox:
+            await Runner.run(
+                sandbox_agent(ScriptedModel([[assistant_message("Tests pass.")]]), memory),
+                "Run the tests. I prefer pytest over unittest.",
+                run_config=rc(sandbox, group_id="read-only"),
+            )
+    except BaseException as exc:  # noqa: BLE001 - the point is to report it
+        raised = repr(exc)
+    print(json.dumps({"raised": raised}), flush=True)
+
+
+SCENARIOS: dict[str, Callable[..., Awaitable[None]]] = {
+    "write-loop": _write_loop,
+    "share-folder": _share_folder,
+    "crash-mid-extraction": _crash_mid_extraction,
+    "read-only-close": _read_only_close,
+}
+
+if __name__ == "__main__":
+    asyncio.run(SCENARIOS[sys.argv[1]](*sys.argv[2:]))

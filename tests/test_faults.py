@@ -1,0 +1,485 @@
+"""Faults: crashes, races, stale locks, failing models, budgets. Memory bends, the host never breaks.
+
+- crash safety: a writer killed with SIGKILL mid-write leaves every file whole (old or new);
+- concurrency: two processes closing over one memory folder keep each other's changes; a lock
+  whose holder died is taken over; waiting for a live one is bounded and logged;
+- durable progress: runs of a session that died are extracted at the next close; a failing
+  extraction is retried with backoff up to a cap, attempts visible in store/progress.json;
+- the host: closing never raises because of memory and the snapshot is always written;
+- budgets per close (calls, input tokens, seconds) and bounded phase-1 concurrency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import random
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents import Runner
+from agents.sandbox import LocalSnapshotSpec
+from agents.testing import ScriptedModel, assistant_message
+
+from faultlib import (
+    PhaseOneModel,
+    cite_user,
+    figure,
+    is_leftover,
+    kill_when_ready,
+    manager_of,
+    progress,
+    rc,
+    record_conversations,
+    run_scenario,
+    runtime,
+    sandbox_agent,
+    snapshot_tars,
+    start_scenario,
+    unparsable_files,
+    warnings_from,
+)
+from sandbox_memory import Memory, MemoryGenerateConfig, MemoryLockTimeout, phase_one
+
+STORE = "memories/store"
+
+
+def model_memory(model: PhaseOneModel, **generate: Any) -> Memory:
+    return Memory(generate=MemoryGenerateConfig(engine="model", phase_one_model=model, **generate))
+
+
+async def one_run(client: Any, manifest: Any, memory: Memory, text: str, **kw: Any) -> Any:
+    """A sandbox session with one run in it, closed; returns the close's report."""
+
+    sandbox = await client.create(manifest=manifest, **kw)
+    async with sandbox:
+        await Runner.run(
+            sandbox_agent(ScriptedModel([[assistant_message("Done.")]]), memory),
+            text,
+            run_config=rc(sandbox, group_id="now"),
+        )
+        manager = manager_of(sandbox, memory)
+    return manager.last_report
+
+
+def write_lock(root: Path, *, expires_in: float, owner: str = "4242-feedface0000") -> Path:
+    lock = root / STORE / "lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_text(json.dumps({"owner": owner, "expires_at": time.time() + expires_in}))
+    return lock
+
+
+# ------------------------------------------------------------------ crash safety
+
+
+def test_a_writer_killed_mid_write_leaves_every_file_whole(tmp_path: Path) -> None:
+    root = tmp_path / "workspace"
+    root.mkdir()
+    rng = random.Random(7)
+    leftovers = 0
+    for cycle in range(3):
+        proc = start_scenario("write-loop", str(root))
+        kill_when_ready(proc, after=rng.uniform(0.2, 0.8))
+        assert proc.returncode == -signal.SIGKILL
+        assert unparsable_files(root) == [], f"cycle {cycle}"
+        big = json.loads((root / STORE / "big.json").read_text())
+        assert len(big["entries"]) == 5_000  # the whole old or the whole new document
+        leftovers += sum(1 for p in root.rglob("*") if is_leftover(p))
+    figure("faults.sigkill_cycles", 3)
+    figure("faults.sigkill_interrupted_writes_left_as_tmp_files", leftovers)
+
+
+async def test_after_a_kill_the_next_close_takes_every_recorded_run(tmp_path: Path) -> None:
+    root = tmp_path / "workspace"
+    root.mkdir()
+    proc = start_scenario("write-loop", str(root))
+    kill_when_ready(proc, after=0.5)
+    rt = runtime(root, engine="offline", lock_timeout_seconds=5)
+    await rt.record(
+        {"input": [{"role": "user", "content": "after the crash"}]}, rollout_id="conv-0"
+    )
+    await rt.close()
+    sizes = {p.stem: p.stat().st_size for p in (root / "sessions").glob("*.jsonl")}
+    assert {rid: p["offset"] for rid, p in progress(root).items()} == sizes
+    assert unparsable_files(root) == []
+    assert not list(root.rglob("*.broken-*"))  # no state file had to be set aside
+
+
+# ------------------------------------------------------------------ concurrency
+
+
+def test_two_processes_closing_over_one_memory_folder_keep_both_conversations(
+    tmp_path: Path,
+) -> None:
+    import concurrent.futures
+
+    root = tmp_path / "shared"
+    root.mkdir()
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    started = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        results = list(
+            pool.map(
+                lambda conv: run_scenario("share-folder", str(root), conv, str(barrier), "3"),
+                ["alpha", "beta"],
+            )
+        )
+    figure("faults.two_process_seconds", round(time.monotonic() - started, 2))
+    state = progress(root)
+    for conv in ("alpha", "beta"):
+        lines = (root / "sessions" / f"{conv}.jsonl").read_text().splitlines()
+        assert len(lines) == 3
+        assert state[conv]["offset"] == (root / "sessions" / f"{conv}.jsonl").stat().st_size
+        assert state[conv]["consolidated"] is True
+        memory = json.loads((root / STORE / "conversations" / f"{conv}.json").read_text())
+        assert memory["entries"], conv
+    registry = json.loads((root / STORE / "registry.json").read_text())
+    assert set(registry["conversations"]) == {"alpha", "beta"}
+    threads = json.loads((root / STORE / "threads.json").read_text())
+    assert sorted(threads.values()) == ["alpha", "beta"]  # each run start finds its conversation
+    memory_md = (root / "memories/MEMORY.md").read_text()
+    assert "alpha" in memory_md and "beta" in memory_md
+    assert not (root / STORE / "lock").exists()
+    assert all(r["report"]["deferred"] == [] for r in results)
+
+
+async def test_a_lock_whose_holder_died_long_ago_is_taken_over(
+    client, manifest, workspace_root, caplog
+) -> None:
+    caplog.set_level(logging.WARNING, logger="sandbox_memory")
+    write_lock(workspace_root, expires_in=-600)
+    started = time.monotonic()
+    await one_run(
+        client, manifest, Memory(generate=MemoryGenerateConfig(engine="offline")), "Ship it."
+    )
+    assert time.monotonic() - started < 10
+    assert progress(workspace_root)["now"]["consolidated"] is True
+    assert not (workspace_root / STORE / "lock").exists()
+    assert any("taking it over" in m for m in warnings_from(caplog))
+
+
+async def test_a_lock_of_a_process_that_is_gone_is_taken_over_before_its_lease_ends(
+    client, manifest, workspace_root, caplog
+) -> None:
+    from sandbox_memory.workspace import _PID_SPACE
+
+    if _PID_SPACE is None:
+        pytest.skip("no /proc: a holder's pid cannot be checked here, only its lease")
+    caplog.set_level(logging.WARNING, logger="sandbox_memory")
+    proc = start_scenario("write-loop", str(workspace_root))
+    kill_when_ready(proc, after=0.3)
+    lock = workspace_root / STORE / "lock"
+    if not lock.exists():  # the kill landed outside the lock: leave one as the dead pid would
+        write_lock(workspace_root, expires_in=600, owner=f"{proc.pid}-0")
+        data = json.loads(lock.read_text())
+        lock.write_text(json.dumps({**data, "pid_space": _PID_SPACE}))
+    assert json.loads(lock.read_text())["expires_at"] > time.time() + 60  # lease still running
+    started = time.monotonic()
+    await one_run(
+        client,
+        manifest,
+        Memory(generate=MemoryGenerateConfig(engine="offline", lock_timeout_seconds=5)),
+        "Ship it.",
+    )
+    assert time.monotonic() - started < 5
+    assert progress(workspace_root)["now"]["consolidated"] is True
+    assert any("taking it over" in m for m in warnings_from(caplog))
+
+
+async def test_waiting_for_a_held_lock_raises_lock_timeout_after_the_configured_time(
+    workspace_root, caplog
+) -> None:
+    caplog.set_level(logging.WARNING, logger="sandbox_memory")
+    await record_conversations(workspace_root, ["waiting"])
+    write_lock(workspace_root, expires_in=600)  # another process is working
+    rt = runtime(workspace_root, engine="offline", lock_timeout_seconds=1.5)
+    started = time.monotonic()
+    with pytest.raises(MemoryLockTimeout, match="lock_timeout_seconds"):
+        await rt.close()
+    waited = time.monotonic() - started
+    assert 1.5 <= waited < 3.5
+    assert any("waiting for memory lock" in m for m in warnings_from(caplog))
+    figure("faults.lock_wait_seconds_for_timeout_1_5", round(waited, 2))
+
+
+async def test_a_close_that_cannot_get_the_lock_logs_and_leaves_the_run_for_later(
+    client, manifest, workspace_root, tmp_path, caplog
+) -> None:
+    caplog.set_level(logging.WARNING, logger="sandbox_memory")
+    lock = write_lock(workspace_root, expires_in=600)
+    memory = Memory(generate=MemoryGenerateConfig(engine="offline", lock_timeout_seconds=1.1))
+    snapshots = tmp_path / "snapshots"
+    await one_run(
+        client, manifest, memory, "Ship it.", snapshot=LocalSnapshotSpec(base_path=snapshots)
+    )
+    assert snapshot_tars(snapshots)
+    assert any("generate.lock_timeout_seconds" in m for m in warnings_from(caplog))
+    assert (workspace_root / "sessions/now.jsonl").exists()
+    assert "now" not in progress(workspace_root) or not progress(workspace_root)["now"]["slug"]
+
+    lock.unlink()  # the other process finishes; the next close does the work
+    await runtime(workspace_root, engine="offline").close()
+    assert progress(workspace_root)["now"]["consolidated"] is True
+
+
+# ------------------------------------------------------------------ durable progress
+
+
+async def test_runs_of_a_session_killed_mid_extraction_are_extracted_at_the_next_close(
+    client, manifest, workspace_root
+) -> None:
+    done = run_scenario_killed("crash-mid-extraction", str(workspace_root))
+    assert done == -signal.SIGKILL
+    assert (workspace_root / "sessions/crashed.jsonl").exists()
+    assert not progress(workspace_root).get("crashed", {}).get("slug")
+
+    memory = Memory(generate=MemoryGenerateConfig(engine="offline"))
+    report = await one_run(client, manifest, memory, "Next task.")
+    assert "crashed" in report["extracted"]
+    state = progress(workspace_root)["crashed"]
+    assert state["offset"] == (workspace_root / "sessions/crashed.jsonl").stat().st_size
+    assert "make targets" in (workspace_root / "memories/MEMORY.md").read_text()
+
+
+async def test_runs_recorded_by_a_session_that_was_never_closed_are_extracted_at_the_next_close(
+    client, manifest, workspace_root
+) -> None:
+    from agents import Agent
+
+    from sandbox_memory import record_run
+
+    memory = Memory(generate=MemoryGenerateConfig(engine="offline"))
+    abandoned = await client.create(manifest=manifest)
+    await abandoned.start()
+    plain = Agent(name="plain", model=ScriptedModel([[assistant_message("Use `make lint`.")]]))
+    result = await Runner.run(plain, "How do we lint? I prefer make targets.")
+    await record_run(abandoned, result, memory=memory, conversation_id="abandoned")
+    # ... and the session is dropped without a close: no pre-stop hook, no extraction.
+    assert "abandoned" not in progress(workspace_root)
+
+    report = await one_run(client, manifest, memory, "Next task.")
+    assert "abandoned" in report["extracted"]
+    assert progress(workspace_root)["abandoned"]["consolidated"] is True
+
+
+def run_scenario_killed(name: str, *args: str) -> int:
+    proc = start_scenario(name, *args)
+    proc.wait(timeout=60)
+    return proc.returncode
+
+
+async def test_failed_extraction_is_retried_with_backoff_and_parked_after_max_attempts(
+    workspace_root, monkeypatch, caplog
+) -> None:
+    caplog.set_level(logging.WARNING, logger="sandbox_memory")
+    monkeypatch.setattr(phase_one, "BACKOFF_BASE_SECONDS", 0.2)
+    model = PhaseOneModel(lambda text: RuntimeError("memory model is down"))
+    await record_conversations(workspace_root, ["flaky"])
+    rt = runtime(workspace_root, engine="model", phase_one_model=model, max_attempts=3)
+
+    delays = []
+    for attempt in (1, 2, 3):
+        await rt.close()
+        state = progress(workspace_root)["flaky"]
+        assert state["attempts"] == attempt
+        assert "memory model is down" in state["last_error"]
+        if attempt < 3:
+            assert state["status"] == "retrying"
+            delays.append(state["next_attempt_at"] - time.time())
+            await rt.close()  # too early: the backoff holds, no model call
+            assert len(model.calls) == attempt
+            time.sleep(max(0.0, state["next_attempt_at"] - time.time()) + 0.01)
+    assert state["status"] == "failed"
+    assert delays[1] > 1.5 * delays[0]  # the delay doubles
+    await rt.close()
+    assert len(model.calls) == 3  # parked: no more attempts
+    assert any("attempt 3 of 3" in m and "parked" in m for m in warnings_from(caplog))
+
+
+async def test_extraction_that_failed_once_succeeds_on_retry_and_clears_the_error(
+    workspace_root, monkeypatch
+) -> None:
+    monkeypatch.setattr(phase_one, "BACKOFF_BASE_SECONDS", 0.05)
+    answers = iter([RuntimeError("timeout talking to the model")])
+    model = PhaseOneModel(lambda text: next(answers, None) or cite_user(text))
+    await record_conversations(workspace_root, ["flaky"])
+    rt = runtime(workspace_root, engine="model", phase_one_model=model)
+    await rt.close()
+    assert progress(workspace_root)["flaky"]["attempts"] == 1
+    time.sleep(0.1)
+    report = await rt.close()
+    state = progress(workspace_root)["flaky"]
+    assert report["extracted"] == ["flaky"]
+    assert (state["attempts"], state["last_error"], state["status"]) == (0, None, "ok")
+
+
+# ------------------------------------------------------------------ never break the host
+
+
+MODEL_ERRORS = [
+    RuntimeError("provider exploded"),
+    ConnectionResetError("connection reset by peer"),
+    asyncio.CancelledError("stray cancel from a model client"),
+]
+
+
+@pytest.mark.parametrize("error", MODEL_ERRORS, ids=lambda e: type(e).__name__)
+async def test_closing_never_raises_when_the_memory_model_raises_and_the_snapshot_is_written(
+    client, manifest, workspace_root, tmp_path, caplog, error
+) -> None:
+    if isinstance(error, asyncio.CancelledError) and sys.version_info < (3, 11):
+        pytest.skip("Python 3.10 cannot tell a stray CancelledError from a cancellation")
+    caplog.set_level(logging.WARNING, logger="sandbox_memory")
+    snapshots = tmp_path / "snapshots"
+    model = PhaseOneModel(lambda text: error)
+    await one_run(
+        client,
+        manifest,
+        model_memory(model),
+        "Do it.",
+        snapshot=LocalSnapshotSpec(base_path=snapshots),
+    )
+    assert snapshot_tars(snapshots)
+    assert any(type(error).__name__ in m for m in warnings_from(caplog))
+    assert progress(workspace_root)["now"]["attempts"] >= 1
+
+
+async def test_closing_never_raises_when_consolidation_itself_fails_and_the_snapshot_is_written(
+    client, manifest, workspace_root, tmp_path, caplog
+) -> None:
+    caplog.set_level(logging.WARNING, logger="sandbox_memory")
+    (workspace_root / STORE / "layout.json").mkdir(parents=True)  # unreadable: a folder
+    snapshots = tmp_path / "snapshots"
+    memory = Memory(generate=MemoryGenerateConfig(engine="offline"))
+    await one_run(
+        client, manifest, memory, "Do it.", snapshot=LocalSnapshotSpec(base_path=snapshots)
+    )
+    assert snapshot_tars(snapshots)
+    assert any("snapshot goes ahead" in m for m in warnings_from(caplog))
+
+
+def test_closing_with_a_read_only_memory_folder_never_raises_and_the_snapshot_is_written(
+    tmp_path: Path,
+) -> None:
+    if os.geteuid() == 0 and shutil.which("setpriv") is None:
+        pytest.skip("root without setpriv: no way to make a folder read-only for this test")
+    root = tmp_path / "workspace"
+    root.mkdir()
+    asyncio.run(record_conversations(root, ["before"]))
+    asyncio.run(runtime(root, engine="offline").close())
+    before = {p: p.read_bytes() for p in (root / "memories").rglob("*") if p.is_file()}
+    make_read_only(root / "memories")
+    snapshots = tmp_path / "snapshots"
+    snapshots.mkdir()
+    try:
+        result = run_scenario(
+            "read-only-close", str(root), str(snapshots), unprivileged=True, timeout=60
+        )
+    finally:
+        make_writable(root / "memories")
+    assert result["raised"] is None
+    assert snapshot_tars(snapshots)
+    assert "WARNING" in result["stderr"] and "Permission denied" in result["stderr"]
+    after = {p: p.read_bytes() for p in (root / "memories").rglob("*") if p.is_file()}
+    assert after == before  # nothing half-written
+    lines = (root / "sessions/read-only.jsonl").read_text().splitlines()
+    assert len(lines) == 1  # the run is recorded, once
+
+    asyncio.run(runtime(root, engine="offline").close())  # writable again: the run is learned
+    assert progress(root)["read-only"]["consolidated"] is True
+
+
+def make_read_only(folder: Path) -> None:
+    for path in sorted(folder.rglob("*"), reverse=True):
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    folder.chmod(0o555)
+
+
+def make_writable(folder: Path) -> None:
+    folder.chmod(0o755)
+    for path in folder.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+# ------------------------------------------------------------------ budgets per close
+
+
+async def test_model_call_budget_leaves_the_rest_for_the_next_close(workspace_root, caplog) -> None:
+    caplog.set_level(logging.WARNING, logger="sandbox_memory")
+    await record_conversations(workspace_root, ["c1", "c2", "c3"])
+    model = PhaseOneModel()
+    rt = runtime(
+        workspace_root,
+        engine="model",
+        phase_one_model=model,
+        max_model_calls_per_close=1,
+        phase_one_concurrency=1,
+    )
+    first = await rt.close()
+    assert (len(first["extracted"]), len(first["deferred"]), first["model_calls"]) == (1, 2, 1)
+    assert sorted(first["extracted"] + first["deferred"]) == ["c1", "c2", "c3"]
+    assert any("left 2 rollout(s) for the next close" in m for m in warnings_from(caplog))
+    state = progress(workspace_root)
+    for rid in first["deferred"]:
+        assert state.get(rid, {}).get("attempts", 0) == 0  # waiting is not failing
+    second = await rt.close()
+    third = await rt.close()
+    assert len(second["extracted"]) == len(third["extracted"]) == 1
+    assert all(p["consolidated"] for p in progress(workspace_root).values())
+
+
+async def test_input_token_budget_leaves_the_rest_for_the_next_close(workspace_root) -> None:
+    await record_conversations(workspace_root, ["t1", "t2", "t3"], size=8_000)
+    one_rollout = (workspace_root / "sessions/t1.jsonl").stat().st_size // 4
+    rt = runtime(
+        workspace_root,
+        engine="model",
+        phase_one_model=PhaseOneModel(),
+        max_input_tokens_per_close=int(one_rollout * 1.5),
+        phase_one_concurrency=1,
+    )
+    report = await rt.close()
+    assert (len(report["extracted"]), len(report["deferred"])) == (1, 2)
+
+
+async def test_extraction_cut_off_by_the_time_budget_waits_for_the_next_close(
+    workspace_root, caplog
+) -> None:
+    caplog.set_level(logging.WARNING, logger="sandbox_memory")
+    await record_conversations(workspace_root, ["slow"])
+    model = PhaseOneModel(delay=2.0)
+    rt = runtime(workspace_root, engine="model", phase_one_model=model, max_seconds_per_close=0.3)
+    started = time.monotonic()
+    report = await rt.close()
+    assert time.monotonic() - started < 1.5
+    assert report["deferred"] == ["slow"]
+    assert progress(workspace_root).get("slow", {}).get("attempts", 0) == 0
+    assert any("waits for the next close" in m for m in warnings_from(caplog))
+
+    model.delay = 0
+    assert (await rt.close())["extracted"] == ["slow"]
+
+
+async def test_phase_one_of_several_rollouts_runs_concurrently_within_the_bound(
+    workspace_root,
+) -> None:
+    names = [f"r{i}" for i in range(8)]
+    await record_conversations(workspace_root, names)
+    model = PhaseOneModel(delay=0.2)
+    rt = runtime(workspace_root, engine="model", phase_one_model=model, phase_one_concurrency=3)
+    started = time.monotonic()
+    report = await rt.close()
+    elapsed = time.monotonic() - started
+    assert sorted(report["extracted"]) == names
+    assert model.max_active == 3
+    assert elapsed < 8 * 0.2  # faster than one at a time
+    figure("faults.concurrency_bound_3_max_seen", model.max_active)
+    figure("faults.eight_rollouts_seconds_at_0_2s_per_call", round(elapsed, 2))
