@@ -297,6 +297,14 @@ class LayoutRuntime:
         total = self.redactor.total
         report["redactions"] = total - self._redactions_reported
         self._redactions_reported = total
+        logger.info(
+            "memory close: %d rollout(s) extracted, %d model call(s), %d secret(s) redacted, "
+            "%d deferred",
+            len(report["extracted"]),
+            budget.spent_calls,
+            report["redactions"],
+            len(budget.deferred),
+        )
         if budget.deferred:
             logger.warning(
                 "memory close left %d rollout(s) for the next close (budget): %s",
@@ -305,7 +313,7 @@ class LayoutRuntime:
             )
         return report
 
-    async def consolidate_layout(self, *, force_render: bool = False) -> None:
+    async def consolidate_layout(self) -> None:
         """Phase 2: select, forget, promote, take in live edits, render. Caller holds the lock."""
 
         store = self.store
