@@ -109,6 +109,27 @@ class LayoutView(BaseModel):
     entries: dict[str, Entry]
 
 
+def _edit(
+    entries: dict[str, Entry], command: Remember | Forget, source: Source, stamp: int
+) -> None:
+    """A person's Remember (add, replace or revive) or Forget (retract) of one entry."""
+
+    if isinstance(command, Remember):
+        entries[command.key] = Entry(
+            key=command.key,
+            content=command.content.strip(),
+            kind=command.kind,
+            sources=[source],
+            updated_at=stamp,
+            person=command.person,
+        )
+        return
+    entry = entries[command.key]
+    entry.status = "retracted"
+    entry.updated_at = stamp
+    entry.sources = [*entry.sources, source]
+
+
 class MemoryClient:
     """Read and change memory in a workspace folder or a live sandbox session.
 
@@ -249,25 +270,13 @@ class MemoryClient:
         edit_id = f"edit-{now_ms()}"
         source = Source(conversation=cause if cause == "person" else "live", item=edit_id)
         stamp = now_ms()
-        if isinstance(command, Remember):
-            layout.entries[command.key] = Entry(
-                key=command.key,
-                content=command.content.strip(),
-                kind=command.kind,
-                sources=[source],
-                updated_at=stamp,
-                person=command.person,
+        if isinstance(command, Forget) and command.key not in layout.entries:
+            raise MemoryConflict(
+                f"Forget: no entry with key {command.key!r} in layout memory",
+                current_version=layout.version,
             )
-        elif isinstance(command, Forget):
-            entry = layout.entries.get(command.key)
-            if entry is None:
-                raise MemoryConflict(
-                    f"Forget: no entry with key {command.key!r} in layout memory",
-                    current_version=layout.version,
-                )
-            entry.status = "retracted"
-            entry.updated_at = stamp
-            entry.sources = [*entry.sources, source]
+        if isinstance(command, Remember | Forget):
+            _edit(layout.entries, command, source, stamp)
         layout.version += 1
         await store.save_layout(layout)
         await store.append_log(
@@ -352,21 +361,8 @@ class MemoryClient:
 
             await rt.update_progress(rid, advance)
         source = Source(conversation=rid, item=item_id)
-        if isinstance(command, Remember):
-            memory.entries[command.key] = Entry(
-                key=command.key,
-                content=command.content.strip(),
-                kind=command.kind,
-                sources=[source],
-                updated_at=stamp,
-                person=command.person,
-            )
-        else:
-            assert isinstance(command, Forget)
-            entry = memory.entries[command.key]
-            entry.status = "retracted"
-            entry.updated_at = stamp
-            entry.sources = [*entry.sources, source]
+        assert isinstance(command, Remember | Forget)
+        _edit(memory.entries, command, source, stamp)
         memory.version += 1
         memory.head = item_id
         await store.save_conversation(memory)
