@@ -102,7 +102,26 @@ def test_sdk_contract_fails_loudly_when_the_registry_is_gone(monkeypatch) -> Non
     from agents.sandbox.memory import manager
 
     monkeypatch.delattr(manager, "_MEMORY_GENERATION_MANAGERS")
+    monkeypatch.setattr(_sdk, "_SDK_CHECKED", False)
     with pytest.raises(_sdk.UnsupportedSDK, match="_MEMORY_GENERATION_MANAGERS"):
+        _sdk.check_sdk()
+
+
+def test_sdk_contract_fails_loudly_when_the_runtime_no_longer_holds_the_rollout_id(
+    monkeypatch,
+) -> None:
+    from agents.sandbox import runtime
+
+    class Changed:
+        def __init__(self) -> None:
+            self.conversation = None
+
+        def prepare_agent(self) -> None:
+            pass
+
+    monkeypatch.setattr(runtime, "SandboxRuntime", Changed)
+    monkeypatch.setattr(_sdk, "_SDK_CHECKED", False)
+    with pytest.raises(_sdk.UnsupportedSDK, match="_rollout_id"):
         _sdk.check_sdk()
 
 
@@ -1010,3 +1029,35 @@ async def test_only_the_newest_raw_memories_are_kept_and_older_ones_forgotten(
     assert "fix-invoice" not in md and "Fridays" in md
     log = await MemoryClient(workspace_root).log()
     assert any(r.cause == "forgetting" and "old" in (r.detail or "") for r in log)
+
+
+async def test_runs_sharing_a_group_id_see_their_conversation_memory(client, manifest) -> None:
+    first = ScriptedModel([[assistant_message("noted")]])
+    second = ScriptedModel([[assistant_message("ok")]])
+    other = ScriptedModel([[assistant_message("ok")]])
+    sandbox = await client.create(manifest=manifest)
+    async with sandbox:
+        await Runner.run(
+            agent(first),
+            "The trip budget is 1500 EUR. I prefer window seats.",
+            run_config=rc(sandbox, group_id="trip"),
+        )
+        await Runner.run(agent(second), "Book the flight.", run_config=rc(sandbox, group_id="trip"))
+        await Runner.run(agent(other), "Book the flight.", run_config=rc(sandbox, group_id="work"))
+    assert "### This conversation" in memory_text(second)
+    assert "window seats" in memory_text(second)
+    assert "### This conversation" not in memory_text(other)
+
+
+async def test_a_run_with_conversation_id_sees_its_conversation_memory(client, manifest) -> None:
+    first = ScriptedModel([[assistant_message("noted")]])
+    second = ScriptedModel([[assistant_message("ok")]])
+    sandbox = await client.create(manifest=manifest)
+    async with sandbox:
+        await Runner.run(
+            agent(first), "I prefer aisle seats.", conversation_id="conv-77", run_config=rc(sandbox)
+        )
+        await Runner.run(
+            agent(second), "Book it.", conversation_id="conv-77", run_config=rc(sandbox)
+        )
+    assert "aisle seats" in memory_text(second)

@@ -44,9 +44,23 @@ class UnsupportedSDK(SandboxMemoryError, RuntimeError):
     """The installed openai-agents does not have the internals this bridge relies on."""
 
 
-def check_sdk() -> None:
-    """Raise :class:`UnsupportedSDK`, naming what is missing, unless the contract holds."""
+_SDK_CHECKED = False
 
+
+def check_sdk() -> None:
+    """Raise :class:`UnsupportedSDK`, naming what is missing, unless the contract holds.
+
+    The check reads SDK source once per process; a passing result is remembered.
+    """
+
+    global _SDK_CHECKED
+    if _SDK_CHECKED:
+        return
+    _check_sdk()
+    _SDK_CHECKED = True
+
+
+def _check_sdk() -> None:
     import inspect
 
     import agents
@@ -66,6 +80,11 @@ def check_sdk() -> None:
     get_cap = getattr(runtime, "_get_memory_capability", None)
     if get_cap is None or "isinstance(capability, Memory)" not in inspect.getsource(get_cap):
         missing.append("agents.sandbox.runtime._get_memory_capability (isinstance on Memory)")
+    runtime_cls = getattr(runtime, "SandboxRuntime", None)
+    if runtime_cls is None or "self._rollout_id" not in inspect.getsource(runtime_cls.__init__):
+        missing.append("agents.sandbox.runtime.SandboxRuntime._rollout_id")
+    elif "capability.bind(session)" not in inspect.getsource(runtime_cls.prepare_agent):
+        missing.append("SandboxRuntime.prepare_agent binding capabilities")
     mgr_cls = getattr(sdk_manager, "SandboxMemoryGenerationManager", None)
     for method in ("enqueue_result", "enqueue_rollout_payload"):
         if mgr_cls is None or not hasattr(mgr_cls, method):
@@ -80,6 +99,37 @@ def check_sdk() -> None:
             f"{version} lacks: {', '.join(missing)}. Install a supported version, or use the "
             "public route (sandbox_memory.record_run) and report the SDK version."
         )
+
+
+RUNTIME_FRAMES_SEARCHED = 12
+"""How far up the stack ``bind`` looks for the SDK runtime preparing the run (it is 1-3 frames
+up in 0.24); bounded so a miss costs microseconds."""
+
+
+def current_rollout_id() -> str | None:
+    """The rollout id the SDK resolved for the run being prepared, read from its runtime.
+
+    ``Capability.bind`` is called by ``SandboxRuntime.prepare_agent``, which holds the id the
+    runner resolved (``conversation_id``, session id, group id, or one per run) but passes it
+    to nobody but its memory manager, and only after the run. Knowing it at run start lets the
+    read prompt carry this conversation's own memory. ``None`` when not found (then the history
+    fingerprint is used).
+    """
+
+    import sys
+
+    from agents.sandbox.runtime import SandboxRuntime
+
+    frame = sys._getframe(1)
+    for _ in range(RUNTIME_FRAMES_SEARCHED):
+        if frame is None:
+            return None
+        owner = frame.f_locals.get("self")
+        if isinstance(owner, SandboxRuntime):
+            value = getattr(owner, "_rollout_id", None)
+            return value if isinstance(value, str) and value else None
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
 
 
 def _layout_key(memory: Memory) -> tuple[str, str]:

@@ -24,7 +24,7 @@ from .config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
 from .engines.base import ExtractionEngine
 from .errors import MemoryConfigError
 from .render import render_read_prompt, render_summary_text
-from .rollouts import history_fingerprint
+from .rollouts import history_fingerprint, safe_rollout_id
 
 logger = logging.getLogger("sandbox_memory")
 
@@ -70,6 +70,7 @@ class Memory(_SDKMemory):
     """An engine object overriding ``generate.engine`` (tests, custom extractors)."""
 
     _fingerprint: str | None = PrivateAttr(default=None)
+    _rollout_id: str | None = PrivateAttr(default=None)
     _cache: tuple[Any, str | None] | None = PrivateAttr(default=None)
 
     @field_validator("layout", "read", "generate", mode="before")
@@ -122,6 +123,7 @@ class Memory(_SDKMemory):
     def bind(self, session: BaseSandboxSession) -> None:
         self.session = session
         self._cache = None
+        self._rollout_id = _sdk.current_rollout_id()
         if self.generate is not None:
             _sdk.check_sdk()
             _sdk.install(session, self)
@@ -145,7 +147,7 @@ class Memory(_SDKMemory):
             )
         runtime = _sdk.runtime_for(self.session, self)
         person = _sdk.current_person.get() or self.person
-        cache_key = (runtime.generation, id(runtime), self._fingerprint, person)
+        cache_key = (runtime.generation, id(runtime), self._rollout_id, self._fingerprint, person)
         if self._cache is not None and self._cache[0] == cache_key:
             return self._cache[1]
         try:
@@ -165,7 +167,7 @@ class Memory(_SDKMemory):
     ) -> str | None:
         assert self.read is not None
         store = runtime.store
-        conversation_id = await runtime.conversation_for(self._fingerprint)
+        conversation_id = await self._conversation_id(runtime)
         conversation_entries: list[Any] = []
         if conversation_id is not None:
             conversation = await store.load_conversation(conversation_id)
@@ -192,6 +194,19 @@ class Memory(_SDKMemory):
         return render_read_prompt(
             memory_dir=memory_dir, summary=summary, live_update=self.read.live_update
         )
+
+    async def _conversation_id(self, runtime: Any) -> str | None:
+        """This run's conversation: the id the SDK resolved for it, else its history's."""
+
+        if self._rollout_id is not None:
+            try:
+                rid = safe_rollout_id(self._rollout_id)
+            except MemoryConfigError:
+                rid = None
+            if rid is not None and (await runtime.store.conversation_exists(rid)):
+                return rid
+        found: str | None = await runtime.conversation_for(self._fingerprint)
+        return found
 
     def tools(self) -> list[Tool]:
         if self.read is None or not self.read.live_update or self.session is None:

@@ -220,6 +220,9 @@ class Store:
         memory.updated_at = now_ms()
         await self._save(self.conversation_path(memory.rollout_id), memory)
 
+    async def conversation_exists(self, rollout_id: str) -> bool:
+        return await self.ws.size(self.conversation_path(rollout_id)) is not None
+
     async def conversation_ids(self) -> list[str]:
         names = await self.ws.listdir(f"{self.dir}/conversations")
         return [n[: -len(".json")] for n in names if n.endswith(".json") and not n.startswith(".")]
