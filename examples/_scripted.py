@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from agents import RunHooks
+from agents.run import RunConfig
+from agents.sandbox import SandboxRunConfig
+from agents.sandbox.session.base_sandbox_session import BaseSandboxSession
 from agents.testing import ModelStep, assistant_message, function_call
 from agents.testing.model import ModelCall
 from openai.types.responses import ResponseCustomToolCall
@@ -198,3 +201,11 @@ def bug_fix_script(*, inspect: str, test_command: str, patch: str, report: str) 
         respond(rerun),
         respond(finish),
     ]
+
+
+def run_config(sandbox: BaseSandboxSession, name: str) -> RunConfig:
+    """The run configuration both examples use: the live sandbox, tracing off."""
+
+    return RunConfig(
+        sandbox=SandboxRunConfig(session=sandbox), workflow_name=name, tracing_disabled=True
+    )

@@ -28,12 +28,10 @@ from typing import Any
 
 from agents import Runner
 from agents.models.interface import Model
-from agents.run import RunConfig
-from agents.sandbox import LocalSnapshotSpec, Manifest, SandboxAgent, SandboxRunConfig
+from agents.sandbox import LocalSnapshotSpec, Manifest, SandboxAgent
 from agents.sandbox.capabilities import Filesystem, Shell
 from agents.sandbox.entries import File
 from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
-from agents.sandbox.session.base_sandbox_session import BaseSandboxSession
 from agents.testing import ScriptedModel
 from agents.testing.model import ModelCall
 
@@ -223,12 +221,6 @@ class Outcome:
     checks: dict[str, bool] = field(default_factory=dict)
 
 
-def _run_config(sandbox: BaseSandboxSession, name: str) -> RunConfig:
-    return RunConfig(
-        sandbox=SandboxRunConfig(session=sandbox), workflow_name=name, tracing_disabled=True
-    )
-
-
 async def main(*, model: str = s.DEFAULT_MODEL, offline: bool | None = None) -> Outcome:
     offline = s.offline_mode() if offline is None else offline
     s.print_mode(offline, model)
@@ -251,7 +243,7 @@ async def main(*, model: str = s.DEFAULT_MODEL, offline: bool | None = None) -> 
                 first = await Runner.run(
                     agent,
                     FIRST_PROMPT,
-                    run_config=_run_config(sandbox, "sandbox-memory example: fix"),
+                    run_config=s.run_config(sandbox, "sandbox-memory example: fix"),
                     max_turns=20,
                 )
             # Leaving `async with` closed the session: memory was generated (phase 1 and
@@ -283,7 +275,7 @@ async def main(*, model: str = s.DEFAULT_MODEL, offline: bool | None = None) -> 
                 second = await Runner.run(
                     agent,
                     SECOND_PROMPT,
-                    run_config=_run_config(current, "sandbox-memory example: verify"),
+                    run_config=s.run_config(current, "sandbox-memory example: verify"),
                     hooks=recorder,
                     max_turns=20,
                 )

@@ -22,12 +22,10 @@ from typing import Any
 
 from agents import Runner, SQLiteSession
 from agents.models.interface import Model
-from agents.run import RunConfig
-from agents.sandbox import Manifest, SandboxAgent, SandboxRunConfig
+from agents.sandbox import Manifest, SandboxAgent
 from agents.sandbox.capabilities import Filesystem, Shell
 from agents.sandbox.entries import File
 from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
-from agents.sandbox.session.base_sandbox_session import BaseSandboxSession
 from agents.testing import ScriptedModel
 from agents.testing.model import ModelCall
 
@@ -228,12 +226,6 @@ class Outcome:
         return sorted(path for path in self.files if path.startswith(prefix.rstrip("/") + "/"))
 
 
-def _run_config(sandbox: BaseSandboxSession, name: str) -> RunConfig:
-    return RunConfig(
-        sandbox=SandboxRunConfig(session=sandbox), workflow_name=name, tracing_disabled=True
-    )
-
-
 async def main(*, model: str = s.DEFAULT_MODEL, offline: bool | None = None) -> Outcome:
     offline = s.offline_mode() if offline is None else offline
     s.print_mode(offline, model)
@@ -250,7 +242,7 @@ async def main(*, model: str = s.DEFAULT_MODEL, offline: bool | None = None) -> 
             # One SDK Session for both GTM turns: the model sees turn 1 in turn 2, and memory
             # records both runs in sessions/gtm/<session id>.jsonl as one conversation.
             gtm_session = SQLiteSession(GTM_SESSION_ID)
-            gtm_config = _run_config(sandbox, "GTM memory layout example")
+            gtm_config = s.run_config(sandbox, "GTM memory layout example")
             for label, prompt in (("gtm turn 1", GTM_TURN_1), ("gtm turn 2", GTM_TURN_2)):
                 s.banner(label)
                 recorder = s.PromptRecorder()
@@ -277,7 +269,7 @@ async def main(*, model: str = s.DEFAULT_MODEL, offline: bool | None = None) -> 
                 engineering_agent,
                 ENGINEERING_TURN,
                 session=SQLiteSession(ENGINEERING_SESSION_ID),
-                run_config=_run_config(sandbox, "Engineering memory layout example"),
+                run_config=s.run_config(sandbox, "Engineering memory layout example"),
                 max_turns=20,
             )
             outcome.outputs["engineering"] = str(result.final_output)

@@ -44,6 +44,18 @@ def rc(sandbox: Any, **kw: Any) -> RunConfig:
     return RunConfig(sandbox=SandboxRunConfig(session=sandbox), **kw)
 
 
+async def run_bug_fix(client: Any, manifest: Any, group_id: str) -> None:
+    """Run 1 of the two-run example in a fresh live sandbox, then close it."""
+
+    sandbox = await client.create(manifest=manifest)
+    async with sandbox:
+        await Runner.run(
+            agent(ScriptedModel(bug_fix_script())),
+            "Fix it.",
+            run_config=rc(sandbox, group_id=group_id),
+        )
+
+
 def memory_text(model: ScriptedModel, call: int = 0) -> str:
     text = model.calls[call].system_instructions or ""
     return text.split("MEMORY_SUMMARY BEGINS", 1)[1] if "MEMORY_SUMMARY BEGINS" in text else ""
@@ -267,13 +279,7 @@ async def test_system_developer_and_reasoning_content_are_left_out(
 
 
 async def test_close_writes_the_seed_layout(client, manifest, workspace_root) -> None:
-    sandbox = await client.create(manifest=manifest)
-    async with sandbox:
-        await Runner.run(
-            agent(ScriptedModel(bug_fix_script())),
-            "Fix it.",
-            run_config=rc(sandbox, group_id="fix"),
-        )
+    await run_bug_fix(client, manifest, "fix")
     mem = workspace_root / "memories"
     for name in ("memory_summary.md", "MEMORY.md", "raw_memories.md", "phase_two_selection.json"):
         assert (mem / name).is_file(), name
@@ -285,13 +291,7 @@ async def test_close_writes_the_seed_layout(client, manifest, workspace_root) ->
 
 
 async def test_memory_lines_cite_the_items_they_come_from(client, manifest, workspace_root) -> None:
-    sandbox = await client.create(manifest=manifest)
-    async with sandbox:
-        await Runner.run(
-            agent(ScriptedModel(bug_fix_script())),
-            "Fix it.",
-            run_config=rc(sandbox, group_id="fix"),
-        )
+    await run_bug_fix(client, manifest, "fix")
     ids = {
         item["memory_item_id"]
         for seg in read_segments(workspace_root / "sessions" / "fix.jsonl")
@@ -739,13 +739,7 @@ async def test_phase_one_model_is_told_to_reuse_keys(client, manifest, workspace
 async def test_long_lived_entries_are_promoted_and_facts_stay_in_the_conversation(
     client, manifest, workspace_root
 ) -> None:
-    sandbox = await client.create(manifest=manifest)
-    async with sandbox:
-        await Runner.run(
-            agent(ScriptedModel(bug_fix_script())),
-            "Fix it.",
-            run_config=rc(sandbox, group_id="fix"),
-        )
+    await run_bug_fix(client, manifest, "fix")
     layout = await MemoryClient(workspace_root).view(None)
     conv = await MemoryClient(workspace_root).view("fix")
     assert {e.kind for e in layout.entries.values()} <= {"procedure", "preference", "decision"}
@@ -920,13 +914,7 @@ def test_plain_agent_without_sandbox_is_unaffected() -> None:
 async def test_deleting_a_conversation_fact_line_retracts_it_in_its_conversation(
     client, manifest, workspace_root
 ) -> None:
-    sandbox = await client.create(manifest=manifest)
-    async with sandbox:
-        await Runner.run(
-            agent(ScriptedModel(bug_fix_script())),
-            "Fix it.",
-            run_config=rc(sandbox, group_id="fix"),
-        )
+    await run_bug_fix(client, manifest, "fix")
     md = workspace_root / "memories" / "MEMORY.md"
     fix_key = next(
         k for k in (await MemoryClient(workspace_root).view("fix")).entries if k.startswith("fix-")
