@@ -198,16 +198,6 @@ def _lines(body: bytes) -> Iterator[bytes]:
         start = end + 1
 
 
-def item_ids(segments: list[dict[str, Any]]) -> list[str]:
-    ids: list[str] = []
-    for seg in segments:
-        for key in ("input", "generated_items"):
-            for item in seg.get(key) or []:
-                if isinstance(item, dict) and isinstance(item.get(ITEM_ID_FIELD), str):
-                    ids.append(item[ITEM_ID_FIELD])
-    return ids
-
-
 READ_CHUNK_BYTES = 8 << 20
 """Bytes read at a time when extracting: a 100 MB rollout never sits in memory whole."""
 

@@ -223,10 +223,6 @@ class Store:
     async def conversation_exists(self, rollout_id: str) -> bool:
         return await self.ws.size(self.conversation_path(rollout_id)) is not None
 
-    async def conversation_ids(self) -> list[str]:
-        names = await self.ws.listdir(f"{self.dir}/conversations")
-        return [n[: -len(".json")] for n in names if n.endswith(".json") and not n.startswith(".")]
-
     async def load_progress(self) -> Progress:
         value: Progress = await self._load(f"{self.dir}/progress.json", Progress, Progress())
         return value
