@@ -1049,3 +1049,36 @@ async def test_a_run_with_conversation_id_sees_its_conversation_memory(client, m
             agent(second), "Book it.", conversation_id="conv-77", run_config=rc(sandbox)
         )
     assert "aisle seats" in memory_text(second)
+
+
+async def test_extraction_after_runs_counts_against_the_close_budget(
+    client, manifest, workspace_root, caplog
+) -> None:
+    caplog.set_level(logging.WARNING, logger="sandbox_memory")
+    memory_model = ScriptedModel([extraction_reply(slug="first")])
+    mem = Memory(
+        generate=MemoryGenerateConfig(
+            engine="model", phase_one_model=memory_model, max_model_calls_per_close=1
+        )
+    )
+    sandbox = await client.create(manifest=manifest)
+    async with sandbox:
+        await Runner.run(
+            agent(ScriptedModel([[assistant_message("a")]]), mem),
+            "one",
+            run_config=rc(sandbox, group_id="c1"),
+        )
+        await Runner.run(
+            agent(ScriptedModel([[assistant_message("b")]]), mem),
+            "two",
+            run_config=rc(sandbox, group_id="c2"),
+        )
+        manager = _sdk.find_manager(sandbox, mem)
+        assert manager is not None
+    assert len(memory_model.calls) == 1
+    assert manager.last_report is not None
+    assert manager.last_report["deferred"] == ["c2"]
+    assert manager.last_report["model_calls"] == 1
+    assert any("budget" in r.getMessage() for r in caplog.records)
+    progress = json.loads((workspace_root / "memories/store/progress.json").read_text())
+    assert progress["rollouts"].get("c2", {}).get("offset", 0) == 0  # waits, recorded

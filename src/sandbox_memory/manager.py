@@ -122,6 +122,7 @@ class LayoutRuntime:
         self._local_lock = asyncio.Lock()
         self._rollout_locks: dict[str, asyncio.Lock] = {}
         self._threads_lock = asyncio.Lock()
+        self._run_budget: Budget | None = None
         self._redactions_reported = 0
         """Redactions already counted in an earlier close's report."""
         self.generation = 0
@@ -247,10 +248,34 @@ class LayoutRuntime:
 
     # --------------------------------------------------------------- generate
 
-    async def consolidate_conversation(self, rollout_id: str) -> bool:
-        """Phase 1 for one conversation, under the layout lock (after each run)."""
+    def _between_closes(self) -> Budget:
+        """The budget runs spend before the close: the close gets what they leave."""
 
-        return await extract_rollout(self, rollout_id, budget=None)
+        if self._run_budget is None:
+            g = self.generate
+            self._run_budget = Budget(
+                calls=g.max_model_calls_per_close,
+                tokens=g.max_input_tokens_per_close,
+                deadline=float("inf"),
+            )
+        return self._run_budget
+
+    async def consolidate_conversation(self, rollout_id: str) -> bool:
+        """Phase 1 for one conversation after a run (changes applied under the layout lock).
+
+        Model calls made here count against the budget of the coming close.
+        """
+
+        budget = self._between_closes()
+        changed = await extract_rollout(self, rollout_id, budget=budget)
+        if rollout_id in budget.deferred:
+            budget.deferred.remove(rollout_id)
+            logger.warning(
+                "memory budget until the next close is spent; conversation %s is extracted at "
+                "close if the budget allows, else at a later close",
+                rollout_id,
+            )
+        return changed
 
     async def pending_rollouts(self) -> list[str]:
         """Rollouts whose file holds bytes not yet extracted (also from crashed sessions)."""
@@ -272,9 +297,11 @@ class LayoutRuntime:
         """Phase 1 for every pending rollout, then phase 2; returns a report."""
 
         g = self.generate
+        spent = self._run_budget
+        self._run_budget = None
         budget = Budget(
-            calls=g.max_model_calls_per_close,
-            tokens=g.max_input_tokens_per_close,
+            calls=g.max_model_calls_per_close - (spent.spent_calls if spent else 0),
+            tokens=g.max_input_tokens_per_close - (spent.spent_tokens if spent else 0),
             deadline=time.monotonic() + g.max_seconds_per_close,
         )
         report: dict[str, Any] = {"extracted": [], "deferred": [], "redactions": 0}
@@ -290,7 +317,7 @@ class LayoutRuntime:
 
         await asyncio.gather(*(one(r) for r in pending))
         report["deferred"] = list(budget.deferred)
-        report["model_calls"] = budget.spent_calls
+        report["model_calls"] = budget.spent_calls + (spent.spent_calls if spent else 0)
         async with self.write_lock():
             await self.consolidate_layout()
         # Secrets redacted since the previous close of this runtime (records, notes, errors).
@@ -301,7 +328,7 @@ class LayoutRuntime:
             "memory close: %d rollout(s) extracted, %d model call(s), %d secret(s) redacted, "
             "%d deferred",
             len(report["extracted"]),
-            budget.spent_calls,
+            report["model_calls"],
             report["redactions"],
             len(budget.deferred),
         )
