@@ -1082,3 +1082,31 @@ async def test_extraction_after_runs_counts_against_the_close_budget(
     assert any("budget" in r.getMessage() for r in caplog.records)
     progress = json.loads((workspace_root / "memories/store/progress.json").read_text())
     assert progress["rollouts"].get("c2", {}).get("offset", 0) == 0  # waits, recorded
+
+
+async def test_interrupted_run_is_recorded_with_its_interruptions(
+    client, manifest, workspace_root
+) -> None:
+    from agents import function_tool
+
+    @function_tool(needs_approval=True)
+    def deploy(target: str) -> str:
+        """Deploy to a target."""
+        return f"deployed to {target}"
+
+    model = ScriptedModel([[function_call("deploy", {"target": "prod"}, call_id="d1")]])
+    needs_ok = SandboxAgent(
+        name="deployer",
+        model=model,
+        tools=[deploy],
+        capabilities=[Memory(generate=OFFLINE), Filesystem(), Shell()],
+    )
+    sandbox = await client.create(manifest=manifest)
+    async with sandbox:
+        result = await Runner.run(
+            needs_ok, "Deploy to prod.", run_config=rc(sandbox, group_id="ask")
+        )
+        assert result.interruptions
+    seg = read_segments(workspace_root / "sessions" / "ask.jsonl")[0]
+    assert seg["terminal_metadata"]["terminal_state"] == "interrupted"
+    assert seg["interruptions"]
