@@ -1,0 +1,124 @@
+"""The workspace seam: the same behaviour over a local folder and through a live sandbox session.
+
+`SessionWorkspace` is what every backend other than UnixLocal uses (Docker, hosted): here it
+runs through a real UnixLocal session's public file and exec API, so the generic path is tested.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents import Runner
+from agents.run import RunConfig
+from agents.sandbox import Manifest, SandboxAgent, SandboxRunConfig
+from agents.sandbox.capabilities import Filesystem, Shell
+from agents.testing import ScriptedModel, assistant_message
+
+from helpers import TEST_COMMAND, bug_fix_script
+from sandbox_memory import Memory, MemoryGenerateConfig, MemoryLockTimeout, _sdk
+from sandbox_memory.workspace import LeaseLock, LocalWorkspace, SessionWorkspace, Workspace
+
+
+@pytest.fixture(params=["local", "session"])
+async def ws(request: Any, client: Any, tmp_path: Path) -> AsyncIterator[Workspace]:
+    root = tmp_path / "ws"
+    root.mkdir()
+    if request.param == "local":
+        yield LocalWorkspace(root)
+        return
+    sandbox = await client.create(manifest=Manifest(root=str(root)))
+    async with sandbox:
+        yield SessionWorkspace(sandbox)
+
+
+async def test_missing_file_reads_as_none(ws: Workspace) -> None:
+    assert await ws.read_bytes("a/b.txt") is None
+    assert await ws.read_from("a/b.txt", 3) is None
+    assert await ws.read_range("a/b.txt", 0, 10) is None
+    assert await ws.size("a/b.txt") is None
+    assert await ws.listdir("a") == []
+
+
+async def test_atomic_write_replaces_the_file_and_leaves_no_temporary(ws: Workspace) -> None:
+    await ws.write_atomic("d/f.json", b'{"v": 1}')
+    await ws.write_atomic("d/f.json", b'{"v": 2}')
+    assert json.loads(await ws.read_bytes("d/f.json") or b"") == {"v": 2}
+    assert await ws.listdir("d") == ["f.json"]
+
+
+async def test_append_adds_a_line_and_mends_a_torn_one(ws: Workspace) -> None:
+    await ws.append_line("s/r.jsonl", b'{"n":1}\n')
+    await ws.write_atomic("s/torn.jsonl", b'{"n":1}\n{"n":')
+    await ws.append_line("s/torn.jsonl", b'{"n":2}\n')
+    await ws.append_line("s/r.jsonl", b'{"n":2}\n')
+    assert await ws.read_bytes("s/r.jsonl") == b'{"n":1}\n{"n":2}\n'
+    assert (await ws.read_bytes("s/torn.jsonl") or b"").splitlines()[-1] == b'{"n":2}'
+
+
+async def test_partial_reads_return_the_requested_bytes(ws: Workspace) -> None:
+    await ws.write_atomic("f.txt", b"0123456789")
+    assert await ws.read_from("f.txt", 4) == b"456789"
+    assert await ws.read_range("f.txt", 2, 3) == b"234"
+    assert await ws.size("f.txt") == 10
+
+
+async def test_create_exclusive_succeeds_once(ws: Workspace) -> None:
+    assert await ws.create_exclusive("locks/l", b"one") is True
+    assert await ws.create_exclusive("locks/l", b"two") is False
+    assert await ws.read_bytes("locks/l") == b"one"
+
+
+async def test_rename_and_remove(ws: Workspace) -> None:
+    await ws.write_atomic("x/a", b"A")
+    assert await ws.rename("x/a", "x/b") is True
+    assert await ws.rename("x/a", "x/c") is False
+    await ws.remove("x/b")
+    await ws.remove("x/b")  # missing is fine
+    assert await ws.listdir("x") == []
+
+
+async def test_lease_lock_excludes_a_second_holder_until_released(ws: Workspace) -> None:
+    first = LeaseLock(ws, "store/lock", timeout=5, lease=60)
+    await first.acquire()
+    second = LeaseLock(ws, "store/lock", timeout=0.3, lease=60, poll=0.05)
+    with pytest.raises(MemoryLockTimeout):
+        await second.acquire()
+    await first.release()
+    third = LeaseLock(ws, "store/lock", timeout=5, lease=60)
+    await asyncio.wait_for(third.acquire(), 5)
+    await third.release()
+
+
+async def test_whole_flow_through_the_generic_session_path(
+    client: Any, workspace_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_sdk, "workspace_for_session", SessionWorkspace)
+    memory = Memory(generate=MemoryGenerateConfig(engine="offline"))
+    sandbox = await client.create(manifest=Manifest(root=str(workspace_root)))
+    async with sandbox:
+        await Runner.run(
+            SandboxAgent(
+                name="r",
+                model=ScriptedModel(bug_fix_script()),
+                capabilities=[memory, Filesystem(), Shell()],
+            ),
+            "Fix it.",
+            run_config=RunConfig(sandbox=SandboxRunConfig(session=sandbox), group_id="g"),
+        )
+        manager = _sdk.find_manager(sandbox, memory)
+        assert manager is not None and isinstance(manager.runtime.ws, SessionWorkspace)
+    second = ScriptedModel([[assistant_message("ok")]])
+    sandbox = await client.create(manifest=Manifest(root=str(workspace_root)))
+    async with sandbox:
+        await Runner.run(
+            SandboxAgent(name="r", model=second, capabilities=[memory, Filesystem(), Shell()]),
+            "Verify.",
+            run_config=RunConfig(sandbox=SandboxRunConfig(session=sandbox), group_id="h"),
+        )
+    assert TEST_COMMAND in (workspace_root / "memories" / "MEMORY.md").read_text()
+    assert TEST_COMMAND in (second.calls[0].system_instructions or "")
