@@ -316,3 +316,11 @@ def test_default_redactor_is_shared() -> None:
 def test_default_redactor_redacts_builtin_formats() -> None:
     case = next(c for c in CASES if c.format == "anthropic-api-key")
     assert case.secret not in default_redactor().redact_text(case.text)
+
+
+def test_a_secret_under_a_secret_key_is_counted_once() -> None:
+    redactor = Redactor()
+    token = "ghp_" + "a1B2c3D4e5" * 4
+    out = redactor.redact_json({"password": token, "note": "fine"})
+    assert out == {"password": "[REDACTED:github-token]", "note": "fine"}
+    assert redactor.total == 1

@@ -1138,11 +1138,12 @@ class Redactor:
         as they are.
         """
         strings: list[str] = []
-        self._collect(value, None, strings)
-        replaced = self._redact_many(strings)
-        if not replaced:
-            return self._rebuild(value, None, iter(strings))
-        return self._rebuild(value, None, iter([replaced.get(i, t) for i, t in enumerate(strings)]))
+        keyed: dict[int, str] = {}
+        self._collect(value, None, strings, keyed)
+        replaced = self._redact_many([("" if i in keyed else t) for i, t in enumerate(strings)])
+        replaced.update(keyed)
+        final = [replaced.get(i, t) for i, t in enumerate(strings)]
+        return self._rebuild(value, iter(final))
 
     def find(self, text: str) -> list[tuple[str, str]]:
         """The ``(kind, secret)`` pairs `redact_text` would replace, in text order."""
@@ -1171,9 +1172,14 @@ class Redactor:
     # Scanning each string on its own costs ~100 rule calls per string, which dominated the
     # cost of recording a run segment.
 
-    def _collect(self, value: Any, key: str | None, out: list[str]) -> None:
-        """Plain strings of ``value`` in walk order (keyed secrets are handled in rebuild)."""
+    def _collect(self, value: Any, key: str | None, out: list[str], keyed: dict[int, str]) -> None:
+        """Strings of ``value`` in walk order; those replaced whole for their key go in ``keyed``
+        (by position) and are not scanned, so each secret is counted once."""
         if isinstance(value, str):
+            if key is not None:
+                whole = self._redact_keyed(key, value)
+                if whole is not None:
+                    keyed[len(out)] = whole
             out.append(value)
         elif isinstance(value, Mapping):
             value_key = _name_value_key(value)
@@ -1183,33 +1189,25 @@ class Redactor:
                 sub_key = k if isinstance(k, str) else None
                 if value_key is not None and k == "value":
                     sub_key = value_key
-                self._collect(v, sub_key, out)
-        elif isinstance(value, list | tuple):
+                self._collect(v, sub_key, out, keyed)
+        elif isinstance(value, list | tuple):  # {"api_keys": ["...", "..."]}: items inherit it
             for v in value:
-                self._collect(v, key, out)
+                self._collect(v, key, out, keyed)
 
-    def _rebuild(self, value: Any, key: str | None, redacted: Iterator[str]) -> Any:
+    def _rebuild(self, value: Any, redacted: Iterator[str]) -> Any:
+        """``value`` with its strings, in walk order, taken from ``redacted``."""
         if isinstance(value, str):
-            text = next(redacted)
-            if key is not None:
-                keyed = self._redact_keyed(key, value)
-                if keyed is not None:
-                    return keyed
-            return text
+            return next(redacted)
         if isinstance(value, Mapping):
-            value_key = _name_value_key(value)
             out: dict[Any, Any] = {}
             for k, v in value.items():
                 new_k = next(redacted) if isinstance(k, str) else k
-                sub_key = k if isinstance(k, str) else None
-                if value_key is not None and k == "value":
-                    sub_key = value_key
-                out[new_k] = self._rebuild(v, sub_key, redacted)
+                out[new_k] = self._rebuild(v, redacted)
             return out
         if isinstance(value, list):
-            return [self._rebuild(v, key, redacted) for v in value]
+            return [self._rebuild(v, redacted) for v in value]
         if isinstance(value, tuple):
-            return tuple(self._rebuild(v, key, redacted) for v in value)
+            return tuple(self._rebuild(v, redacted) for v in value)
         return value
 
     def _redact_many(self, strings: list[str]) -> dict[int, str]:
@@ -1248,30 +1246,6 @@ class Redactor:
             changed[i] = "".join(pieces)
         self._count(performed)
         return changed
-
-    def _redact_value(self, value: Any, key: str | None) -> Any:
-        if isinstance(value, str):
-            if key is not None:
-                keyed = self._redact_keyed(key, value)
-                if keyed is not None:
-                    return keyed
-            return self.redact_text(value)
-        if isinstance(value, Mapping):
-            value_key = _name_value_key(value)
-            out: dict[Any, Any] = {}
-            for k, v in value.items():
-                sub_key = k if isinstance(k, str) else None
-                if value_key is not None and k == "value":
-                    sub_key = value_key
-                out[self.redact_text(k) if isinstance(k, str) else k] = self._redact_value(
-                    v, sub_key
-                )
-            return out
-        if isinstance(value, list):  # {"api_keys": ["...", "..."]}: items inherit the key
-            return [self._redact_value(v, key) for v in value]
-        if isinstance(value, tuple):
-            return tuple(self._redact_value(v, key) for v in value)
-        return value
 
     def _redact_keyed(self, key: str, value: str) -> str | None:
         """Whole-value redaction of a string stored under a secret-like key (else None)."""
