@@ -620,7 +620,9 @@ class LayoutRuntime:
         for rid in await self.pending_or_recent(progress):
             path = rollout_path(self.layout.sessions_dir, rid)
             size = await self.ws.size(path) or 0
-            data = await self.ws.read_from(path, max(0, size - LIVE_EDIT_TAIL_BYTES))
+            data = await self.ws.read_range(
+                path, max(0, size - LIVE_EDIT_TAIL_BYTES), LIVE_EDIT_TAIL_BYTES
+            )
             if not data:
                 continue
             for line in reversed(data.splitlines()[-20:]):

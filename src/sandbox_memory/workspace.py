@@ -55,10 +55,6 @@ class Workspace(abc.ABC):
         """Whole file, or ``None`` when it does not exist."""
 
     @abc.abstractmethod
-    async def read_from(self, path: str, offset: int) -> bytes | None:
-        """Bytes from ``offset`` to the end, or ``None`` when the file does not exist."""
-
-    @abc.abstractmethod
     async def read_range(self, path: str, offset: int, length: int) -> bytes | None:
         """At most ``length`` bytes from ``offset``, or ``None`` when the file does not exist."""
 
@@ -124,14 +120,6 @@ class LocalWorkspace(Workspace):
     async def read_bytes(self, path: str) -> bytes | None:
         try:
             async with aiofiles.open(self._p(path), "rb") as fh:
-                return await fh.read()
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-
-    async def read_from(self, path: str, offset: int) -> bytes | None:
-        try:
-            async with aiofiles.open(self._p(path), "rb") as fh:
-                await fh.seek(offset)
                 return await fh.read()
         except (FileNotFoundError, NotADirectoryError):
             return None
@@ -242,18 +230,6 @@ class SessionWorkspace(Workspace):
         finally:
             handle.close()
         return payload.encode("utf-8") if isinstance(payload, str) else bytes(payload)
-
-    async def read_from(self, path: str, offset: int) -> bytes | None:
-        if offset <= 0:
-            return await self.read_bytes(path)
-        code, out = await self._sh(
-            '[ -f "$1" ] || exit 3; tail -c +"$2" -- "$1"', self._abs(path), str(offset + 1)
-        )
-        if code == 3:
-            return None
-        if code != 0:
-            raise OSError(f"reading {path} from byte {offset} failed with exit code {code}")
-        return out
 
     async def read_range(self, path: str, offset: int, length: int) -> bytes | None:
         code, out = await self._sh(
