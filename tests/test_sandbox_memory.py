@@ -102,7 +102,15 @@ async def test_missing_shell_raises_the_sdks_missing_capability_error(client, ma
     bad = SandboxAgent(name="x", model=ScriptedModel([]), capabilities=[Memory(), Filesystem()])
     sandbox = await client.create(manifest=manifest)
     async with sandbox:
-        with pytest.raises(Exception, match="(?i)shell"):
+        with pytest.raises(UserError, match="Memory requires missing capabilities: shell"):
+            await Runner.run(bad, "hi", run_config=rc(sandbox))
+
+
+async def test_missing_filesystem_with_live_update_raises_the_same_error(client, manifest) -> None:
+    bad = SandboxAgent(name="x", model=ScriptedModel([]), capabilities=[Memory(), Shell()])
+    sandbox = await client.create(manifest=manifest)
+    async with sandbox:
+        with pytest.raises(UserError, match="Memory requires missing capabilities: filesystem"):
             await Runner.run(bad, "hi", run_config=rc(sandbox))
 
 
@@ -905,10 +913,6 @@ async def test_memory_tools_remember_and_forget_during_a_run(
     causes = [r.cause for r in await MemoryClient(workspace_root).log() if r.scope == "layout"]
     assert causes.count("live_update") >= 2
     assert "refused" in json.dumps(model.calls[3].input)
-
-
-def test_plain_agent_without_sandbox_is_unaffected() -> None:
-    Agent(name="plain")  # importing sandbox_memory must not change plain agents
 
 
 async def test_deleting_a_conversation_fact_line_retracts_it_in_its_conversation(
