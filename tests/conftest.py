@@ -10,6 +10,7 @@ from agents.sandbox import Manifest
 from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
 
 from helpers import BUGGY_INVOICE, INVOICE_TEST
+from pgserver import PostgresServer
 
 
 @pytest.fixture(autouse=True)
@@ -35,3 +36,28 @@ def client() -> UnixLocalSandboxClient:
 @pytest.fixture
 def manifest(workspace_root: Path) -> Manifest:
     return Manifest(root=str(workspace_root))
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PostgresServer]:
+    """A real PostgreSQL server for the whole test session (fails loudly if it cannot start)."""
+
+    server = PostgresServer()
+    try:
+        server.init()
+        server.start()
+        yield server
+    finally:
+        server.cleanup()
+
+
+_databases = iter(range(1, 1_000_000))
+
+
+@pytest.fixture
+def pg_dsn(pg_server: PostgresServer) -> str:
+    """A fresh, empty database on the test server; its DSN (superuser over the socket)."""
+
+    if not pg_server.running:
+        pg_server.start()  # a test that stopped the server and failed before restarting it
+    return pg_server.create_database(f"t{next(_databases)}")
