@@ -65,7 +65,9 @@ async def _populate_ours(root: Path, entries: list[Entry], memories: Any) -> Non
     await client.store.save_conversation(
         ConversationMemory(rollout_id=CONVERSATION, entries={e.key: e for e in entries[split:]})
     )
-    await client.store.save_threads({history_fingerprint(RUN_INPUT): CONVERSATION})
+    fingerprint = history_fingerprint(RUN_INPUT)
+    assert fingerprint is not None
+    await client.store.index_thread(fingerprint, CONVERSATION)
     await client.apply(Refresh(), expected=0)  # renders MEMORY.md and memory_summary.md
 
 

@@ -36,6 +36,8 @@ from agents.sandbox.capabilities import Filesystem, Shell
 from agents.testing import assistant_message
 from agents.usage import Usage
 
+from helpers import read_progress
+
 TESTS_DIR = Path(__file__).resolve().parent
 SRC_DIR = TESTS_DIR.parent / "src"
 TMP_SUFFIX = ".tmp-sbm"
@@ -275,9 +277,7 @@ def warnings_from(caplog: Any, logger: str = "sandbox_memory") -> list[str]:
 
 
 def progress(root: Path) -> dict[str, Any]:
-    path = root / "memories/store/progress.json"
-    data: dict[str, Any] = json.loads(path.read_text())["rollouts"] if path.exists() else {}
-    return data
+    return read_progress(root)
 
 
 def figure(name: str, value: Any) -> None:

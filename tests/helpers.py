@@ -60,6 +60,13 @@ def bug_fix_script() -> list[Any]:
     ]
 
 
+def read_progress(root: Path, memories_dir: str = "memories") -> dict[str, Any]:
+    """Every live progress record of a layout (``store/progress/<rollout-id>.json``)."""
+
+    folder = root / memories_dir / "store" / "progress"
+    return {p.stem: json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))}
+
+
 def read_json(path: Path) -> Any:
     return json.loads(path.read_text())
 

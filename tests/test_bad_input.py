@@ -349,8 +349,7 @@ async def test_memory_md_edited_into_nonsense_is_kept_aside_rebuilt_and_logged(
 GARBAGE: list[tuple[str, bytes]] = [
     ("layout.json", b"\xff\x00 {{{ not json"),
     ("registry.json", b'{"conversations": 42}'),
-    ("progress.json", b"[1, 2, 3]"),
-    ("threads.json", b'"just a string"'),
+    ("progress/conv.json", b"[1, 2, 3]"),
     ("rendered.json", b"[]"),
 ]
 
@@ -367,6 +366,10 @@ async def test_a_store_file_edited_into_nonsense_is_kept_aside_and_rebuilt(
 
     history = [("Check the tests again.", [[shell(TEST_COMMAND, "x1")], [assistant_message("ok")]])]
     await session(client, manifest, history, conversation="c2")
+    if name.startswith("progress/"):
+        # A rollout's record is found broken when it is read (phase 2 of that close); the
+        # rollout is then unknown and read afresh at the next close.
+        await session(client, manifest, [("And once more.", answer("ok"))], conversation="c3")
 
     assert unparsable_files(workspace_root) == []
     assert (workspace_root / STORE / name).read_bytes() != junk  # written again, whole

@@ -4,7 +4,7 @@
 - concurrency: two processes closing over one memory folder keep each other's changes; a lock
   whose holder died is taken over; waiting for a live one is bounded and logged;
 - durable progress: runs of a session that died are extracted at the next close; a failing
-  extraction is retried with backoff up to a cap, attempts visible in store/progress.json;
+  extraction is retried with backoff up to a cap, attempts visible in store/progress/;
 - the host: closing never raises because of memory and the snapshot is always written;
 - budgets per close (calls, input tokens, seconds) and bounded phase-1 concurrency.
 """
@@ -143,8 +143,8 @@ def test_two_processes_closing_over_one_memory_folder_keep_both_conversations(
         assert memory["entries"], conv
     registry = json.loads((root / STORE / "registry.json").read_text())
     assert set(registry["conversations"]) == {"alpha", "beta"}
-    threads = json.loads((root / STORE / "threads.json").read_text())
-    assert sorted(threads.values()) == ["alpha", "beta"]  # each run start finds its conversation
+    threads = [p.read_text() for p in (root / STORE / "threads").iterdir()]
+    assert sorted(threads) == ["alpha", "beta"]  # each run start finds its conversation
     memory_md = (root / "memories/MEMORY.md").read_text()
     assert "alpha" in memory_md and "beta" in memory_md
     assert not (root / STORE / "lock").exists()

@@ -15,7 +15,14 @@ from agents.sandbox import LocalSnapshotSpec, Manifest, SandboxAgent, SandboxRun
 from agents.sandbox.capabilities import Filesystem, Shell
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 
-from helpers import TEST_COMMAND, bug_fix_script, extraction_reply, read_segments, shell
+from helpers import (
+    TEST_COMMAND,
+    bug_fix_script,
+    extraction_reply,
+    read_progress,
+    read_segments,
+    shell,
+)
 from sandbox_memory import (
     Memory,
     MemoryClient,
@@ -581,8 +588,7 @@ async def test_model_error_never_fails_the_run_and_is_retried_after_the_next_run
         manager = _sdk.find_manager(sandbox, mem)
         assert manager is not None
         await manager.wait_idle()
-        progress = json.loads((workspace_root / "memories/store/progress.json").read_text())
-        assert progress["rollouts"]["retry"]["attempts"] == 1
+        assert read_progress(workspace_root)["retry"]["attempts"] == 1
         assert any("memory model down" in r.getMessage() for r in caplog.records)
         # next run: the retry is due (backoff set to zero for the test) and succeeds
         _zero_backoff(workspace_root)
@@ -598,11 +604,10 @@ async def test_model_error_never_fails_the_run_and_is_retried_after_the_next_run
 
 
 def _zero_backoff(root: Path) -> None:
-    path = root / "memories/store/progress.json"
-    data = json.loads(path.read_text())
-    for p in data["rollouts"].values():
-        p["next_attempt_at"] = 0
-    path.write_text(json.dumps(data))
+    for path in (root / "memories/store/progress").glob("*.json"):
+        data = json.loads(path.read_text())
+        data["next_attempt_at"] = 0
+        path.write_text(json.dumps(data))
 
 
 def _cite_first_user_item(model: ScriptedModel, root: Path) -> ScriptedModel:
@@ -972,8 +977,7 @@ async def test_close_whose_time_budget_is_spent_defers_rather_than_fails(
     await rt.record({"input": [{"role": "user", "content": "I prefer tabs."}]}, rollout_id="late")
     report = await rt.close()
     assert report["deferred"] == ["late"]
-    progress = json.loads((workspace_root / "memories/store/progress.json").read_text())
-    assert progress["rollouts"].get("late", {}).get("attempts", 0) == 0
+    assert read_progress(workspace_root).get("late", {}).get("attempts", 0) == 0
     assert any("waits for the next close" in r.getMessage() for r in caplog.records)
 
 
@@ -1084,8 +1088,7 @@ async def test_extraction_after_runs_counts_against_the_close_budget(
     assert manager.last_report["deferred"] == ["c2"]
     assert manager.last_report["model_calls"] == 1
     assert any("budget" in r.getMessage() for r in caplog.records)
-    progress = json.loads((workspace_root / "memories/store/progress.json").read_text())
-    assert progress["rollouts"].get("c2", {}).get("offset", 0) == 0  # waits, recorded
+    assert read_progress(workspace_root).get("c2", {}).get("offset", 0) == 0  # waits, recorded
 
 
 async def test_interrupted_run_is_recorded_with_its_interruptions(

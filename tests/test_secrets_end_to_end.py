@@ -274,7 +274,9 @@ async def test_a_model_error_quoting_a_secret_is_redacted_in_progress_and_logs(
             "Summarise the README.",
             run_config=rc(sandbox),
         )
-    stored = (workspace_root / "memories/store/progress.json").read_text()
+    stored = "".join(
+        p.read_text() for p in (workspace_root / "memories/store/progress").glob("*.json")
+    )
     assert "Incorrect API key provided: [REDACTED:" in stored
     assert value not in stored
     assert value not in log_text(caplog)

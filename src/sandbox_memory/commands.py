@@ -180,8 +180,8 @@ class MemoryClient:
 
     async def _conversation_view(self, rid: str) -> ConversationView:
         memory = await self.store.load_conversation(rid)
-        progress = await self.store.load_progress()
-        offset = progress.rollouts[rid].offset if rid in progress.rollouts else 0
+        prog = await self.store.get_progress(rid)
+        offset = prog.offset if prog is not None else 0
         processed: list[str] = []
         if offset:
             data = await self.runtime.ws.read_bytes(
@@ -337,8 +337,8 @@ class MemoryClient:
         # The edit becomes a small item of the conversation's history: the change's source.
         path = rollout_path(rt.layout.sessions_dir, rid)
         size_before = await rt.ws.size(path) or 0
-        progress = await store.load_progress()
-        offset = progress.rollouts[rid].offset if rid in progress.rollouts else 0
+        prog = await store.get_progress(rid)
+        offset = prog.offset if prog is not None else 0
         segment = build_segment(
             {
                 "input": [{"type": "memory_edit", "command": command.model_dump(by_alias=True)}],
@@ -402,6 +402,7 @@ class MemoryClient:
             p.next_attempt_at = 0.0
 
         await rt.update_progress(rid, retry)
+        await self.store.mark_pending(rid)
         await rt.close(only=[rid])
         return await self.view(rid)
 

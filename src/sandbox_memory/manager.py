@@ -22,7 +22,6 @@ from .config import (
     MemoryReadConfig,
 )
 from .engines.base import ExtractionEngine
-from .errors import MemoryLockTimeout
 from .phase_one import Budget, extract_rollout
 from .phase_two import forget_conversations, promote, secret_problem, select_rollouts
 from .redact import Redactor
@@ -56,11 +55,6 @@ from .workspace import LeaseLock, Workspace
 logger = logging.getLogger("sandbox_memory")
 
 _ENGINE_ANNOUNCED: set[str] = set()
-
-THREADS_LOCK_WAIT_SECONDS = 2.0
-"""How long the end of a run waits for the layout lock to index a new conversation in
-``threads.json``. Past it the index is written without the lock (logged): a run never waits
-long for memory, at the risk of a process sharing the folder dropping one entry."""
 
 LIVE_EDIT_TAIL_BYTES = 1 << 20
 """Bytes read from the end of a rollout to find the run item that edited MEMORY.md: the edit
@@ -112,7 +106,7 @@ class LayoutRuntime:
         self.generate_enabled = generate is not None
         self.generate = generate or MemoryGenerateConfig()
         self.read = read
-        self.store = Store(workspace, layout.memories_dir)
+        self.store = Store(workspace, layout.memories_dir, layout.sessions_dir)
         self.redactor = Redactor(
             extra_patterns=self.generate.redact_patterns,
             allowlist=self.generate.redact_allowlist,
@@ -121,7 +115,6 @@ class LayoutRuntime:
         self._progress_lock = asyncio.Lock()
         self._local_lock = asyncio.Lock()
         self._rollout_locks: dict[str, asyncio.Lock] = {}
-        self._threads_lock = asyncio.Lock()
         self._run_budget: Budget | None = None
         self._redactions_reported = 0
         """Redactions already counted in an earlier close's report."""
@@ -160,22 +153,20 @@ class LayoutRuntime:
             yield
 
     def lock(self) -> LeaseLock:
-        return LeaseLock(
-            self.ws,
-            self.store.lock_path,
-            timeout=self.generate.lock_timeout_seconds,
-            lease=DEFAULT_LOCK_LEASE_SECONDS,
+        return self.store.lease(
+            timeout=self.generate.lock_timeout_seconds, lease=DEFAULT_LOCK_LEASE_SECONDS
         )
 
     async def update_progress(
         self, rollout_id: str, change: Callable[[RolloutProgress], None]
     ) -> RolloutProgress:
+        """Change one rollout's progress record (read, change, write back that record only)."""
+
         async with self._progress_lock:
-            progress = await self.store.load_progress()
-            prog = progress.rollouts.get(rollout_id) or RolloutProgress()
+            current = await self.store.get_progress(rollout_id)
+            prog = current.model_copy() if current is not None else RolloutProgress()
             change(prog)
-            progress.rollouts[rollout_id] = prog
-            await self.store.save_progress(progress)
+            await self.store.put_progress(rollout_id, prog)
             return prog
 
     # ----------------------------------------------------------------- record
@@ -191,10 +182,12 @@ class LayoutRuntime:
         redacted = self.redactor.total - before
         if redacted:
             logger.info("redacted %d secret(s) from a run of conversation %s", redacted, rid)
-        path = rollout_path(self.layout.sessions_dir, rid)
-        is_new = await self.ws.size(path) is None
-        await append_segment(
-            self.ws, sessions_dir=self.layout.sessions_dir, rollout_id=rid, segment=segment
+        is_new = await append_segment(
+            self.ws,
+            sessions_dir=self.layout.sessions_dir,
+            rollout_id=rid,
+            segment=segment,
+            flag=self.store.pending_flag(rid),
         )
         if is_new:
             fp = history_fingerprint(
@@ -202,13 +195,13 @@ class LayoutRuntime:
             )
             if fp is not None:
                 # The segment is recorded: a failure here must not make the caller record it
-                # again (a second, duplicate line), so it is logged and the run goes on. The
-                # layout lock: processes sharing the folder must not drop each other's entries.
+                # again (a second, duplicate line), so it is logged and the run goes on. One
+                # record per conversation: processes sharing the folder never drop each other's.
                 try:
-                    await self._index_thread(fp, rid)
+                    await self.store.index_thread(fp, rid)
                 except Exception as exc:  # noqa: BLE001
                     logger.warning(
-                        "could not index conversation %s in %s/threads.json (%s); its next run "
+                        "could not index conversation %s in %s/threads/ (%s); its next run "
                         "may not recognise it",
                         rid,
                         self.store.dir,
@@ -217,34 +210,10 @@ class LayoutRuntime:
         self.bump()
         return rid
 
-    async def _index_thread(self, fingerprint: str, rid: str) -> None:
-        """Map a conversation's fingerprint to its rollout id, under the lock if it comes soon."""
-
-        lock = LeaseLock(
-            self.ws,
-            self.store.lock_path,
-            timeout=min(THREADS_LOCK_WAIT_SECONDS, self.generate.lock_timeout_seconds),
-            lease=DEFAULT_LOCK_LEASE_SECONDS,
-        )
-        async with self._threads_lock:
-            try:
-                await lock.acquire()
-            except MemoryLockTimeout:
-                logger.warning(
-                    "memory lock is busy; conversation %s is indexed in threads.json without it",
-                    rid,
-                )
-            try:
-                threads = await self.store.load_threads()
-                threads[fingerprint] = rid
-                await self.store.save_threads(threads)
-            finally:
-                await lock.release()  # a no-op when it was not taken
-
     async def conversation_for(self, fingerprint: str | None) -> str | None:
         if fingerprint is None:
             return None
-        return (await self.store.load_threads()).get(fingerprint)
+        return await self.store.thread_for(fingerprint)
 
     # --------------------------------------------------------------- generate
 
@@ -280,18 +249,7 @@ class LayoutRuntime:
     async def pending_rollouts(self) -> list[str]:
         """Rollouts whose file holds bytes not yet extracted (also from crashed sessions)."""
 
-        progress = await self.store.load_progress()
-        names = await self.ws.listdir(self.layout.sessions_dir)
-        pending: list[str] = []
-        for name in names:
-            if not name.endswith(".jsonl") or name.startswith("."):
-                continue
-            rid = name[: -len(".jsonl")]
-            size = await self.ws.size(rollout_path(self.layout.sessions_dir, rid))
-            prog = progress.rollouts.get(rid)
-            if size is not None and size > (prog.offset if prog else 0):
-                pending.append(rid)
-        return pending
+        return await self.store.pending_rollouts()
 
     async def close(self, *, only: list[str] | None = None) -> dict[str, Any]:
         """Phase 1 for every pending rollout, then phase 2; returns a report."""
@@ -344,14 +302,12 @@ class LayoutRuntime:
         """Phase 2: select, forget, promote, take in live edits, render. Caller holds the lock."""
 
         store = self.store
-        progress = await store.load_progress()
+        progress = await store.list_progress()
         layout = await store.load_layout()
         before = layout.model_dump_json()
         # Missing, or set aside as unreadable: rebuilt from every selected conversation.
         rebuild = await store.layout_needs_rebuild()
-        selection = select_rollouts(
-            progress.rollouts, self.generate.max_raw_memories_for_consolidation
-        )
+        selection = select_rollouts(progress, self.generate.max_raw_memories_for_consolidation)
         changes: list[LogRecord] = []
 
         await self._take_live_edits(layout, changes)
@@ -409,21 +365,23 @@ class LayoutRuntime:
             )
             logger.info("memory forgot %d older conversation(s)", len(forgotten_ids))
 
-        async with self._progress_lock:
-            fresh = await store.load_progress()
-            for rid, _ in selection.selected:
-                if rid in fresh.rollouts:
-                    fresh.rollouts[rid].consolidated = True
-            for rid in forgotten_ids:
-                if rid in fresh.rollouts:
-                    fresh.rollouts[rid].slug = None
-            await store.save_progress(fresh)
-
         if layout.model_dump_json() != before or rebuild:
             await store.save_layout(layout)
         # Forgetting conversations changes what memory shows even when no layout entry goes.
         for record in changes:
             await store.append_log(record)
+
+        # Progress last, one record each, only where it changes: a rollout is marked
+        # consolidated (or pruned as forgotten) once what phase 2 made of it is on disk.
+        def consolidated(p: RolloutProgress) -> None:
+            p.consolidated = True
+
+        for rid, prog in selection.selected:
+            if not prog.consolidated:
+                await self.update_progress(rid, consolidated)
+        async with self._progress_lock:
+            for rid, prog in selection.forgotten:
+                await store.forget_progress(rid, prog)
         if changes or layout.model_dump_json() != before:
             self.bump()
         await self.render(layout, registry, selection.selected)
@@ -616,7 +574,7 @@ class LayoutRuntime:
     async def _live_edit_source(self) -> Source:
         """The recorded item that edited MEMORY.md (newest), else a person's hand edit."""
 
-        progress = await self.store.load_progress()
+        progress = await self.store.list_progress()
         for rid in await self.pending_or_recent(progress):
             path = rollout_path(self.layout.sessions_dir, rid)
             size = await self.ws.size(path) or 0
@@ -638,9 +596,7 @@ class LayoutRuntime:
                         return Source(conversation=rid, item=str(item["memory_item_id"]))
         return Source(conversation="person", item=f"MEMORY.md@{now_ms()}")
 
-    async def pending_or_recent(self, progress: Any) -> list[str]:
-        recent = sorted(progress.rollouts.items(), key=lambda kv: kv[1].updated_at, reverse=True)[
-            :5
-        ]
+    async def pending_or_recent(self, progress: dict[str, RolloutProgress]) -> list[str]:
+        recent = sorted(progress.items(), key=lambda kv: kv[1].updated_at, reverse=True)[:5]
         pending = await self.pending_rollouts()
         return list(dict.fromkeys([*pending, *(rid for rid, _ in recent)]))

@@ -94,9 +94,7 @@ async def extract_rollout(
 
 async def _extract(rt: LayoutRuntime, rollout_id: str, *, budget: Budget | None) -> bool:
     store = rt.store
-    progress = await store.load_progress()
-    prog = progress.rollouts.get(rollout_id) or RolloutProgress()
-    prog = prog.model_copy()
+    prog = await store.get_progress(rollout_id) or RolloutProgress()
     if prog.status == "failed":
         return False
     if prog.next_attempt_at > time.time():
@@ -204,7 +202,7 @@ async def _extract(rt: LayoutRuntime, rollout_id: str, *, budget: Budget | None)
         async with rt.write_lock():
             prog = await rt.update_progress(rollout_id, fail)
         if prog.status == "failed":
-            what_next = "parked as failed (see store/progress.json; Refresh retries it)"
+            what_next = "parked as failed (see store/progress/; Refresh retries it)"
         else:
             what_next = "retried with backoff at the next run or close"
         logger.warning(
@@ -218,7 +216,7 @@ async def _extract(rt: LayoutRuntime, rollout_id: str, *, budget: Budget | None)
         return False
 
     async with rt.write_lock():
-        current = (await store.load_progress()).rollouts.get(rollout_id)
+        current = await store.get_progress(rollout_id)
         if current is not None and current.offset != prog.offset:
             logger.info(
                 "rollout %s was extracted by another process meanwhile; this result is dropped",
@@ -237,8 +235,7 @@ async def _apply(
     path: str,
 ) -> bool:
     store = rt.store
-    progress = await store.load_progress()
-    prog = progress.rollouts.get(rollout_id) or RolloutProgress()
+    prog = await store.get_progress(rollout_id) or RolloutProgress()
     # Apply to the latest memory: edits made while the engine worked are kept.
     conversation = await store.load_conversation(rollout_id)
     index = ItemIndex.from_segments(segments, external_tools=rt.generate.external_tools)

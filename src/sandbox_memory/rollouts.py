@@ -150,10 +150,22 @@ def history_fingerprint(items: Any) -> str | None:
 
 
 async def append_segment(
-    workspace: Workspace, *, sessions_dir: str, rollout_id: str, segment: dict[str, Any]
-) -> None:
+    workspace: Workspace,
+    *,
+    sessions_dir: str,
+    rollout_id: str,
+    segment: dict[str, Any],
+    flag: str | None = None,
+) -> bool:
+    """Append one segment line; ``True`` when it is the rollout's first.
+
+    ``flag``: the store's pending flag for this rollout (see ``Workspace.append_line``).
+    """
+
     line = json.dumps(segment, separators=(",", ":"), ensure_ascii=False, default=str) + "\n"
-    await workspace.append_line(rollout_path(sessions_dir, rollout_id), line.encode("utf-8"))
+    return await workspace.append_line(
+        rollout_path(sessions_dir, rollout_id), line.encode("utf-8"), flag=flag
+    )
 
 
 @dataclass

@@ -1,18 +1,26 @@
-"""The structured store: entries, versions, the change log, switches.
+"""The structured store: entries, versions, the change log, progress, leases.
 
 The store is the source of truth; ``MEMORY.md``, ``memory_summary.md`` and ``skills/`` are
-rendered from it. Files, all under ``<memories_dir>/store/``:
+rendered from it. :class:`MemoryStore` is the seam: per-record operations (one conversation's
+memory, one rollout's progress, one log line), so each costs the record it touches, never the
+whole history. :class:`Store` implements it with files, all under ``<memories_dir>/store/``:
 
 - ``layout.json``                 layout memory (the specification's agent memory)
 - ``conversations/<id>.json``     conversation memory (the specification's session memory)
 - ``log.jsonl``                   every change: version, time, cause, scope, keys
-- ``progress.json``               what phase 1 has read of each rollout; attempts and errors
-- ``threads.json``                first-item fingerprints, to know a conversation at run start
+- ``progress/<id>.json``          what phase 1 has read of one rollout; attempts and errors
+- ``forgotten/<id>.json``         bytes read of a rollout phase 2 forgot (its progress, pruned)
+- ``pending/<id>``                empty flag: the rollout grew since its progress was checked
+- ``threads/<fingerprint>``       the rollout id of a conversation, known by its first items
 - ``lock``                        the layout's lease lock
+
+``progress.json`` and ``threads.json`` (one file for every rollout, written whole per change)
+are read once and split into those records.
 """
 
 from __future__ import annotations
 
+import abc
 import hashlib
 import json
 import logging
@@ -24,7 +32,8 @@ from pydantic import BaseModel, Field, ValidationError
 
 from .engines.base import EntryKind
 from .errors import MemoryConfigError
-from .workspace import Workspace
+from .rollouts import ROLLOUT_ID_RE
+from .workspace import LeaseLock, Workspace
 
 logger = logging.getLogger("sandbox_memory")
 
@@ -119,9 +128,14 @@ class RolloutProgress(BaseModel):
     status: Literal["ok", "retrying", "failed"] = "ok"
     consolidated: bool = False
     """Whether phase 2 has taken this rollout's latest extraction into layout memory."""
+    forgotten: bool = False
+    """Phase 2 forgot this rollout: only ``offset`` and ``updated_at`` are kept, so its old
+    segments are not extracted again and a later run of the conversation starts after them."""
 
 
 class Progress(BaseModel):
+    """The legacy single-file form (``progress.json``), read once and split into records."""
+
     rollouts: dict[str, RolloutProgress] = Field(default_factory=dict)
 
 
@@ -135,17 +149,118 @@ class LogRecord(BaseModel):
     detail: str | None = None
 
 
-class Store:
-    """Load and save the structured state of one layout."""
+class MemoryStore(abc.ABC):
+    """The store seam: the per-record operations memory needs, whatever holds the records.
 
-    def __init__(self, workspace: Workspace, memories_dir: str) -> None:
+    Every operation touches the records it names (one conversation, one rollout's progress,
+    one log line), so its cost is that of the new work, not of the history. :class:`Store`
+    keeps the records as files in the workspace; a shared store (PostgreSQL) implements the
+    same operations on tables.
+    """
+
+    # --- entries and versions
+    @abc.abstractmethod
+    async def load_layout(self) -> LayoutMemory:
+        """Layout memory (empty when there is none yet)."""
+
+    @abc.abstractmethod
+    async def save_layout(self, memory: LayoutMemory) -> None:
+        """Replace layout memory (the caller holds the lease)."""
+
+    @abc.abstractmethod
+    async def layout_needs_rebuild(self) -> bool:
+        """Whether layout memory is missing or unreadable (then phase 2 rebuilds it)."""
+
+    @abc.abstractmethod
+    async def load_registry(self) -> Registry:
+        """The selected conversations' short-lived entries (derived by phase 2)."""
+
+    @abc.abstractmethod
+    async def save_registry(self, registry: Registry) -> None:
+        """Replace the registry."""
+
+    @abc.abstractmethod
+    async def load_conversation(self, rollout_id: str) -> ConversationMemory:
+        """One conversation's memory (empty when there is none yet)."""
+
+    @abc.abstractmethod
+    async def save_conversation(self, memory: ConversationMemory) -> None:
+        """Replace one conversation's memory."""
+
+    @abc.abstractmethod
+    async def conversation_exists(self, rollout_id: str) -> bool:
+        """Whether the conversation has memory."""
+
+    # --- the change log
+    @abc.abstractmethod
+    async def append_log(self, record: LogRecord) -> None:
+        """Append one change to the log."""
+
+    @abc.abstractmethod
+    async def read_log(self) -> list[LogRecord]:
+        """Every change, oldest first."""
+
+    # --- progress, one rollout at a time
+    @abc.abstractmethod
+    async def get_progress(self, rollout_id: str) -> RolloutProgress | None:
+        """One rollout's progress (a forgotten one's, ``forgotten=True``); ``None`` if none."""
+
+    @abc.abstractmethod
+    async def put_progress(self, rollout_id: str, progress: RolloutProgress) -> None:
+        """Replace one rollout's progress; a forgotten rollout becomes live again."""
+
+    @abc.abstractmethod
+    async def forget_progress(self, rollout_id: str, progress: RolloutProgress) -> None:
+        """Prune a forgotten rollout's progress to what keeps its old bytes from coming back."""
+
+    @abc.abstractmethod
+    async def list_progress(self) -> dict[str, RolloutProgress]:
+        """Progress of every rollout not forgotten (what phase 2 selects from)."""
+
+    @abc.abstractmethod
+    async def pending_rollouts(self) -> list[str]:
+        """Rollouts holding recorded bytes not yet extracted (also from crashed sessions)."""
+
+    @abc.abstractmethod
+    async def mark_pending(self, rollout_id: str) -> None:
+        """Have the next :meth:`pending_rollouts` look at this rollout again (``Refresh``)."""
+
+    # --- conversations known by their first items
+    @abc.abstractmethod
+    async def thread_for(self, fingerprint: str) -> str | None:
+        """The rollout id of the conversation whose history starts with ``fingerprint``."""
+
+    @abc.abstractmethod
+    async def index_thread(self, fingerprint: str, rollout_id: str) -> None:
+        """Remember that conversations starting with ``fingerprint`` are ``rollout_id``."""
+
+    # --- leases
+    @abc.abstractmethod
+    def lease(self, *, timeout: float, lease: float) -> LeaseLock:
+        """The layout's lease lock: one writer at a time across processes and machines."""
+
+
+_JSON = ".json"
+
+
+class Store(MemoryStore):
+    """The store as files in the workspace (the embedded default)."""
+
+    def __init__(
+        self, workspace: Workspace, memories_dir: str, sessions_dir: str = "sessions"
+    ) -> None:
         self.ws = workspace
         self.memories_dir = memories_dir
+        self.sessions_dir = sessions_dir
         self.dir = f"{memories_dir}/store"
+        self._legacy_checked = False
 
     @property
     def lock_path(self) -> str:
         return f"{self.dir}/lock"
+
+    def lease(self, *, timeout: float, lease: float) -> LeaseLock:
+        return LeaseLock(self.ws, self.lock_path, timeout=timeout, lease=lease)
 
     async def _load(self, path: str, model: type[BaseModel], default: BaseModel) -> Any:
         raw = await self.ws.read_bytes(path)
@@ -175,8 +290,6 @@ class Store:
         )
 
     async def layout_needs_rebuild(self) -> bool:
-        """Whether ``layout.json`` is missing or unreadable (then phase 2 rebuilds it)."""
-
         raw = await self.ws.read_bytes(f"{self.dir}/layout.json")
         if raw is None:
             return True
@@ -223,12 +336,197 @@ class Store:
     async def conversation_exists(self, rollout_id: str) -> bool:
         return await self.ws.size(self.conversation_path(rollout_id)) is not None
 
-    async def load_progress(self) -> Progress:
-        value: Progress = await self._load(f"{self.dir}/progress.json", Progress, Progress())
-        return value
+    # ------------------------------------------------------------- progress
 
-    async def save_progress(self, progress: Progress) -> None:
-        await self._save(f"{self.dir}/progress.json", progress)
+    def progress_path(self, rollout_id: str) -> str:
+        return f"{self.dir}/progress/{rollout_id}{_JSON}"
+
+    def forgotten_path(self, rollout_id: str) -> str:
+        return f"{self.dir}/forgotten/{rollout_id}{_JSON}"
+
+    def pending_flag(self, rollout_id: str) -> str:
+        """The empty file the recorder creates around each append to ``rollout_id``."""
+
+        return f"{self.dir}/pending/{rollout_id}"
+
+    async def _read_progress(self, path: str) -> RolloutProgress | None:
+        raw = await self.ws.read_bytes(path)
+        if raw is None:
+            return None
+        try:
+            return RolloutProgress.model_validate_json(raw)
+        except ValidationError as exc:
+            why = exc.errors()[0].get("msg", "invalid") if exc.errors() else str(exc)
+            await self._set_aside(path, raw, why)
+            # Gone once kept aside: the rollout is unknown again, so it is read afresh.
+            await self.ws.remove(path)
+            return None
+
+    async def get_progress(self, rollout_id: str) -> RolloutProgress | None:
+        await self._split_legacy()
+        live = await self._read_progress(self.progress_path(rollout_id))
+        if live is not None:
+            return live
+        gone = await self._read_progress(self.forgotten_path(rollout_id))
+        if gone is not None:
+            gone.forgotten = True
+        return gone
+
+    async def put_progress(self, rollout_id: str, progress: RolloutProgress) -> None:
+        revived = progress.forgotten
+        data = progress.model_copy(update={"forgotten": False})
+        await self.ws.write_atomic(
+            self.progress_path(rollout_id), data.model_dump_json().encode("utf-8")
+        )
+        if revived:
+            # Only once the live record is on disk: a crash in between leaves both, and the
+            # live one wins.
+            await self.ws.remove(self.forgotten_path(rollout_id))
+
+    async def forget_progress(self, rollout_id: str, progress: RolloutProgress) -> None:
+        kept = RolloutProgress(offset=progress.offset, updated_at=progress.updated_at)
+        await self.ws.write_atomic(
+            self.forgotten_path(rollout_id),
+            kept.model_dump_json(include={"offset", "updated_at"}).encode("utf-8"),
+        )
+        await self.ws.remove(self.progress_path(rollout_id))
+
+    async def list_progress(self) -> dict[str, RolloutProgress]:
+        await self._split_legacy()
+        found: dict[str, RolloutProgress] = {}
+        for name in await self.ws.listdir(f"{self.dir}/progress"):
+            if not name.endswith(_JSON) or name.startswith("."):
+                continue
+            rid = name[: -len(_JSON)]
+            prog = await self._read_progress(f"{self.dir}/progress/{name}")
+            if prog is not None:
+                found[rid] = prog
+        return found
+
+    async def _names(self, folder: str, suffix: str) -> list[str]:
+        return [
+            name[: len(name) - len(suffix)]
+            for name in await self.ws.listdir(folder)
+            if name.endswith(suffix) and not name.startswith(".")
+        ]
+
+    async def pending_rollouts(self) -> list[str]:
+        """Rollouts never read, and flagged rollouts that grew past their progress.
+
+        No rollout file is opened or sized unless flagged: the recorder flags a rollout before
+        and after every append, and a flag is cleared here once the rollout is read to its end.
+        Rollouts written by something else (the SDK's own memory, a copied folder) have no
+        progress at all and are found by name.
+        """
+
+        await self._split_legacy()
+        rollouts = await self._names(self.sessions_dir, ".jsonl")
+        known = set(await self._names(f"{self.dir}/progress", _JSON))
+        known.update(await self._names(f"{self.dir}/forgotten", _JSON))
+        flagged = set(await self._names(f"{self.dir}/pending", ""))
+        pending: list[str] = []
+        for rid in rollouts:
+            if rid not in known:
+                if rid not in flagged:
+                    # Flagged until read to its end, even if its first extraction fails.
+                    await self.mark_pending(rid)
+                pending.append(rid)
+            elif rid in flagged and await self._grew(rid):
+                pending.append(rid)
+        return pending
+
+    async def mark_pending(self, rollout_id: str) -> None:
+        await self.ws.write_atomic(self.pending_flag(rollout_id), b"")
+
+    async def _grew(self, rollout_id: str) -> bool:
+        """Whether a flagged rollout holds bytes past its progress; clears a stale flag."""
+
+        prog = await self.get_progress(rollout_id)
+        offset = prog.offset if prog is not None else 0
+        path = f"{self.sessions_dir}/{rollout_id}.jsonl"
+        if (await self.ws.size(path) or 0) > offset:
+            return True
+        # Read to its end: drop the flag, then look again, so an append that raced with the
+        # check (its flag was set before the removal) is not missed.
+        await self.ws.remove(self.pending_flag(rollout_id))
+        if (await self.ws.size(path) or 0) > offset:
+            await self.mark_pending(rollout_id)
+            return True
+        return False
+
+    # -------------------------------------------------------------- threads
+
+    def thread_path(self, fingerprint: str) -> str:
+        return f"{self.dir}/threads/{fingerprint}"
+
+    async def thread_for(self, fingerprint: str) -> str | None:
+        await self._split_legacy()
+        path = self.thread_path(fingerprint)
+        raw = await self.ws.read_bytes(path)
+        if raw is None:
+            return None
+        rid = raw.decode("utf-8", errors="replace").strip()
+        if ROLLOUT_ID_RE.fullmatch(rid) and ".." not in rid:
+            return rid
+        await self._set_aside(
+            path, raw, "not a rollout id; that conversation's next run starts afresh"
+        )
+        await self.ws.remove(path)
+        return None
+
+    async def index_thread(self, fingerprint: str, rollout_id: str) -> None:
+        await self.ws.write_atomic(self.thread_path(fingerprint), rollout_id.encode("utf-8"))
+
+    # --------------------------------------------------------------- legacy
+
+    async def _split_legacy(self) -> None:
+        """Split ``progress.json`` and ``threads.json`` (the old whole-file forms) into records.
+
+        Records already present win (they are newer); the old file goes once split, so this
+        costs one check per store object afterwards.
+        """
+
+        if self._legacy_checked:
+            return
+        self._legacy_checked = True
+        legacy = f"{self.dir}/progress.json"
+        if await self.ws.size(legacy) is not None:
+            old: Progress = await self._load(legacy, Progress, Progress())
+            for rid, prog in old.rollouts.items():
+                if await self.ws.size(self.progress_path(rid)) is not None:
+                    continue
+                if await self.ws.size(self.forgotten_path(rid)) is not None:
+                    continue
+                if prog.slug is None and prog.consolidated:
+                    await self.forget_progress(rid, prog)
+                else:
+                    await self.put_progress(rid, prog)
+            await self.ws.remove(legacy)
+        threads = f"{self.dir}/threads.json"
+        if await self.ws.size(threads) is not None:
+            for fingerprint, rid in (await self._load_legacy_threads(threads)).items():
+                if await self.ws.size(self.thread_path(fingerprint)) is None:
+                    await self.index_thread(fingerprint, rid)
+            await self.ws.remove(threads)
+
+    async def _load_legacy_threads(self, path: str) -> dict[str, str]:
+        raw = await self.ws.read_bytes(path)
+        if not raw:
+            return {}
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            await self._set_aside(
+                path,
+                raw,
+                "not a JSON object; runs of earlier conversations start a new conversation memory",
+            )
+            return {}
+        return {str(k): str(v) for k, v in data.items()}
+
+    # ------------------------------------------------------------------ log
 
     async def append_log(self, record: LogRecord) -> None:
         await self.ws.append_line(
@@ -246,25 +544,3 @@ class Store:
             except ValidationError:
                 logger.warning("skipping an unreadable line of the memory log")
         return records
-
-    async def load_threads(self) -> dict[str, str]:
-        raw = await self.ws.read_bytes(f"{self.dir}/threads.json")
-        if not raw:
-            return {}
-        try:
-            data = json.loads(raw)
-        except ValueError:
-            data = None
-        if not isinstance(data, dict):
-            await self._set_aside(
-                f"{self.dir}/threads.json",
-                raw,
-                "not a JSON object; runs of earlier conversations start a new conversation memory",
-            )
-            return {}
-        return {str(k): str(v) for k, v in data.items()}
-
-    async def save_threads(self, threads: dict[str, str]) -> None:
-        await self.ws.write_atomic(
-            f"{self.dir}/threads.json", json.dumps(threads, indent=0).encode("utf-8")
-        )

@@ -39,6 +39,10 @@ logger = logging.getLogger("sandbox_memory")
 TMP_SUFFIX = ".tmp-sbm"
 """Suffix of temporary files written before a rename; leftovers are ignored by readers."""
 
+APPEND_ARG_MAX_BYTES = 96 * 1024
+"""Largest line a session append passes as a shell argument (Linux caps one at 128 KiB);
+longer lines are written to a temporary file first, one more call."""
+
 
 def _check_rel(path: str) -> str:
     p = PurePosixPath(path)
@@ -67,11 +71,14 @@ class Workspace(abc.ABC):
         """Replace the file with ``data`` atomically, creating parent folders."""
 
     @abc.abstractmethod
-    async def append_line(self, path: str, data: bytes) -> None:
-        """Append ``data`` (one line ending in ``\\n``), in O(len(data)).
+    async def append_line(self, path: str, data: bytes, *, flag: str | None = None) -> bool:
+        """Append ``data`` (one line ending in ``\\n``), in O(len(data)); ``True`` when the file
+        was absent or empty before.
 
         If the file ends with a torn line (no final newline), a newline is written first so
-        the new line is never glued to the torn one.
+        the new line is never glued to the torn one. ``flag``, when given, is a file created
+        empty before and again after the append: it tells a reader that ``path`` grew, without
+        the reader sizing every file (a crash after the append still leaves the first).
         """
 
     @abc.abstractmethod
@@ -152,12 +159,17 @@ class LocalWorkspace(Workspace):
             if tmp.exists():
                 tmp.unlink()
 
-    async def append_line(self, path: str, data: bytes) -> None:
+    async def append_line(self, path: str, data: bytes, *, flag: str | None = None) -> bool:
         # Plain os calls on purpose: an append is a few kilobytes, and a thread hop (aiofiles)
         # would cost more than the write itself. O_APPEND makes concurrent appends whole.
         target = self._p(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(target, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        flag_path = self._p(flag) if flag is not None else None
+        flagged = flag_path is None or self._touch(flag_path)
+        try:
+            fd = os.open(target, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        except FileNotFoundError:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(target, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             end = os.lseek(fd, 0, os.SEEK_END)
             if end > 0 and os.pread(fd, 1, end - 1) != b"\n":
@@ -165,6 +177,24 @@ class LocalWorkspace(Workspace):
             os.write(fd, data)
         finally:
             os.close(fd)
+        if flag_path is not None:
+            flagged = self._touch(flag_path) and flagged
+        if not flagged:
+            _flag_failed(path, str(flag))
+        return end == 0
+
+    @staticmethod
+    def _touch(path: Path) -> bool:
+        try:
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+            except FileNotFoundError:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        except OSError:
+            return False
+        os.close(fd)
+        return True
 
     async def listdir(self, path: str) -> list[str]:
         try:
@@ -261,20 +291,50 @@ class SessionWorkspace(Workspace):
         await self.session.write(Path(tmp), io.BytesIO(data))
         await self.session.mv(Path(tmp), Path(rel))
 
-    async def append_line(self, path: str, data: bytes) -> None:
+    async def append_line(self, path: str, data: bytes, *, flag: str | None = None) -> bool:
+        # One exec per append: a line travels as an argument; one beyond what an argument
+        # holds (or not UTF-8) is written to a temporary sibling first, one more call.
         rel = _check_rel(path)
         parent = posixpath.dirname(rel)
-        if parent:
-            await self.session.mkdir(Path(parent), parents=True)
-        tmp = posixpath.join(parent, f".append.{secrets.token_hex(6)}{TMP_SUFFIX}")
-        await self.session.write(Path(tmp), io.BytesIO(data))
+        try:
+            payload = data.decode("utf-8") if len(data) <= APPEND_ARG_MAX_BYTES else None
+        except UnicodeDecodeError:
+            payload = None
+        tmp_abs = ""
+        if payload is None:
+            if parent:
+                await self.session.mkdir(Path(parent), parents=True)
+            tmp = posixpath.join(parent, f".append.{secrets.token_hex(6)}{TMP_SUFFIX}")
+            await self.session.write(Path(tmp), io.BytesIO(data))
+            tmp_abs = self._abs(tmp)
+            payload = ""
+        flag_abs = self._abs(flag) if flag is not None else ""
+        flag_dir = posixpath.dirname(flag_abs) if flag is not None else ""
+        source = 'cat -- "$6"' if tmp_abs else 'printf "%s" "$5"'
         script = (
-            'if [ -s "$2" ] && [ -n "$(tail -c 1 -- "$2")" ]; then printf "\\n" >> "$2"; fi; '
-            'cat -- "$1" >> "$2"; rc=$?; rm -f -- "$1"; exit $rc'
+            '[ -d "$2" ] || mkdir -p -- "$2" || exit 4; '
+            'flag() { [ -z "$3" ] || { { [ -d "$4" ] || mkdir -p -- "$4"; } && : >> "$3"; } '
+            '2>/dev/null || flagged=0; }; flagged=1; flag "$@"; '
+            'new=1; if [ -s "$1" ]; then new=0; '
+            '[ -z "$(tail -c 1 -- "$1")" ] || printf "\\n" >> "$1"; fi; '
+            f'{source} >> "$1"; rc=$?; [ -z "$6" ] || rm -f -- "$6"; [ $rc -eq 0 ] || exit $rc; '
+            'flag "$@"; echo "$new $flagged"'
         )
-        code, _ = await self._sh(script, self._abs(tmp), self._abs(rel))
+        code, out = await self._sh(
+            script,
+            self._abs(rel),
+            posixpath.dirname(self._abs(rel)),
+            flag_abs,
+            flag_dir,
+            payload,
+            tmp_abs,
+        )
         if code != 0:
             raise OSError(f"appending to {path} failed with exit code {code}")
+        new, _, flagged = out.strip().partition(b" ")
+        if flag is not None and flagged != b"1":
+            _flag_failed(path, flag)
+        return new == b"1"
 
     async def listdir(self, path: str) -> list[str]:
         code, out = await self._sh('[ -d "$1" ] || exit 0; ls -1A -- "$1"', self._abs(path))
@@ -304,6 +364,15 @@ class SessionWorkspace(Workspace):
             '[ -f "$1" ] || exit 3; mv -f -- "$1" "$2"', self._abs(source), self._abs(destination)
         )
         return code == 0
+
+
+def _flag_failed(path: str, flag: str) -> None:
+    logger.warning(
+        "appended to %s but could not create %s; if that rollout was read before, its new "
+        "runs are learned only after its next run is recorded with the flag",
+        path,
+        flag,
+    )
 
 
 def _pid_space() -> str | None:

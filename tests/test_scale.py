@@ -1,0 +1,221 @@
+"""Cost that grows with the new work: per-record state, counted in operations, not timed.
+
+Each test counts the workspace operations (or the files touched) an operation makes and checks
+that they do not grow with the history already stored.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from agents.sandbox import Manifest
+
+from helpers import read_progress
+from sandbox_memory import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
+from sandbox_memory.manager import LayoutRuntime
+from sandbox_memory.rollouts import history_fingerprint
+from sandbox_memory.workspace import LocalWorkspace, SessionWorkspace, Workspace
+
+STORE = "memories/store"
+
+
+class CountingWorkspace(LocalWorkspace):
+    """A local folder that counts the operations made on it, by name."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.calls: Counter[str] = Counter()
+
+    async def size(self, path: str) -> int | None:
+        self.calls["size"] += 1
+        return await super().size(path)
+
+    async def read_bytes(self, path: str) -> bytes | None:
+        self.calls["read_bytes"] += 1
+        return await super().read_bytes(path)
+
+    async def read_range(self, path: str, offset: int, length: int) -> bytes | None:
+        self.calls["read_range"] += 1
+        return await super().read_range(path, offset, length)
+
+    async def write_atomic(self, path: str, data: bytes) -> None:
+        self.calls["write_atomic"] += 1
+        await super().write_atomic(path, data)
+
+
+def runtime(ws: Workspace, **generate: Any) -> LayoutRuntime:
+    return LayoutRuntime(
+        ws,
+        layout=MemoryLayoutConfig(),
+        generate=MemoryGenerateConfig(engine="offline", **generate),
+        read=MemoryReadConfig(),
+    )
+
+
+def run(text: str, when: str = "2026-01-01T00:00:00+00:00") -> dict[str, Any]:
+    return {
+        "updated_at": when,
+        "input": [{"role": "user", "content": text}],
+        "generated_items": [
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "ok"}],
+            }
+        ],
+    }
+
+
+async def test_pending_check_sizes_only_the_rollouts_recorded_since_the_last_check(
+    tmp_path: Path,
+) -> None:
+    ws = CountingWorkspace(tmp_path)
+    rt = runtime(ws)
+    for k in range(30):
+        await rt.record(run(f"Task {k}: fix the parser."), rollout_id=f"c{k:02d}")
+    await rt.close()
+    await rt.pending_rollouts()  # clears the flags of what the close read to its end
+    ws.calls.clear()
+    assert await rt.pending_rollouts() == []
+    assert ws.calls["size"] == 0 and ws.calls["read_bytes"] == 0
+
+    await rt.record(run("Task 7 again."), rollout_id="c07")
+    ws.calls.clear()
+    assert await rt.pending_rollouts() == ["c07"]
+    # One rollout grew: its progress record and its size, whatever the number stored.
+    assert ws.calls["size"] <= 2 and ws.calls["read_bytes"] <= 1
+
+
+async def test_a_rollout_written_by_something_else_is_found_by_name(tmp_path: Path) -> None:
+    rt = runtime(LocalWorkspace(tmp_path))
+    await rt.record(run("Fix the parser."), rollout_id="ours")
+    await rt.close()
+    seg = {**run("Written by the SDK's own memory."), "rollout_id": "theirs"}
+    (tmp_path / "sessions/theirs.jsonl").write_text(json.dumps(seg) + "\n")
+    assert await rt.pending_rollouts() == ["theirs"]
+    await rt.close()
+    assert await rt.pending_rollouts() == []
+    assert (
+        read_progress(tmp_path)["theirs"]["offset"]
+        == (tmp_path / "sessions/theirs.jsonl").stat().st_size
+    )
+
+
+async def test_an_extraction_rewrites_only_its_own_rollouts_progress(tmp_path: Path) -> None:
+    rt = runtime(LocalWorkspace(tmp_path))
+    for rid in ("a", "b", "c"):
+        await rt.record(run(f"Work on {rid}."), rollout_id=rid)
+    await rt.close()
+    folder = tmp_path / STORE / "progress"
+    before = {p.name: p.stat().st_ino for p in folder.iterdir()}
+    assert sorted(before) == ["a.json", "b.json", "c.json"]
+    await rt.record(run("More work on a.", "2026-01-02T00:00:00+00:00"), rollout_id="a")
+    await rt.close()
+    after = {p.name: p.stat().st_ino for p in folder.iterdir()}
+    assert after["b.json"] == before["b.json"] and after["c.json"] == before["c.json"]
+    assert after["a.json"] != before["a.json"]  # replaced: read further
+
+
+async def test_forgotten_rollouts_are_pruned_and_their_old_runs_not_read_again(
+    tmp_path: Path,
+) -> None:
+    rt = runtime(LocalWorkspace(tmp_path), max_raw_memories_for_consolidation=1)
+    await rt.record(run("Fix the parser.", "2026-01-01T00:00:00+00:00"), rollout_id="old")
+    await rt.close()
+    state = tmp_path / STORE
+    size_before = (state / "progress/old.json").stat().st_size
+    await rt.record(run("Fix the lexer.", "2026-01-02T00:00:00+00:00"), rollout_id="new")
+    await rt.close()
+
+    assert sorted(read_progress(tmp_path)) == ["new"]  # pruned from the live records
+    kept = json.loads((state / "forgotten/old.json").read_text())
+    assert set(kept) == {"offset", "updated_at"}
+    assert (state / "forgotten/old.json").stat().st_size < size_before
+    assert not (tmp_path / "memories/raw_memories/old.md").exists()
+    assert await rt.pending_rollouts() == []  # its old runs are not read again
+
+    # The conversation goes on: only its new run is read, and it is live again.
+    offset = kept["offset"]
+    await rt.record(run("Back to the parser.", "2026-01-03T00:00:00+00:00"), rollout_id="old")
+    assert await rt.pending_rollouts() == ["old"]
+    await rt.close()
+    live = read_progress(tmp_path)
+    assert sorted(live) == ["old"]
+    assert live["old"]["offset"] > offset
+    assert not (state / "forgotten/old.json").exists()
+    assert (state / "forgotten/new.json").exists()
+
+
+async def test_a_new_conversation_adds_one_thread_record_and_leaves_the_others(
+    tmp_path: Path,
+) -> None:
+    rt = runtime(LocalWorkspace(tmp_path))
+    first = [{"role": "user", "content": "Plan the trip."}, {"role": "assistant", "content": "Ok"}]
+    second = [{"role": "user", "content": "Fix the bug."}, {"role": "assistant", "content": "Ok"}]
+    await rt.record({"input": first}, rollout_id="trip")
+    folder = tmp_path / STORE / "threads"
+    (record,) = folder.iterdir()
+    inode = record.stat().st_ino
+    await rt.record({"input": second}, rollout_id="bug")
+    assert len(list(folder.iterdir())) == 2
+    assert record.stat().st_ino == inode  # not rewritten
+    assert await rt.conversation_for(history_fingerprint(first)) == "trip"
+    assert await rt.conversation_for(history_fingerprint(second)) == "bug"
+
+
+async def test_the_old_whole_file_progress_and_threads_are_split_into_records(
+    tmp_path: Path,
+) -> None:
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    seg = {**run("Fix the parser."), "rollout_id": "done", "segment_id": "s1"}
+    (sessions / "done.jsonl").write_text(json.dumps(seg) + "\n")
+    size = (sessions / "done.jsonl").stat().st_size
+    store = tmp_path / STORE
+    store.mkdir(parents=True)
+    (store / "progress.json").write_text(
+        json.dumps(
+            {
+                "rollouts": {
+                    "done": {"offset": size, "slug": "parser", "consolidated": True},
+                    "gone": {"offset": 10, "slug": None, "consolidated": True},
+                }
+            }
+        )
+    )
+    (store / "threads.json").write_text(json.dumps({"f" * 24: "done"}))
+    rt = runtime(LocalWorkspace(tmp_path))
+    assert await rt.pending_rollouts() == []  # nothing read before is read again
+    assert read_progress(tmp_path)["done"]["offset"] == size
+    assert json.loads((store / "forgotten/gone.json").read_text())["offset"] == 10
+    assert await rt.conversation_for("f" * 24) == "done"
+    assert not (store / "progress.json").exists() and not (store / "threads.json").exists()
+
+
+async def test_a_session_append_is_one_exec_and_flags_the_rollout(
+    client: Any, tmp_path: Path
+) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    sandbox = await client.create(manifest=Manifest(root=str(root)))
+    async with sandbox:
+        ws = SessionWorkspace(sandbox)
+        rt = runtime(ws)
+        await rt.record(run("Fix the parser."), rollout_id="conv")
+        calls: list[Any] = []
+        real_exec = sandbox.exec
+
+        async def counting_exec(*args: Any, **kwargs: Any) -> Any:
+            calls.append(args)
+            return await real_exec(*args, **kwargs)
+
+        sandbox.exec = counting_exec  # type: ignore[method-assign]
+        await rt.record(run("Fix the lexer."), rollout_id="conv")
+        sandbox.exec = real_exec  # type: ignore[method-assign]
+        assert len(calls) == 1
+        assert len((root / "sessions/conv.jsonl").read_text().splitlines()) == 2
+        assert (root / STORE / "pending/conv").exists()
+        assert await rt.pending_rollouts() == ["conv"]
