@@ -1,45 +1,16 @@
-"""Secret redaction applied before anything an agent saw reaches disk, a log or a memory model.
-
-`Redactor.redact_text` replaces every secret it finds with a typed marker such as
-``[REDACTED:aws-access-key]`` (never a blank); `Redactor.redact_json` does the same for every
-string inside a JSON-like structure (the shape of Agents SDK input and output items).
-
-Detection has three layers:
-
-* regular expressions of the maintained ``detect-secrets`` plugins (AWS, GitHub, GitLab, Slack,
-  Stripe, SendGrid, PyPI, Discord, Twilio, Square, OpenAI legacy keys, basic-auth URLs), its JWT
-  validity check and its secret-keyword list;
-* our own patterns where detect-secrets has no plugin or a too narrow one (current OpenAI and
-  Anthropic keys, fine-grained GitHub PATs, whole private key blocks, connection strings, URL
-  query tokens, Authorization headers, ~30 vendor prefixes);
-* context rules: ``password=...`` / ``"token": "..."`` / ``--api-key ...`` assignments, and
-  long high-entropy strings shortly after a secret-like word.
-
-Speed: every pattern is precompiled and, where possible, starts with a literal so that ``re``
-uses its fast prefix search; patterns that cannot are gated by a cheap substring test.  Nothing
-can backtrack over more than a bounded window, and private key blocks are paired BEGIN-to-END
-with a bisect instead of a lazy scan, so cost grows linearly with the input.
-"""
+"""The redactor's rules: secret formats, key names and the words that are never secrets (data)."""
 
 from __future__ import annotations
 
 import base64
 import binascii
-import bisect
 import functools
 import json
-import math
 import re
 import string
-import threading
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-
-__all__ = ["REDACTION_MARKER", "Redactor", "default_redactor"]
-
-REDACTION_MARKER = "[REDACTED:{kind}]"
 
 # Priorities pick the marker kind when detectors flag overlapping text (lower wins).
 _P_EXTRA = 0
@@ -59,9 +30,9 @@ _KEY_CHARS = frozenset(string.ascii_letters + string.digits + "_.-")
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 _MARKER_RX = re.compile(r"\[REDACTED:[^\]\s]{1,64}\]")
 _MARKER_PREFIX = "[REDACTED:"
-_BATCH_SEPARATOR = "\n" + "\x00" * 96 + "\n"
-"""Joins strings scanned together: longer than any context window a rule looks across (60
-characters) and made of a character no secret contains, so no hit spans two strings."""
+_BATCH_SEPARATOR = "\n\x00\n"
+"""Joins strings scanned together. Every rule that looks across characters stops at a line
+break or at a NUL (which no secret, key or value contains), so no hit spans two strings."""
 
 _MIN_SECRET_TEXT = 6  # nothing shorter than "pwd=ab" can carry a secret
 
@@ -119,20 +90,105 @@ class _Rule:
     source: str
 
 
-_LITERAL_RX = re.compile(r"[A-Za-z0-9_-]+")
-_QUANTIFIERS = frozenset("?*+{")
+_META = frozenset(".^$*+?{}[]\\|()")
+_MAX_GATES = 32
+_MIN_GATE = 3  # shorter literals occur everywhere: such rules run unconditionally
 
 
-def _literal_prefix(pattern: str) -> str | None:
-    """The lowercased literal every match of ``pattern`` starts with (2+ chars), if any."""
-
-    match = _LITERAL_RX.match(pattern)
-    if match is None:
+def _parse_group(pattern: str, i: int) -> tuple[list[str], bool, int] | None:
+    """Literal prefixes of the alternatives of the group at ``pattern[i] == "("``: (prefixes,
+    whether every alternative was literal to its end, index after the group)."""
+    j = i + 1
+    if pattern.startswith("?:", j):
+        j += 2
+    elif pattern.startswith("?P<", j):
+        j = pattern.index(">", j) + 1
+    elif pattern.startswith("?", j):
+        return None  # lookaround, flags, backreference
+    depth, k = 0, j
+    alternatives: list[str] = []
+    begin = j
+    while k < len(pattern):
+        c = pattern[k]
+        if c == "\\":
+            k += 2
+            continue
+        if c == "[":
+            close = pattern.find("]", k + 2)
+            if close < 0:
+                return None
+            k = close + 1
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            if depth == 0:
+                alternatives.append(pattern[begin:k])
+                break
+            depth -= 1
+        elif c == "|" and depth == 0:
+            alternatives.append(pattern[begin:k])
+            begin = k + 1
+        k += 1
+    else:
         return None
-    literal = match.group()
-    if match.end() < len(pattern) and pattern[match.end()] in _QUANTIFIERS:
-        literal = literal[:-1]  # "ab?" only promises "a"
-    return literal.lower() if len(literal) >= 2 else None
+    prefixes: list[str] = []
+    whole = True
+    for alternative in alternatives:
+        found = _literal_prefixes(alternative)
+        if not found or found[1] != len(alternative):
+            whole = False
+        prefixes.extend(found[0] if found else [""])
+    return prefixes, whole, k + 1
+
+
+def _literal_prefixes(pattern: str) -> tuple[list[str], int] | None:
+    """The literals one of which starts every match of ``pattern`` (lowercased), and how far
+    into the pattern they reach; ``None`` when they would be too many."""
+    out = [""]
+    i = 0
+    n = len(pattern)
+    while i < n:
+        c = pattern[i]
+        options: list[str]
+        nxt: int
+        stop_after = False
+        if c == "\\" and i + 1 < n and not pattern[i + 1].isalnum():
+            options, nxt = [pattern[i + 1]], i + 2
+        elif c == "[":
+            close = pattern.find("]", i + 2)
+            body = pattern[i + 1 : close] if close > 0 else ""
+            if not body or body[0] == "^" or "-" in body[1:-1] or "\\" in body or len(body) > 6:
+                break
+            options, nxt = sorted(set(body)), close + 1
+        elif c == "(":
+            group = _parse_group(pattern, i)
+            if group is None:
+                break
+            options, whole, nxt = group
+            stop_after = not whole
+        elif c in _META:
+            break
+        else:
+            options, nxt = [c], i + 1
+        quantifier = pattern[nxt] if nxt < n else ""
+        if quantifier in ("?", "*") or pattern.startswith("{0", nxt):
+            break
+        if len(out) * len(options) > _MAX_GATES:
+            break
+        out = [head + option.lower() for head in out for option in options]
+        i = nxt
+        if stop_after or quantifier in ("+", "{"):
+            break
+    return out, i
+
+
+def _gates(pattern: str) -> tuple[str, ...]:
+    """Literals one of which every match contains; empty when the rule must always run."""
+    found = _literal_prefixes(pattern)
+    if not found or not found[0] or min(len(g) for g in found[0]) < _MIN_GATE:
+        return ()
+    return tuple(dict.fromkeys(found[0]))
 
 
 def _rule(
@@ -153,9 +209,7 @@ def _rule(
     if not gate:
         # A rule whose pattern starts with a literal is skipped, cheaply, when the literal does
         # not occur: most rules are vendor prefixes, and most text holds none of them.
-        literal = _literal_prefix(regex.pattern)
-        if literal:
-            gate = (literal,)
+        gate = _gates(regex.pattern)
     if group is None:
         group = "secret" if "secret" in regex.groupindex else 0
     if isinstance(group, int) and group > regex.groups:
@@ -675,25 +729,6 @@ _BLOCK_BODY_RX = re.compile(
 )
 
 
-def _scan_private_keys(text: str, hits: list[_Hit]) -> None:
-    if "PRIVATE KEY" not in text and "PuTTY-User-Key-File" not in text:
-        return
-    for begin_rx, end_rx in _BLOCK_PAIRS:
-        begins = list(begin_rx.finditer(text))
-        if not begins:
-            continue
-        ends = list(end_rx.finditer(text))
-        end_starts = [m.start() for m in ends]
-        for begin in begins:
-            i = bisect.bisect_left(end_starts, begin.end())
-            if i < len(ends) and end_starts[i] - begin.end() <= _BLOCK_MAX:
-                stop = ends[i].end()
-            else:
-                body = _BLOCK_BODY_RX.match(text, begin.end())
-                stop = body.end() if body else begin.end()
-            hits.append((begin.start(), stop, _P_PRIVATE_KEY, "private-key"))
-
-
 # --------------------------------------------------------------------------------------------
 # Context rules: assignments and high-entropy strings
 # --------------------------------------------------------------------------------------------
@@ -710,9 +745,17 @@ _ASSIGN_TRIGGERS = tuple(
 )
 _CLI_TRIGGER = re.compile(_lit("--", "a-z0-9_.-") + r"(?P<key>[a-z0-9_.-]{1,60})[ \t]+")
 _ENTROPY_CANDIDATE_RX = re.compile(r"[A-Za-z0-9+/_~.-]{20,}={0,3}")
+_ENTROPY_CONTEXT_WORDS = (
+    "key", "secret", "token", "passw", "pwd", "credential", "auth", "signature", "bearer",
+    "private",
+)  # fmt: skip
 _ENTROPY_CONTEXT_RX = re.compile(
-    r"key|secret|token|passw|pwd|credential|auth(?!or(?!i[sz]))|signature|bearer|private"
+    "|".join(w + r"(?!or(?!i[sz]))" if w == "auth" else w for w in _ENTROPY_CONTEXT_WORDS)
 )
+_ENTROPY_CONTEXT_WORD_RX = re.compile("|".join(_ENTROPY_CONTEXT_WORDS))
+"""The context words without the lookahead: its matches cover every context match."""
+_ENTROPY_MIN_LEN = 20
+_ENTROPY_RUN_START_RX = re.compile(r"(?<![A-Za-z0-9+/_~.-])[A-Za-z0-9+/_~.-]{20}")
 _ENTROPY_WINDOW = 60
 _ENTROPY_MAX_LEN = 4096
 
@@ -825,577 +868,4 @@ def _secretish(value: str) -> bool:
     return (has_digit and has_alpha) or any(c in "!@#$%^&*+=?~|" for c in value)
 
 
-def _at_value_end(text: str, pos: int) -> bool:
-    """Only blanks, then a line end or a separator, follow `pos` (a whole YAML-ish value)."""
-    n = len(text)
-    while pos < n and text[pos] in " \t":
-        pos += 1
-    return pos >= n or text[pos] in "\r\n,}#" or text.startswith(("\\n", "\\r"), pos)
-
-
-def _take_value(
-    text: str, pos: int, op: str, key: str, *, quoted_only: bool = False
-) -> tuple[int, int] | None:
-    """Span of the literal assigned at `pos`, or None when it is not a secret literal.
-
-    Quoted values are literals.  Bare values are literals in shell, env, YAML and INI files,
-    but names and expressions in code, so calls, attribute access, variables and (when written
-    code-style, ``key = value``) identifiers without digits are left alone.
-    """
-    opener = _VALUE_OPEN_RX.match(text, pos)
-    if opener is None:  # pragma: no cover - the pattern always matches
-        return None
-    start = opener.end()
-    quote = opener.group("q")
-    if quote:
-        if len(quote) > 1:  # escaped quote inside a JSON string: \"value\"
-            end = text.find(quote, start, start + 16384)
-            if end < 0 or "\n" in text[start:end]:
-                return None
-        else:
-            body_rx = {'"': _DQ_BODY_RX, "'": _SQ_BODY_RX}.get(quote, _BT_BODY_RX)
-            body = body_rx.match(text, start)
-            end = body.end() if body else start
-            if end >= len(text) or text[end] != quote:
-                return None
-        value = text[start:end]
-        if _is_placeholder(value) or value.lower() == key.lower():
-            return None
-        if _TYPE_STRING_RX.fullmatch(value):
-            return None  # a quoted annotation such as "contextvars.Token[Span | None]"
-        return start, end
-    if quoted_only or op in ("==", "!="):
-        return None  # `token == expected`: comparisons of names, not literals
-    bare = _UNQUOTED_RX.match(text, start)
-    if bare is None:
-        return None
-    value = bare.group().rstrip(".,:")
-    end = start + len(value)
-    if not value or "(" in value or "[" in value or value[0] == "{":
-        return None  # calls, subscripts, structures
-    if _is_placeholder(value) or value.lower() in (key.lower(), _normalize_key(key)):
-        return None
-    if _DOTTED_IDENT_RX.fullmatch(value):
-        return None  # attribute access such as settings.db_password
-    if _SNAKE_IDENT_RX.fullmatch(value) and _is_secret_key(value):
-        return None  # a variable holding the secret, not the secret
-    if _IDENT_NO_DIGIT_RX.fullmatch(value) and (start > pos or "_" in value):
-        return None  # `api_key = item_key`, `auth: CredentialParam`, `x=DEFAULT_TOKEN`
-    if value.isdigit() and start > pos:
-        return None  # `ERRORTOKEN = 60`: a numeric constant in code
-    if key.lower().strip("-") in ("pwd", "oldpwd") and value.startswith(("/", "~")):
-        return None  # the shell's working directory
-    if op == ":":
-        if "://" in value:
-            return None
-        if not _at_value_end(text, end) and not _secretish(value):
-            return None  # prose such as "password: click the link below"
-    return start, end
-
-
-def _key_start(text: str, pos: int) -> int:
-    low = max(0, pos - 64)
-    while pos > low and text[pos - 1] in _KEY_CHARS:
-        if pos >= 2 and text[pos - 2] == "\\" and text[pos - 1] in "ntr":
-            break  # `\nAPI_TOKEN=`: the key starts after the escaped line break
-        pos -= 1
-    return pos
-
-
-def _escape_safe(text: str, start: int, end: int) -> tuple[int, int]:
-    """Move span edges off escape sequences, so that `\\n` is never split into `\\` + marker.
-
-    Splitting one would leave a dangling backslash before the marker and turn a valid
-    JSON-encoded string (tool-call arguments) into an invalid one.
-    """
-    if start > 0 and text[start - 1] == "\\":
-        slashes = 1
-        while start - slashes > 0 and text[start - slashes - 1] == "\\":
-            slashes += 1
-        if slashes % 2:  # text[start] is the escaped character
-            step = 5 if text[start] == "u" else 1
-            if start + step < end:
-                start += step
-    if end > start and text[end - 1] == "\\":
-        slashes = 1
-        while end - slashes > start and text[end - slashes - 1] == "\\":
-            slashes += 1
-        if slashes % 2:
-            end -= 1
-    return start, end
-
-
-def _scan_assignments(text: str, lowered: str, hits: list[_Hit]) -> None:
-    seen: set[int] = set()
-    for trigger in _ASSIGN_TRIGGERS:
-        for match in trigger.finditer(lowered):
-            key_start = _key_start(text, match.start())
-            if key_start in seen:
-                continue
-            seen.add(key_start)
-            if key_start > 0 and text[key_start - 1] in "/@":
-                continue  # inside a URL; the URL rules handle it
-            key = text[key_start : match.end("tail")]
-            if not _is_secret_key(key):
-                continue
-            op = match.group("op")
-            value_at = match.end()
-            span: tuple[int, int] | None
-            if op == ">":  # <password>value</password>
-                if key_start == 0 or text[key_start - 1] != "<" or match.group("kq"):
-                    continue
-                xml = _XML_VALUE_RX.match(text, value_at)
-                if xml is None or _is_placeholder(xml.group("secret")):
-                    continue
-                span = xml.span("secret")
-            elif op == ":" and not match.group("kq") and _TYPE_WORD_RX.match(text, value_at):
-                # `password: str = "..."`: skip the annotation, look at the default value
-                annotated = _ANNOTATION_RX.match(text, value_at)
-                span = (
-                    _take_value(text, annotated.end(), "=", key, quoted_only=True)
-                    if annotated
-                    else None
-                )
-            else:
-                span = _take_value(text, value_at, op, key)
-            if span is not None:
-                hits.append((span[0], span[1], _P_ASSIGNMENT, _kind_for_key(key)))
-    for match in _CLI_TRIGGER.finditer(lowered):  # --password value
-        key = match.group("key")
-        value_at = match.end()
-        if not _is_secret_key(key) or value_at >= len(text) or text[value_at] in "-\r\n":
-            continue
-        span = _take_value(text, value_at, "=", key)
-        if span is not None:
-            hits.append((span[0], span[1], _P_ASSIGNMENT, _kind_for_key(key)))
-
-
-def _shannon_entropy(value: str) -> float:
-    total = len(value)
-    return -sum(c / total * math.log2(c / total) for c in Counter(value).values())
-
-
-_HEX_RX = re.compile(r"[0-9a-fA-F]+")
-# Named ids such as run-75fbbf7e265b47afbefe3966d4cba80e (a word, then a uuid or digest).
-_PREFIXED_ID_RX = re.compile(
-    r"[a-z]{2,16}[-_](?:[0-9a-f]{32}|[0-9a-f]{40}|[0-9a-f]{64}"
-    r"|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
-)
-_UUID_RX = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
-_WORD_TOKEN_RX = re.compile(r"([A-Z]*)([a-z]*)|\d+|[^A-Za-z0-9]")
-
-
-def _is_wordy(value: str) -> bool:
-    """Made only of words (``cache``, ``Redactor``, ``HTTP``), numbers and separators.
-
-    Random strings contain stray one- or two-letter runs (``aB3xQ``); identifiers, versions and
-    dotted paths do not.  A linear tokenizer, since ``(?:\\d+|[a-z]{3,})+`` would backtrack
-    exponentially.
-    """
-    for token in _WORD_TOKEN_RX.finditer(value):
-        upper, lower = token.group(1), token.group(2)
-        if upper is None or (not upper and not lower):
-            continue  # digits or a separator
-        if (
-            len(lower) >= 3
-            or (len(upper) >= 2 and not lower)
-            or (len(upper) == 1 and len(lower) >= 2)
-        ):
-            continue
-        return False
-    return True
-
-
-_SEPARATOR_RX = re.compile(r"[._-]+")
-_SEGMENT_RX = re.compile(
-    r"[a-z0-9]{1,3}|[a-z]{0,3}\d{1,5}"  # s3, v2, id, 2024, x509
-    r"|[a-z]*[aeiouy][a-z]*\d{0,4}"  # lowercase words: mount, paths, bucket2
-    r"|[A-Z][A-Z0-9]*"  # UPPER_SNAKE parts
-    r"|[a-z]*(?:[A-Z][a-z]{2,}\d{0,4}[A-Z]{0,2})+"  # camelCase / PascalCase: Point2D
-)
-
-
-def _is_identifier(value: str) -> bool:
-    """snake_case, kebab-case, dotted or camelCase names: ``self._s3_mount_paths``."""
-    segments = [seg for seg in _SEPARATOR_RX.split(value) if seg]
-    if len(segments) < 2 and not re.fullmatch(r"[a-z]+(?:[A-Z][a-z]{2,})+", value):
-        return False
-    return all(_SEGMENT_RX.fullmatch(seg) for seg in segments)
-
-
-def _is_path(value: str) -> bool:
-    """``/usr/lib/python3.11/site-packages``, ``./src/app.py`` (not base64 that starts with /)."""
-    if not value.startswith(("/", "~", "./", "../")):
-        return False
-    parts = [part for part in value.split("/") if part not in ("", "~", ".", "..")]
-    if not parts:
-        return True
-    wordy = sum(1 for p in parts if len(p) <= 3 or _is_wordy(p) or _is_identifier(p))
-    return wordy == len(parts) or (len(parts) >= 2 and wordy >= 0.6 * len(parts))
-
-
-def _looks_random(value: str) -> bool:
-    """Opaque-credential heuristic: long, mixed, high Shannon entropy, not an identifier."""
-    value = value.strip(".=-_~")
-    if len(value) < 20 or value.startswith(("sha1-", "sha256-", "sha512-")) or _is_path(value):
-        return False
-    if _UUID_RX.fullmatch(value) or _PREFIXED_ID_RX.fullmatch(value):
-        return False
-    sample = value[:512]
-    if _HEX_RX.fullmatch(value):
-        if len(value) in (40, 64):  # git and sha256 digests
-            return False
-        return _has_digit(value) and _shannon_entropy(sample) >= 3.0
-    if not _has_digit(value) or not any(c.isalpha() for c in value):
-        return False
-    if len(value) <= 256 and (_is_wordy(value) or _is_identifier(value)):
-        return False  # identifiers, versions, dotted module paths
-    return _shannon_entropy(sample) >= 3.5
-
-
-def _scan_entropy(text: str, lowered: str, hits: list[_Hit]) -> None:
-    for match in _ENTROPY_CANDIDATE_RX.finditer(text):
-        start, end = match.span()
-        if end - start > _ENTROPY_MAX_LEN:
-            continue  # data blobs, not credentials
-        window = max(0, start - _ENTROPY_WINDOW)
-        newline = lowered.rfind("\n", window, start)
-        if newline >= 0:
-            window = newline + 1
-        if _ENTROPY_CONTEXT_RX.search(lowered, window, start) is None:
-            continue
-        while end > start and text[end - 1] == ".":
-            end -= 1  # sentence full stop
-        if end < len(text) and text[end] == "(":
-            continue  # a function being called
-        if _looks_random(text[start:end]):
-            hits.append((start, end, _P_ENTROPY, "high-entropy-secret"))
-
-
-# --------------------------------------------------------------------------------------------
-# Redactor
-# --------------------------------------------------------------------------------------------
-
 _BUILTIN_RULES: tuple[_Rule, ...] = tuple(_detect_secrets_rules() + _own_rules())
-
-
-class Redactor:
-    """Finds secrets in text and replaces each with a typed marker.
-
-    Built-in rules are compiled once per process; counters are guarded by a lock, so a single
-    redactor can serve several threads or tasks.
-    """
-
-    def __init__(
-        self,
-        *,
-        extra_patterns: Mapping[str, str] | None = None,
-        allowlist: Iterable[str] = (),
-    ) -> None:
-        extras: list[_Rule] = []
-        for kind, pattern in (extra_patterns or {}).items():
-            if not isinstance(kind, str) or not kind.strip():
-                raise ValueError(f"extra pattern kind must be a non-empty string, got {kind!r}")
-            try:
-                compiled = re.compile(pattern)
-            except (re.error, TypeError) as exc:
-                raise ValueError(
-                    f"invalid extra pattern for kind {kind!r}: {pattern!r} ({exc})"
-                ) from exc
-            extras.append(_rule(kind, compiled, priority=_P_EXTRA, source="extra"))
-        self._rules: tuple[_Rule, ...] = (*extras, *_BUILTIN_RULES)
-        self._allowlist: tuple[str, ...] = tuple(sorted({s for s in allowlist if s}, key=len))
-        self._allowset = frozenset(self._allowlist)
-        self._counts: Counter[str] = Counter()
-        self._lock = threading.Lock()
-
-    # ---- public API ----------------------------------------------------------------------
-
-    def redact_text(self, text: str) -> str:
-        """Return `text` with every detected secret replaced by ``[REDACTED:<kind>]``."""
-        spans = self._spans(text)
-        if not spans:
-            return text
-        pieces: list[str] = []
-        performed: Counter[str] = Counter()
-        last = 0
-        for start, end, kind in spans:
-            pieces.append(text[last:start])
-            pieces.append(REDACTION_MARKER.format(kind=kind))
-            performed[kind] += 1
-            last = end
-        pieces.append(text[last:])
-        self._count(performed)
-        return "".join(pieces)
-
-    def redact_json(self, value: Any) -> Any:
-        """Return a redacted copy of a JSON-like structure (dicts, lists, tuples, strings).
-
-        Every string is redacted, dict keys included.  A string stored under a secret-like key
-        (``password``, ``api_key``, ``Authorization``, or the ``value`` of a
-        ``{"name": "API_TOKEN", "value": ...}`` pair) is replaced as a whole even if it matches
-        no known format, since the key is the only context it has.  Other values are returned
-        as they are.
-        """
-        strings: list[str] = []
-        keyed: dict[int, str] = {}
-        self._collect(value, None, strings, keyed)
-        replaced = self._redact_many([("" if i in keyed else t) for i, t in enumerate(strings)])
-        replaced.update(keyed)
-        final = [replaced.get(i, t) for i, t in enumerate(strings)]
-        return self._rebuild(value, iter(final))
-
-    def find(self, text: str) -> list[tuple[str, str]]:
-        """The ``(kind, secret)`` pairs `redact_text` would replace, in text order."""
-        return [(kind, text[start:end]) for start, end, kind in self._spans(text)]
-
-    @property
-    def counts(self) -> dict[str, int]:
-        """Redactions performed so far, by kind."""
-        with self._lock:
-            return dict(self._counts)
-
-    @property
-    def total(self) -> int:
-        """Redactions performed so far."""
-        with self._lock:
-            return sum(self._counts.values())
-
-    def reset_counts(self) -> None:
-        with self._lock:
-            self._counts.clear()
-
-    # ---- structures ------------------------------------------------------------------------
-    #
-    # A structure is redacted in one scan: its plain strings are joined with a separator that
-    # no rule matches across (:data:`_BATCH_SEPARATOR`), scanned once, and the hits mapped back.
-    # Scanning each string on its own costs ~100 rule calls per string, which dominated the
-    # cost of recording a run segment.
-
-    def _collect(self, value: Any, key: str | None, out: list[str], keyed: dict[int, str]) -> None:
-        """Strings of ``value`` in walk order; those replaced whole for their key go in ``keyed``
-        (by position) and are not scanned, so each secret is counted once."""
-        if isinstance(value, str):
-            if key is not None:
-                whole = self._redact_keyed(key, value)
-                if whole is not None:
-                    keyed[len(out)] = whole
-            out.append(value)
-        elif isinstance(value, Mapping):
-            value_key = _name_value_key(value)
-            for k, v in value.items():
-                if isinstance(k, str):
-                    out.append(k)
-                sub_key = k if isinstance(k, str) else None
-                if value_key is not None and k == "value":
-                    sub_key = value_key
-                self._collect(v, sub_key, out, keyed)
-        elif isinstance(value, list | tuple):  # {"api_keys": ["...", "..."]}: items inherit it
-            for v in value:
-                self._collect(v, key, out, keyed)
-
-    def _rebuild(self, value: Any, redacted: Iterator[str]) -> Any:
-        """``value`` with its strings, in walk order, taken from ``redacted``."""
-        if isinstance(value, str):
-            return next(redacted)
-        if isinstance(value, Mapping):
-            out: dict[Any, Any] = {}
-            for k, v in value.items():
-                new_k = next(redacted) if isinstance(k, str) else k
-                out[new_k] = self._rebuild(v, redacted)
-            return out
-        if isinstance(value, list):
-            return [self._rebuild(v, redacted) for v in value]
-        if isinstance(value, tuple):
-            return tuple(self._rebuild(v, redacted) for v in value)
-        return value
-
-    def _redact_many(self, strings: list[str]) -> dict[int, str]:
-        """Redact many strings with one scan; returns only the strings that changed."""
-        if not strings:
-            return {}
-        joined = _BATCH_SEPARATOR.join(strings)
-        spans = self._spans(joined)
-        if not spans:
-            return {}
-        starts: list[int] = []
-        pos = 0
-        for text in strings:
-            starts.append(pos)
-            pos += len(text) + len(_BATCH_SEPARATOR)
-        edits: dict[int, list[tuple[int, int, str]]] = {}
-        for start, end, kind in spans:
-            i = bisect.bisect_right(starts, start) - 1
-            lo = starts[i]
-            hi = lo + len(strings[i])
-            if start >= hi:  # a hit inside the separator (cannot happen; be safe)
-                continue
-            edits.setdefault(i, []).append((start - lo, min(end, hi) - lo, kind))
-        changed: dict[int, str] = {}
-        performed: Counter[str] = Counter()
-        for i, pieces_at in edits.items():
-            text = strings[i]
-            pieces: list[str] = []
-            last = 0
-            for start, end, kind in pieces_at:
-                pieces.append(text[last:start])
-                pieces.append(REDACTION_MARKER.format(kind=kind))
-                performed[kind] += 1
-                last = end
-            pieces.append(text[last:])
-            changed[i] = "".join(pieces)
-        self._count(performed)
-        return changed
-
-    def _redact_keyed(self, key: str, value: str) -> str | None:
-        """Whole-value redaction of a string stored under a secret-like key (else None)."""
-        stripped = value.strip()
-        if not stripped or stripped in self._allowset or _MARKER_RX.fullmatch(stripped):
-            return None
-        if _normalize_key(key) in ("authorization", "proxy_authorization"):
-            scheme, _, credential = stripped.partition(" ")
-            credential = credential.strip()
-            if not credential:  # a bare token, no scheme
-                if _is_placeholder(scheme):
-                    return None
-                self._count(Counter({"authorization": 1}))
-                return REDACTION_MARKER.format(kind="authorization")
-            if " " in credential or _is_placeholder(credential):
-                return None
-            kind = {"bearer": "bearer-token", "basic": "basic-auth"}.get(
-                scheme.lower(), "authorization"
-            )
-            self._count(Counter({kind: 1}))
-            return f"{scheme} {REDACTION_MARKER.format(kind=kind)}"
-        if not _is_secret_key(key) or len(stripped) < 3 or _is_placeholder(stripped):
-            return None
-        if any(c.isspace() for c in stripped):
-            return None  # prose under a secret-ish key: redact what it contains instead
-        found = self._spans(stripped)
-        if len(found) == 1 and found[0][:2] == (0, len(stripped)):
-            kind = found[0][2]  # a recognised format keeps its own kind
-        else:
-            kind = _kind_for_key(key)
-        self._count(Counter({kind: 1}))
-        return REDACTION_MARKER.format(kind=kind)
-
-    # ---- scanning ---------------------------------------------------------------------------
-
-    def _count(self, performed: Counter[str]) -> None:
-        if performed:
-            with self._lock:
-                self._counts.update(performed)
-
-    def _spans(self, text: str) -> list[tuple[int, int, str]]:
-        if len(text) < _MIN_SECRET_TEXT:
-            return []
-        hits = self._scan(text)
-        return self._resolve(text, hits) if hits else []
-
-    def _scan(self, text: str) -> list[_Hit]:
-        lowered = text.lower()
-        if len(lowered) != len(text):  # e.g. "İ" lowercases to two code points
-            lowered = text.translate(_ASCII_LOWER)
-        n = len(text)
-        hits: list[_Hit] = []
-        for rule in self._rules:
-            if rule.gate and not any(g in lowered for g in rule.gate):
-                continue
-            for match in rule.regex.finditer(lowered if rule.lowered else text):
-                start, end = match.span(rule.group)
-                if rule.has_head and match.start("head") >= 0:
-                    start = match.start("head")
-                if start < 0 or end <= start:
-                    continue
-                if rule.extend:
-                    while end < n and text[end] in _TOKEN_CHARS:
-                        end += 1
-                if rule.extend_left_digits:
-                    floor = max(0, start - 2)  # ids have 8 to 10 digits
-                    while start > floor and text[start - 1] in _DIGIT_CHARS:
-                        start -= 1
-                if rule.validate is not None and not rule.validate(text[start:end]):
-                    continue
-                kind = rule.kind_of(match, text) if rule.kind_of is not None else rule.kind
-                hits.append((start, end, rule.priority, kind))
-        _scan_private_keys(text, hits)
-        _scan_assignments(text, lowered, hits)
-        _scan_entropy(text, lowered, hits)
-        return hits
-
-    def _resolve(self, text: str, hits: list[_Hit]) -> list[tuple[int, int, str]]:
-        """Drop protected hits, merge overlapping ones; the best-priority hit names the kind."""
-        protected = self._protected(text)
-        if protected:
-            starts = [s for s, _ in protected]
-
-            def shielded(hit: _Hit) -> bool:
-                i = bisect.bisect_right(starts, hit[0]) - 1
-                return i >= 0 and protected[i][1] >= hit[1]
-
-            hits = [h for h in hits if not shielded(h)]
-        if self._allowset:
-            hits = [h for h in hits if text[h[0] : h[1]] not in self._allowset]
-        if not hits:
-            return []
-        hits.sort(key=lambda h: (h[0], -h[1]))
-        spans: list[tuple[int, int, str]] = []
-        cur_start, cur_end, best = hits[0][0], hits[0][1], hits[0]
-        for hit in hits[1:]:
-            if hit[0] < cur_end:
-                cur_end = max(cur_end, hit[1])
-                if (hit[2], hit[0] - hit[1]) < (best[2], best[0] - best[1]):
-                    best = hit
-                continue
-            spans.append((*_escape_safe(text, cur_start, cur_end), best[3]))
-            cur_start, cur_end, best = hit[0], hit[1], hit
-        spans.append((*_escape_safe(text, cur_start, cur_end), best[3]))
-        return spans
-
-    def _protected(self, text: str) -> list[tuple[int, int]]:
-        """Merged spans never redacted: allowlisted strings and markers already present."""
-        spans: list[tuple[int, int]] = []
-        for allowed in self._allowlist:
-            pos = text.find(allowed)
-            while pos >= 0:
-                spans.append((pos, pos + len(allowed)))
-                pos = text.find(allowed, pos + 1)
-        if _MARKER_PREFIX in text:
-            spans.extend(m.span() for m in _MARKER_RX.finditer(text))
-        if not spans:
-            return []
-        spans.sort()
-        merged = [spans[0]]
-        for start, end in spans[1:]:
-            if start <= merged[-1][1]:
-                merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-            else:
-                merged.append((start, end))
-        return merged
-
-
-def _name_value_key(mapping: Mapping[Any, Any]) -> str | None:
-    """``{"name": "API_TOKEN", "value": "..."}`` (env lists, headers): the key naming `value`."""
-    if "value" not in mapping:
-        return None
-    for field in ("name", "key", "header"):
-        candidate = mapping.get(field)
-        if isinstance(candidate, str) and (
-            _is_secret_key(candidate) or _normalize_key(candidate) == "authorization"
-        ):
-            return candidate
-    return None
-
-
-_DEFAULT: Redactor | None = None
-_DEFAULT_LOCK = threading.Lock()
-
-
-def default_redactor() -> Redactor:
-    """The process-wide redactor with built-in rules only."""
-    global _DEFAULT
-    if _DEFAULT is None:
-        with _DEFAULT_LOCK:
-            if _DEFAULT is None:
-                _DEFAULT = Redactor()
-    return _DEFAULT

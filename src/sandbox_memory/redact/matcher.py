@@ -1,0 +1,182 @@
+"""The matcher: runs the rules over a text and returns raw hits (code, not data).
+
+Most rules can only match where a literal occurs (a vendor prefix such as ``ghp_``, an anchor
+word such as ``pass``), and most text holds none of them. One pass of a multi-pattern literal
+search (the *prefilter*) tells which of the rules' literals occur; only the rules whose literal
+occurs run their regular expression. Three prefilters give the same answer:
+
+* ``hyperscan``: Intel's Hyperscan (a dependency where it has wheels: Linux x86_64 and
+  aarch64, macOS), one pass over the UTF-8 bytes, each literal reported once. The literals are
+  ASCII and UTF-8 never uses an ASCII byte inside a multi-byte character, so a literal occurs
+  in the bytes exactly when it occurs in the text, whatever the text holds;
+* ``python``: one ``str.__contains__`` per distinct literal (always available).
+
+The entropy rule needs a secret-like word at most 60 characters before a candidate, so it only
+looks at the windows after such words instead of at the whole text. Whichever prefilter runs,
+the hits are the same (``tests/test_redact_matcher.py`` holds them equal on random inputs).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from collections.abc import Callable, Iterable, Sequence
+
+from .context import (
+    _scan_assignments,
+    _scan_entropy,
+    _scan_private_keys,
+)
+from .rules import (
+    _ASCII_LOWER,
+    _ASSIGN_ANCHORS,
+    _DIGIT_CHARS,
+    _ENTROPY_CONTEXT_WORDS,
+    _TOKEN_CHARS,
+    _Hit,
+    _Rule,
+)
+
+__all__ = ["MATCHERS", "Matcher", "available_matchers"]
+
+Prefilter = Callable[[str], tuple[set[str], "list[int] | None"]]
+"""Given lowercased text: the subset of the prefilter's literals that occur in it, and the
+start of every occurrence of an entropy context word (``None``: not known, find them)."""
+
+MATCHERS = ("hyperscan", "python")
+"""Prefilter names, fastest first; ``SANDBOX_MEMORY_REDACT_MATCHER`` picks one by name."""
+
+
+def _python_prefilter(literals: Sequence[str], context_words: Sequence[str]) -> Prefilter:
+    def present(lowered: str) -> tuple[set[str], list[int] | None]:
+        return {literal for literal in literals if literal in lowered}, None
+
+    return present
+
+
+def _hyperscan_prefilter(literals: Sequence[str], context_words: Sequence[str]) -> Prefilter:
+    import threading
+
+    import hyperscan
+
+    words = list(context_words)
+    database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    database.compile(
+        expressions=[re.escape(w).encode() for w in (*literals, *words)],
+        ids=list(range(len(literals) + len(words))),
+        # Presence is enough for rule literals; context words are wanted at every occurrence.
+        flags=[hyperscan.HS_FLAG_SINGLEMATCH] * len(literals) + [0] * len(words),
+    )
+    count = len(literals)
+    lengths = [len(w) for w in words]
+    local = threading.local()  # a scratch space may not be shared by concurrent scans
+
+    def present(lowered: str) -> tuple[set[str], list[int] | None]:
+        scratch = getattr(local, "scratch", None)
+        if scratch is None:
+            scratch = local.scratch = hyperscan.Scratch(database)
+        found: set[str] = set()
+        starts: list[int] = []
+
+        def on_match(pattern_id: int, start: int, end: int, flags: int, context: object) -> None:
+            if pattern_id < count:
+                found.add(literals[pattern_id])
+            else:
+                starts.append(end - lengths[pattern_id - count])
+
+        database.scan(
+            lowered.encode("utf-8", "surrogatepass"), match_event_handler=on_match, scratch=scratch
+        )
+        # Byte offsets are character offsets only in ASCII text.
+        return found, (sorted(starts) if lowered.isascii() else None)
+
+    return present
+
+
+_FACTORIES: dict[str, Callable[[Sequence[str], Sequence[str]], Prefilter]] = {
+    "hyperscan": _hyperscan_prefilter,
+    "python": _python_prefilter,
+}
+
+
+@functools.lru_cache(maxsize=16)
+def _prefilter(name: str, literals: tuple[str, ...], context_words: tuple[str, ...]) -> Prefilter:
+    """Compiled once per process and set of literals (a Hyperscan database takes ~10 ms)."""
+    return _FACTORIES[name](literals, context_words)
+
+
+def available_matchers() -> tuple[str, ...]:
+    """The prefilters that can run here (their library imports), fastest first."""
+
+    names = []
+    for name in MATCHERS:
+        try:
+            _FACTORIES[name](["probe"], ["pro"])("probe")
+        except Exception:  # noqa: BLE001 - a missing or broken library means "not available"
+            continue
+        names.append(name)
+    return tuple(names)
+
+
+def _choose(name: str | None) -> str:
+    wanted = name or os.environ.get("SANDBOX_MEMORY_REDACT_MATCHER") or None
+    if wanted is not None:
+        if wanted not in _FACTORIES:
+            raise ValueError(
+                f"matcher must be one of {', '.join(MATCHERS)}, got {wanted!r}"
+                + ("" if name else " (from SANDBOX_MEMORY_REDACT_MATCHER)")
+            )
+        return wanted
+    return available_matchers()[0]
+
+
+class Matcher:
+    """Finds raw hits of a fixed set of rules; one instance serves any number of threads."""
+
+    def __init__(self, rules: Iterable[_Rule], *, matcher: str | None = None) -> None:
+        self.rules: tuple[_Rule, ...] = tuple(rules)
+        self.name = _choose(matcher)
+        literals: dict[str, None] = {}
+        for rule in self.rules:
+            for gate in rule.gate:
+                literals.setdefault(gate, None)
+        for word in (*_ASSIGN_ANCHORS, *_ENTROPY_CONTEXT_WORDS, "--"):
+            literals.setdefault(word, None)
+        try:
+            self._present = _prefilter(self.name, tuple(literals), _ENTROPY_CONTEXT_WORDS)
+        except ImportError as exc:
+            raise ValueError(f"matcher {self.name!r} is not installed ({exc})") from exc
+
+    def scan(self, text: str) -> list[_Hit]:
+        lowered = text.lower()
+        if len(lowered) != len(text):  # e.g. "İ" lowercases to two code points
+            lowered = text.translate(_ASCII_LOWER)
+        present, context_starts = self._present(lowered)
+        n = len(text)
+        hits: list[_Hit] = []
+        for rule in self.rules:
+            if rule.gate and not any(g in present for g in rule.gate):
+                continue
+            for match in rule.regex.finditer(lowered if rule.lowered else text):
+                start, end = match.span(rule.group)
+                if rule.has_head and match.start("head") >= 0:
+                    start = match.start("head")
+                if start < 0 or end <= start:
+                    continue
+                if rule.extend:
+                    while end < n and text[end] in _TOKEN_CHARS:
+                        end += 1
+                if rule.extend_left_digits:
+                    floor = max(0, start - 2)  # ids have 8 to 10 digits
+                    while start > floor and text[start - 1] in _DIGIT_CHARS:
+                        start -= 1
+                if rule.validate is not None and not rule.validate(text[start:end]):
+                    continue
+                kind = rule.kind_of(match, text) if rule.kind_of is not None else rule.kind
+                hits.append((start, end, rule.priority, kind))
+        _scan_private_keys(text, hits)
+        _scan_assignments(text, lowered, hits, present)
+        if any(word in present for word in _ENTROPY_CONTEXT_WORDS):
+            _scan_entropy(text, lowered, hits, context_starts)
+        return hits

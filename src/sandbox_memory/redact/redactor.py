@@ -1,0 +1,321 @@
+"""The redactor: walks text and JSON-like structures, resolves hits into typed markers."""
+
+from __future__ import annotations
+
+import bisect
+import re
+import threading
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from .context import (
+    _escape_safe,
+)
+from .matcher import Matcher
+from .rules import (
+    _BATCH_SEPARATOR,
+    _BUILTIN_RULES,
+    _MARKER_PREFIX,
+    _MARKER_RX,
+    _MIN_SECRET_TEXT,
+    _P_EXTRA,
+    _Hit,
+    _is_placeholder,
+    _is_secret_key,
+    _kind_for_key,
+    _normalize_key,
+    _Rule,
+    _rule,
+)
+
+REDACTION_MARKER = "[REDACTED:{kind}]"
+
+
+class Redactor:
+    """Finds secrets in text and replaces each with a typed marker.
+
+    Built-in rules are compiled once per process; counters are guarded by a lock, so a single
+    redactor can serve several threads or tasks.
+    """
+
+    def __init__(
+        self,
+        *,
+        extra_patterns: Mapping[str, str] | None = None,
+        allowlist: Iterable[str] = (),
+        matcher: str | None = None,
+    ) -> None:
+        extras: list[_Rule] = []
+        for kind, pattern in (extra_patterns or {}).items():
+            if not isinstance(kind, str) or not kind.strip():
+                raise ValueError(f"extra pattern kind must be a non-empty string, got {kind!r}")
+            try:
+                compiled = re.compile(pattern)
+            except (re.error, TypeError) as exc:
+                raise ValueError(
+                    f"invalid extra pattern for kind {kind!r}: {pattern!r} ({exc})"
+                ) from exc
+            extras.append(_rule(kind, compiled, priority=_P_EXTRA, source="extra"))
+        self._matcher = Matcher((*extras, *_BUILTIN_RULES), matcher=matcher)
+        self._allowlist: tuple[str, ...] = tuple(sorted({s for s in allowlist if s}, key=len))
+        self._allowset = frozenset(self._allowlist)
+        self._counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    # ---- public API ----------------------------------------------------------------------
+
+    def redact_text(self, text: str) -> str:
+        """Return `text` with every detected secret replaced by ``[REDACTED:<kind>]``."""
+        spans = self._spans(text)
+        if not spans:
+            return text
+        performed: Counter[str] = Counter()
+        out = _replace(text, spans, performed)
+        self._count(performed)
+        return out
+
+    def redact_json(self, value: Any) -> Any:
+        """Return a redacted copy of a JSON-like structure (dicts, lists, tuples, strings).
+
+        Every string is redacted, dict keys included.  A string stored under a secret-like key
+        (``password``, ``api_key``, ``Authorization``, or the ``value`` of a
+        ``{"name": "API_TOKEN", "value": ...}`` pair) is replaced as a whole even if it matches
+        no known format, since the key is the only context it has.  Other values are returned
+        as they are.
+        """
+        strings: list[str] = []
+        keyed: dict[int, str] = {}
+        self._collect(value, None, strings, keyed)
+        replaced = self._redact_many([("" if i in keyed else t) for i, t in enumerate(strings)])
+        replaced.update(keyed)
+        final = [replaced.get(i, t) for i, t in enumerate(strings)]
+        return self._rebuild(value, iter(final))
+
+    def find(self, text: str) -> list[tuple[str, str]]:
+        """The ``(kind, secret)`` pairs `redact_text` would replace, in text order."""
+        return [(kind, text[start:end]) for start, end, kind in self._spans(text)]
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Redactions performed so far, by kind."""
+        with self._lock:
+            return dict(self._counts)
+
+    @property
+    def total(self) -> int:
+        """Redactions performed so far."""
+        with self._lock:
+            return sum(self._counts.values())
+
+    def reset_counts(self) -> None:
+        with self._lock:
+            self._counts.clear()
+
+    # ---- structures ------------------------------------------------------------------------
+    #
+    # A structure is redacted in one scan: its plain strings are joined with a separator that
+    # no rule matches across (:data:`_BATCH_SEPARATOR`), scanned once, and the hits mapped back.
+    # Scanning each string on its own costs ~100 rule calls per string, which dominated the
+    # cost of recording a run segment.
+
+    def _collect(self, value: Any, key: str | None, out: list[str], keyed: dict[int, str]) -> None:
+        """Strings of ``value`` in walk order; those replaced whole for their key go in ``keyed``
+        (by position) and are not scanned, so each secret is counted once."""
+        if isinstance(value, str):
+            if key is not None:
+                whole = self._redact_keyed(key, value)
+                if whole is not None:
+                    keyed[len(out)] = whole
+            out.append(value)
+        elif isinstance(value, Mapping):
+            value_key = _name_value_key(value)
+            for k, v in value.items():
+                if isinstance(k, str):
+                    out.append(k)
+                sub_key = k if isinstance(k, str) else None
+                if value_key is not None and k == "value":
+                    sub_key = value_key
+                self._collect(v, sub_key, out, keyed)
+        elif isinstance(value, list | tuple):  # {"api_keys": ["...", "..."]}: items inherit it
+            for v in value:
+                self._collect(v, key, out, keyed)
+
+    def _rebuild(self, value: Any, redacted: Iterator[str]) -> Any:
+        """``value`` with its strings, in walk order, taken from ``redacted``."""
+        if isinstance(value, str):
+            return next(redacted)
+        if isinstance(value, Mapping):
+            out: dict[Any, Any] = {}
+            for k, v in value.items():
+                new_k = next(redacted) if isinstance(k, str) else k
+                out[new_k] = self._rebuild(v, redacted)
+            return out
+        if isinstance(value, list):
+            return [self._rebuild(v, redacted) for v in value]
+        if isinstance(value, tuple):
+            return tuple(self._rebuild(v, redacted) for v in value)
+        return value
+
+    def _redact_many(self, strings: list[str]) -> dict[int, str]:
+        """Redact many strings with one scan; returns only the strings that changed."""
+        if not strings:
+            return {}
+        joined = _BATCH_SEPARATOR.join(strings)
+        spans = self._spans(joined)
+        if not spans:
+            return {}
+        starts: list[int] = []
+        pos = 0
+        for text in strings:
+            starts.append(pos)
+            pos += len(text) + len(_BATCH_SEPARATOR)
+        edits: dict[int, list[tuple[int, int, str]]] = {}
+        for start, end, kind in spans:
+            i = bisect.bisect_right(starts, start) - 1
+            lo = starts[i]
+            hi = lo + len(strings[i])
+            if start >= hi:  # a hit inside the separator (cannot happen; be safe)
+                continue
+            edits.setdefault(i, []).append((start - lo, min(end, hi) - lo, kind))
+        changed: dict[int, str] = {}
+        performed: Counter[str] = Counter()
+        for i, pieces_at in edits.items():
+            changed[i] = _replace(strings[i], pieces_at, performed)
+        self._count(performed)
+        return changed
+
+    def _redact_keyed(self, key: str, value: str) -> str | None:
+        """Whole-value redaction of a string stored under a secret-like key (else None)."""
+        stripped = value.strip()
+        if not stripped or stripped in self._allowset or _MARKER_RX.fullmatch(stripped):
+            return None
+        if _normalize_key(key) in ("authorization", "proxy_authorization"):
+            scheme, _, credential = stripped.partition(" ")
+            credential = credential.strip()
+            if not credential:  # a bare token, no scheme
+                if _is_placeholder(scheme):
+                    return None
+                self._count(Counter({"authorization": 1}))
+                return REDACTION_MARKER.format(kind="authorization")
+            if " " in credential or _is_placeholder(credential):
+                return None
+            kind = {"bearer": "bearer-token", "basic": "basic-auth"}.get(
+                scheme.lower(), "authorization"
+            )
+            self._count(Counter({kind: 1}))
+            return f"{scheme} {REDACTION_MARKER.format(kind=kind)}"
+        if not _is_secret_key(key) or len(stripped) < 3 or _is_placeholder(stripped):
+            return None
+        if any(c.isspace() for c in stripped):
+            return None  # prose under a secret-ish key: redact what it contains instead
+        found = self._spans(stripped)
+        if len(found) == 1 and found[0][:2] == (0, len(stripped)):
+            kind = found[0][2]  # a recognised format keeps its own kind
+        else:
+            kind = _kind_for_key(key)
+        self._count(Counter({kind: 1}))
+        return REDACTION_MARKER.format(kind=kind)
+
+    # ---- scanning ---------------------------------------------------------------------------
+
+    def _count(self, performed: Counter[str]) -> None:
+        if performed:
+            with self._lock:
+                self._counts.update(performed)
+
+    def _spans(self, text: str) -> list[tuple[int, int, str]]:
+        if len(text) < _MIN_SECRET_TEXT:
+            return []
+        hits = self._matcher.scan(text)
+        return self._resolve(text, hits) if hits else []
+
+    def _resolve(self, text: str, hits: list[_Hit]) -> list[tuple[int, int, str]]:
+        """Drop protected hits, merge overlapping ones; the best-priority hit names the kind."""
+        protected = self._protected(text)
+        if protected:
+            starts = [s for s, _ in protected]
+
+            def shielded(hit: _Hit) -> bool:
+                i = bisect.bisect_right(starts, hit[0]) - 1
+                return i >= 0 and protected[i][1] >= hit[1]
+
+            hits = [h for h in hits if not shielded(h)]
+        if self._allowset:
+            hits = [h for h in hits if text[h[0] : h[1]] not in self._allowset]
+        if not hits:
+            return []
+        hits.sort(key=lambda h: (h[0], -h[1]))
+        spans: list[tuple[int, int, str]] = []
+        cur_start, cur_end, best = hits[0][0], hits[0][1], hits[0]
+        for hit in hits[1:]:
+            if hit[0] < cur_end:
+                cur_end = max(cur_end, hit[1])
+                if (hit[2], hit[0] - hit[1]) < (best[2], best[0] - best[1]):
+                    best = hit
+                continue
+            spans.append((*_escape_safe(text, cur_start, cur_end), best[3]))
+            cur_start, cur_end, best = hit[0], hit[1], hit
+        spans.append((*_escape_safe(text, cur_start, cur_end), best[3]))
+        return spans
+
+    def _protected(self, text: str) -> list[tuple[int, int]]:
+        """Merged spans never redacted: allowlisted strings and markers already present."""
+        spans: list[tuple[int, int]] = []
+        for allowed in self._allowlist:
+            pos = text.find(allowed)
+            while pos >= 0:
+                spans.append((pos, pos + len(allowed)))
+                pos = text.find(allowed, pos + 1)
+        if _MARKER_PREFIX in text:
+            spans.extend(m.span() for m in _MARKER_RX.finditer(text))
+        if not spans:
+            return []
+        spans.sort()
+        merged = [spans[0]]
+        for start, end in spans[1:]:
+            if start <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+            else:
+                merged.append((start, end))
+        return merged
+
+
+def _replace(text: str, spans: list[tuple[int, int, str]], performed: Counter[str]) -> str:
+    """``text`` with each span (in order, not overlapping) replaced by its kind's marker."""
+    pieces: list[str] = []
+    last = 0
+    for start, end, kind in spans:
+        pieces.append(text[last:start])
+        pieces.append(REDACTION_MARKER.format(kind=kind))
+        performed[kind] += 1
+        last = end
+    pieces.append(text[last:])
+    return "".join(pieces)
+
+
+def _name_value_key(mapping: Mapping[Any, Any]) -> str | None:
+    """``{"name": "API_TOKEN", "value": "..."}`` (env lists, headers): the key naming `value`."""
+    if "value" not in mapping:
+        return None
+    for field in ("name", "key", "header"):
+        candidate = mapping.get(field)
+        if isinstance(candidate, str) and (
+            _is_secret_key(candidate) or _normalize_key(candidate) == "authorization"
+        ):
+            return candidate
+    return None
+
+
+_DEFAULT: Redactor | None = None
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_redactor() -> Redactor:
+    """The process-wide redactor with built-in rules only."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        with _DEFAULT_LOCK:
+            if _DEFAULT is None:
+                _DEFAULT = Redactor()
+    return _DEFAULT
