@@ -28,6 +28,13 @@ PREVIOUS_NOTES_CHARS = 2_000
 """Newest notes of the conversation's earlier segments given to a phase-1 model as context:
 enough to connect this run to the last ones, small enough to keep each call's cost flat."""
 
+SUMMARY_FILE_MAX_CHARS = 24_000
+"""Longest rollout summary file: a conversation of many runs keeps its newest parts (each run
+adds one) and says how many older parts were dropped, so "open one or two summaries" stays a
+cheap step. The entries learned from the dropped parts stay in memory."""
+
+SECTION_MARK = "\n## Segment(s) up to "
+
 CHARS_PER_TOKEN = 4
 """Rough size of a token, for the input-token budget (no tokenizer dependency)."""
 
@@ -291,7 +298,7 @@ async def _apply(
         + "\n"
     )
     if old_summary:
-        summary_text = old_summary.rstrip() + "\n\n" + section
+        summary_text = bounded_summary(old_summary.rstrip() + "\n\n" + section)
     else:
         summary_text = f"# {slug}\n\nconversation: {rollout_id}\nrollout_path: {path}\n\n" + section
     await rt.ws.write_text(raw_rel, raw_text)
@@ -310,6 +317,34 @@ async def _apply(
     await rt.update_progress(rollout_id, done)
     rt.bump()
     return True
+
+
+def bounded_summary(text: str, max_chars: int = SUMMARY_FILE_MAX_CHARS) -> str:
+    """A rollout summary file cut to its header and newest sections when it grows too long."""
+
+    if len(text) <= max_chars:
+        return text
+    first = text.find(SECTION_MARK)
+    if first < 0:
+        return text
+    header, rest = text[: first + 1], text[first + 1 :]
+    parts = rest.split(SECTION_MARK)
+    sections = [parts[0], *(SECTION_MARK.lstrip("\n") + p for p in parts[1:])]
+    earlier = 0
+    if header.rstrip().endswith("dropped to keep this file short)"):
+        line = header.rstrip().rsplit("\n", 1)[-1]
+        header = header.rstrip()[: -len(line)]
+        earlier = int(line.split()[0].lstrip("(")) if line.split()[0].lstrip("(").isdigit() else 0
+    kept: list[str] = []
+    used = len(header) + 120
+    for section in reversed(sections):
+        if kept and used + len(section) > max_chars:
+            break
+        kept.append(section)
+        used += len(section)
+    dropped = earlier + len(sections) - len(kept)
+    note = f"({dropped} earlier part(s) of this conversation dropped to keep this file short)\n\n"
+    return header.rstrip() + "\n\n" + note + "".join(reversed(kept))
 
 
 def _only_edits(segment: dict[str, object]) -> bool:

@@ -182,7 +182,7 @@ def apply_to_conversation(
                 kind=cand.kind,
                 sources=sources,
                 updated_at=stamp,
-                person=person if cand.kind == "preference" else None,
+                person=person if cand.kind == "preference" or cand.personal else None,
                 keywords=cand.keywords,
             )
         changed.append(cand.key)

@@ -58,6 +58,9 @@ class Candidate(BaseModel):
     """``memory_item_id`` values of the items this change rests on."""
     action: Literal["remember", "forget"] = "remember"
     keywords: list[str] = Field(default_factory=list)
+    personal: bool = False
+    """What the run's person said about themselves: kept as that person's entry, never shared
+    (when the run has no person, there is no one to keep it private for)."""
 
 
 class Extraction(BaseModel):

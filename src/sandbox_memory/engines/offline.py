@@ -5,13 +5,22 @@ know, each candidate citing the items it rests on:
 
 - the task (first user message), user corrections, and user-stated preferences and decisions
   (only from user messages: tool output and assistant text never become a preference);
+- what people state about themselves, each other and the work (events, plans, possessions,
+  relationships, results), one fact per message with who said it and relative dates resolved
+  against the run's date; small talk, generic sentiment and requests to the agent are left out
+  (see ``conversation.py`` and ``dates.py``);
 - the commands run through ``exec_command`` / ``write_stdin`` / hosted shell tools with their exit
   codes; a test, lint, type-check, build or install command that passed becomes a procedure;
-- files changed through ``apply_patch`` (custom tool, function tool or hosted ``apply_patch_call``)
-  or through shell writes (``sed -i``, ``tee``, ``cat >`` ...);
+- files changed through ``apply_patch`` (custom tool, function tool or hosted ``apply_patch_call``),
+  through patches applied in the shell (``git apply``, ``patch -p1``, heredoc diffs) or through
+  shell writes (``sed -i``, ``tee``, ``cat >`` ...), with what changed in each (see ``changes.py``);
 - errors and their fixes: a failing command followed later by the same kind of command passing,
   with a change in between, becomes a fact naming the error, the files and the fix;
-- the outcome (terminal state and final output), for the summary and raw notes.
+- the outcome (terminal state and final output), for the summary and raw notes, and the
+  conclusion the run reached (its final answer) as a fact when it says something.
+
+Entries are never cut inside a word, a command or a code span (see ``text.py``): what does not
+fit is said shorter or left out.
 
 Same input, same output: no clocks, no randomness, no set iteration order leaks into results.
 Work is linear in the input; long texts are clipped (head + tail) before they are scanned.
@@ -28,6 +37,7 @@ import unicodedata
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Any
 
 from sandbox_memory.engines.base import (
@@ -37,6 +47,27 @@ from sandbox_memory.engines.base import (
     ExtractionRequest,
     KnownEntry,
 )
+from sandbox_memory.engines.changes import (
+    FileChange,
+    applies_patch,
+    describe_operation,
+    describe_write,
+    heredocs,
+    parse_patch,
+    patch_file_argument,
+    write_target,
+)
+from sandbox_memory.engines.conversation import (
+    MIN_FACT_WORDS,
+    SMALL_TALK,
+    content_words,
+    is_first_person,
+    split_speaker,
+    states_a_fact,
+    top_words,
+)
+from sandbox_memory.engines.dates import format_day, resolve_relative_dates, run_date
+from sandbox_memory.engines.text import shorten
 from sandbox_memory.engines.transcript import (
     WHITESPACE_SLACK,
     final_output_text,
@@ -150,9 +181,39 @@ MIN_CONTAINED_WORDS = 2
 """Fewest subject words for the containment rule: one shared word (``pnpm``) is not enough to
 call two entries the same fact."""
 
-MAX_CANDIDATES = 40
-"""Most candidates from one extraction: phase 2 wants few durable entries, and a rollout of
-10,000 segments must not flood it."""
+MAX_CANDIDATES = 160
+"""Most candidates from one extraction: bounded so a rollout of 10,000 segments cannot flood
+phase 2, large enough for a long chat whose every message states something."""
+
+MAX_SAID_FACTS = 120
+"""Most stated-fact candidates (one per informative message) from one extraction; the newest
+are kept when a rollout says more."""
+
+SAID_CHARS = 480
+"""Characters of one stated fact: the speaker, the date and the message's informative
+sentences, whole (a sentence that does not fit is left out, never cut)."""
+
+SAID_SUMMARY_CHARS = 200
+"""Characters of a stated fact quoted in the rollout summary (shortened at a word)."""
+
+MAX_SAID_IN_SUMMARY = 24
+"""Stated facts listed in a conversation's rollout summary (head and tail)."""
+
+CONVERSATION_MIN_MESSAGES = 3
+"""User messages without any tool call that make a run a conversation rather than a task:
+its summary then lists what was said instead of a task and its commands."""
+
+MIN_CONCLUSION_WORDS = 3
+"""Subject words a final answer needs to be kept as the run's conclusion ("Done." has none)."""
+
+CONCLUSION_CHARS = 400
+"""Characters of a run's conclusion kept as a fact (whole sentences)."""
+
+MIN_DESCRIPTION_WORDS = 3
+"""Subject words the agent's own account of a fix needs to be quoted in the fix fact."""
+
+MAX_READ_CHARS = 200_000
+"""Characters of a file the run printed (``cat f``) kept to compare with a later rewrite."""
 
 MAX_STATEMENTS = 20
 """Most preference and decision candidates from one extraction (after merging repeats)."""
@@ -219,6 +280,7 @@ _DECISION_TRIGGER_WORDS = frozenset(
 
 _SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?])\s+|\n+")
 _LEAD_RE = re.compile(r"^(?:[-*•>]+\s*|\d+[.)]\s+)+")
+_CAT_READ_RE = re.compile(r"^cat\s+(?:--\s+)?([^\s;&|<>*?]+)\s*$")
 _LEAD_WORDS_RE = re.compile(
     r"^(?:(?:and|also|but|so|oh|ok|okay|btw|by the way|generally|in general|hey|fyi|actually"
     r"|no|nope|instead|wait|rather)\b[,:;.!-]?\s+)+"
@@ -253,6 +315,9 @@ _CORRECTION_RE = re.compile(
     r"|^(?:wrong|incorrect)\b|^(?:stop|undo|revert)\b|\bi (?:said|meant|told you)\b"
 )
 """User sentences correcting the agent ("no, ...", "actually ...", "don't ...", "instead ...")."""
+
+_FILLER_WORDS = SMALL_TALK
+"""Words that name nothing to act on: a preference made only of them is generic sentiment."""
 
 # --------------------------------------------------------------------------- commands
 
@@ -439,6 +504,8 @@ class _Patch:
     position: int
     output_item_id: str | None = None
     ok: bool | None = None
+    changes: dict[str, FileChange] = field(default_factory=dict)
+    """What changed in each file, by path, when the call says it."""
 
 
 @dataclass(frozen=True)
@@ -447,6 +514,25 @@ class _Statement:
     text: str
     kind: str
     """``preference``, ``decision`` or ``correction``."""
+    speaker: str | None = None
+    personal: bool = False
+
+
+@dataclass(frozen=True)
+class _Said:
+    """The informative sentences of one user message: a stated fact."""
+
+    item_id: str
+    speaker: str | None
+    said_on: date | None
+    text: str
+    """The sentences, whole, relative dates resolved."""
+    personal: bool
+    """Whether the speaker talks about themselves (first person)."""
+    from_task: bool = False
+    """Said in the run's first request (in a task run, the problem the run works on)."""
+    owned: bool = False
+    """Says something about the speaker or their team (``I``, ``we``, ``our`` ...)."""
 
 
 class _Capped:
@@ -524,11 +610,42 @@ def _short_hash(text: str) -> str:
 
 
 def _quote_cmd(cmd: str) -> str:
-    return "`" + one_line(cmd, COMMAND_CHARS).replace("`", "'") + "`"
+    """The command in backticks, whole; a command line too long to quote is said shorter: its
+    first simple commands that fit, whole, and ``…`` outside the quote."""
+
+    flat = " ".join(cmd.replace("`", "'").split())
+    if len(flat) <= COMMAND_CHARS:
+        return f"`{flat}`"
+    kept = ""
+    for part in re.split(r"\s+(?:&&|\|\||;)\s+", flat):
+        joined = f"{kept} && {part}" if kept else part
+        if len(joined) > COMMAND_CHARS:
+            break
+        kept = joined
+    if not kept:
+        words = flat.split()
+        program = " ".join(words[:SIGNATURE_WORDS])
+        return f"a `{program}` command" if len(program) <= COMMAND_CHARS else "a long command"
+    return f"`{kept}` …"
 
 
 def _clip_content(text: str) -> str:
-    return one_line(text, CONTENT_CHARS)
+    return shorten(text, CONTENT_CHARS)
+
+
+def _quote_error(line: str) -> str:
+    return shorten(line.replace("`", "'"), ERROR_LINE_CHARS)
+
+
+_WE_RE = re.compile(r"\b(?:we|we're|we've|we'll|our|ours|us)\b", re.IGNORECASE)
+
+
+def _is_we(sentence: str) -> bool:
+    return bool(_WE_RE.search(sentence.replace("\u2019", "'")))
+
+
+def _informative(text: str, minimum: int) -> bool:
+    return len(content_words(text)) >= minimum
 
 
 def _sentences(text: str) -> Iterable[str]:
@@ -705,6 +822,47 @@ def _operation_files(operations: Any) -> list[tuple[str, str]]:
     return files
 
 
+def _operation_changes(operations: Any) -> list[FileChange]:
+    """What each SDK ``ApplyPatchOperation``-shaped dict changes (its ``diff``)."""
+
+    items = operations if isinstance(operations, list) else [operations]
+    names = {"create_file": "created", "update_file": "updated", "delete_file": "deleted"}
+    changes: list[FileChange] = []
+    for op in items:
+        if isinstance(op, Mapping) and isinstance(op.get("path"), str) and op.get("path"):
+            diff = op.get("diff")
+            changes.append(
+                describe_operation(
+                    names.get(str(op.get("type")), "updated"),
+                    str(op["path"]),
+                    diff if isinstance(diff, str) else None,
+                )
+            )
+    return changes
+
+
+def _patch_input_changes(raw: str) -> list[FileChange]:
+    """What an ``apply_patch`` input changes: patch text or SDK JSON operations."""
+
+    stripped = raw.lstrip()
+    if stripped.startswith(("{", "[")):
+        try:
+            payload = json.loads(raw)
+        except ValueError:
+            payload = None
+        if isinstance(payload, Mapping):
+            ops = payload.get("operations", payload.get("operation", payload))
+            changes = _operation_changes(ops)
+            for key in ("input", "patch", "diff"):
+                value = payload.get(key)
+                if not changes and isinstance(value, str):
+                    changes = parse_patch(value)
+            return changes
+        if isinstance(payload, list):
+            return _operation_changes(payload)
+    return parse_patch(raw)
+
+
 def _patch_input_files(raw: str) -> list[tuple[str, str]]:
     """Files named by an ``apply_patch`` input: patch text or SDK JSON operations."""
 
@@ -821,6 +979,11 @@ class _KeyResolver:
             for e in known
         ]
 
+    def knows(self, kind: str, key: str) -> bool:
+        """Whether memory already holds an entry of ``kind`` under ``key``."""
+
+        return (kind, key) in self._exact
+
     def resolve(
         self,
         kind: str,
@@ -908,6 +1071,18 @@ class _Rollout:
         """``(segment id, terminal state text, final output)`` per segment."""
         self.final_outputs: dict[int, str] = {}
         self.people: dict[str, None] = {}
+        self.said: list[_Said] = []
+        self.speakers: dict[str, None] = {}
+        self.user_messages = 0
+        self.requests: dict[int, tuple[str, str]] = {}
+        """Last user message of each segment: ``(item id, text)``, the request it answers."""
+        self.dates: dict[str, None] = {}
+        self.reads: dict[str, str] = {}
+        """Files the run printed whole (``cat f``), by path: the old text of a later rewrite."""
+        self.written: dict[str, str] = {}
+        """Text the run wrote to files through heredocs, by path (a patch file applied later)."""
+        self._date: date | None = None
+        self._person: str | None = None
         self._by_call: dict[str, _Command | _Patch] = {}
         self._stdin_sessions: dict[str, int] = {}
         self._sessions: dict[int, _Command] = {}
@@ -925,8 +1100,12 @@ class _Rollout:
             seg_id = segment_id_of(segment, seg_index)
             self.segment_ids.append(seg_id)
             person = segment.get("person")
-            if isinstance(person, str) and person:
-                self.people.setdefault(person, None)
+            self._person = person if isinstance(person, str) and person else None
+            if self._person:
+                self.people.setdefault(self._person, None)
+            self._date = run_date(segment.get("updated_at"))
+            if self._date is not None:
+                self.dates.setdefault(format_day(self._date), None)
             for item_id, item in segment_items(segment, seg_id):
                 position += 1
                 self.item_count += 1
@@ -940,7 +1119,7 @@ class _Rollout:
             return  # the person's own Remember/Forget: applied by code, not re-extracted
         if item_type in (None, "message") and isinstance(role, str):
             if role == "user":
-                self._user(item_id, item)
+                self._user(item_id, item, seg_index)
             elif role == "assistant":
                 text = item_text(item, max_chars=ASSISTANT_TEXT_CHARS)
                 if text:
@@ -951,7 +1130,9 @@ class _Rollout:
         elif item_type == "custom_tool_call":
             raw = item.get("input")
             if item.get("name") == "apply_patch" and isinstance(raw, str):
-                self._patch(item_id, item, _patch_input_files(raw), position)
+                self._patch(
+                    item_id, item, _patch_input_files(raw), position, _patch_input_changes(raw)
+                )
         elif item_type in ("shell_call", "local_shell_call"):
             commands = shell_commands(item)
             action = item.get("action")
@@ -966,7 +1147,14 @@ class _Rollout:
                     position,
                 )
         elif item_type == "apply_patch_call":
-            self._patch(item_id, item, _operation_files(item.get("operation")), position)
+            operation = item.get("operation")
+            self._patch(
+                item_id,
+                item,
+                _operation_files(operation),
+                position,
+                _operation_changes(operation),
+            )
         elif item_type in (
             "function_call_output",
             "custom_tool_call_output",
@@ -976,24 +1164,36 @@ class _Rollout:
         ):
             self._output(item_id, item, position)
 
-    def _user(self, item_id: str, item: Mapping[str, Any]) -> None:
-        text = item_text(item, max_chars=USER_SCAN_CHARS)
-        if not text:
+    def _user(self, item_id: str, item: Mapping[str, Any], seg_index: int) -> None:
+        raw_text = item_text(item, max_chars=USER_SCAN_CHARS)
+        if not raw_text:
             return
-        line = one_line(text, TASK_CHARS)
+        line = one_line(raw_text, TASK_CHARS)
         if line in self._seen_user_texts:
             return  # history repeated in a later segment's input
         self._seen_user_texts.add(line)
+        self.user_messages += 1
+        self.requests[seg_index] = (item_id, raw_text)
+        turn = split_speaker(raw_text)
+        speaker = turn.speaker or self._person
+        if turn.speaker:
+            self.speakers.setdefault(turn.speaker, None)
+        text = turn.text
         if self.task is None:
             self.task = (item_id, line)
         else:
             self.follow_ups.append((item_id, line))
-            self.events.add(f"- user: {line} [{item_id}]")
+        who = "user" if speaker is None else speaker
+        stated: list[str] = []
+        owned = False
+        noted = False
         for sentence in _sentences(text):
             if sentence.endswith("?"):
                 continue  # a question states nothing
             low, body = _normalize_for_match(sentence)
-            quoted = one_line(sentence, STATEMENT_CHARS)
+            quoted = shorten(resolve_relative_dates(sentence, self._date), STATEMENT_CHARS)
+            if not quoted:
+                continue
             kinds = []
             if _PREFERENCE_RE.search(body):
                 kinds.append("preference")
@@ -1005,8 +1205,35 @@ class _Rollout:
                 if (kind, quoted) in self._seen_statements:
                     continue
                 self._seen_statements.add((kind, quoted))
-                self.statements.append(_Statement(item_id=item_id, text=quoted, kind=kind))
-                self.events.add(f"- user {kind}: {quoted} [{item_id}]")
+                self.statements.append(
+                    _Statement(
+                        item_id=item_id,
+                        text=quoted,
+                        kind=kind,
+                        speaker=speaker,
+                        personal=is_first_person(sentence),
+                    )
+                )
+                self.events.add(f"- {who} {kind}: {quoted} [{item_id}]")
+                noted = True
+            if not kinds and states_a_fact(sentence):
+                stated.append(resolve_relative_dates(sentence, self._date))
+                owned = owned or is_first_person(sentence) or _is_we(sentence)
+        if stated:
+            said = _Said(
+                item_id=item_id,
+                speaker=speaker,
+                said_on=self._date,
+                text=" ".join(stated),
+                personal=any(is_first_person(s) for s in stated),
+                from_task=self.task[0] == item_id,
+                owned=owned,
+            )
+            self.said.append(said)
+            if not noted:
+                self.events.add(f"- {who}: {shorten(said.text, SAID_SUMMARY_CHARS)} [{item_id}]")
+        elif not noted and self.task[0] != item_id and _informative(text, MIN_FACT_WORDS):
+            self.events.add(f"- {who}: {shorten(line, SAID_SUMMARY_CHARS)} [{item_id}]")
 
     def _function_call(
         self, item_id: str, item: Mapping[str, Any], seg_index: int, position: int
@@ -1027,14 +1254,18 @@ class _Rollout:
             if isinstance(call_id, str) and isinstance(session, int):
                 self._stdin_sessions[call_id] = session
         elif name == "apply_patch":
-            files = _operation_files(args.get("operations", args.get("operation")))
+            ops = args.get("operations", args.get("operation"))
+            files = _operation_files(ops)
+            changes = _operation_changes(ops)
             for key in ("input", "patch", "diff"):
                 value = args.get(key)
                 if not files and isinstance(value, str):
                     files = _patch_input_files(value)
+                    changes = _patch_input_changes(value)
             if not files and isinstance(item.get("arguments"), str):
                 files = patch_files(str(item["arguments"]))
-            self._patch(item_id, item, files, position)
+                changes = parse_patch(str(item["arguments"]))
+            self._patch(item_id, item, files, position, changes)
 
     def _command(
         self,
@@ -1060,17 +1291,56 @@ class _Rollout:
         call_id = item.get("call_id")
         if isinstance(call_id, str):
             self._by_call[call_id] = command
-        written = _shell_written_files(cmd)
-        if written:
-            patch = _Patch(item_id, [("updated", f) for f in written], position)
+        files, changes = self._shell_changes(cmd)
+        if files:
+            patch = _Patch(item_id, files, position, changes=changes)
             self.patches.append(patch)
             if isinstance(call_id, str):
                 self._by_call[f"shell-write:{call_id}"] = patch
 
+    def _shell_changes(self, cmd: str) -> tuple[list[tuple[str, str]], dict[str, FileChange]]:
+        """Files a shell command changes and how: patches it applies (a heredoc diff, or a
+        patch file the run wrote), files it writes whole from a heredoc, ``sed -i`` ..."""
+
+        changes: dict[str, FileChange] = {}
+        applied_files: set[str] = set()
+        for head, body in heredocs(cmd):
+            if applies_patch(head):
+                for change in parse_patch(body):
+                    changes.setdefault(change.path, change)
+                continue
+            target = write_target(head)
+            if target:
+                self.written[target] = body[:MAX_READ_CHARS]
+                changes[target] = describe_write(target, body, self.reads.get(target))
+                self.reads[target] = body[:MAX_READ_CHARS]
+        for line in _strip_heredocs(cmd[:COMMAND_SCAN_CHARS]).split("\n"):
+            if not applies_patch(line):
+                continue
+            argument = patch_file_argument(line)
+            if argument and argument in self.written:
+                applied_files.add(argument)
+                for earlier in self.patches:  # the patch file itself was scratch, not a change
+                    earlier.files = [(op, p) for op, p in earlier.files if p != argument]
+                    earlier.changes.pop(argument, None)
+                for change in parse_patch(self.written[argument]):
+                    changes.setdefault(change.path, change)
+        files = [("updated", f) for f in _shell_written_files(cmd) if f not in changes]
+        files += [(change.op, path) for path, change in changes.items()]
+        files = [(op, path) for op, path in files if path not in applied_files]
+        if applied_files:
+            changes = {p: c for p, c in changes.items() if p not in applied_files}
+        return list(dict.fromkeys(files)), changes
+
     def _patch(
-        self, item_id: str, item: Mapping[str, Any], files: list[tuple[str, str]], position: int
+        self,
+        item_id: str,
+        item: Mapping[str, Any],
+        files: list[tuple[str, str]],
+        position: int,
+        changes: Sequence[FileChange] = (),
     ) -> None:
-        patch = _Patch(item_id, files, position)
+        patch = _Patch(item_id, files, position, changes={c.path: c for c in changes})
         self.patches.append(patch)
         call_id = item.get("call_id")
         if isinstance(call_id, str):
@@ -1112,6 +1382,14 @@ class _Rollout:
         if isinstance(shell_write, _Patch):
             shell_write.ok = exit_code == 0
             shell_write.output_item_id = item_id
+        if target.passed and target.program == "cat":
+            read = _CAT_READ_RE.match(target.cmd.strip())
+            if read:
+                if isinstance(output, str):
+                    body = parse_exec_output(output).body
+                else:
+                    body = item_text(item, max_chars=MAX_READ_CHARS)
+                self.reads[read.group(1)] = body[:MAX_READ_CHARS]
         if target.failed:
             if isinstance(output, str):
                 text = parse_exec_output(output, max_body_chars=OUTPUT_SCAN_CHARS).body
@@ -1177,6 +1455,26 @@ class _Fix:
     sources: list[str]
     keywords: list[str]
     summary: str
+    described_by: int | None
+    """Segment whose final answer the fix quotes (not repeated as a conclusion)."""
+
+
+@dataclass
+class _FileRecord:
+    """One changed file: its first operation, the items that changed it, the last detail."""
+
+    op: str
+    first_id: str
+    ids: list[str] = field(default_factory=list)
+    change: FileChange | None = None
+
+    def describe(self, path: str, *, detailed: bool = True) -> str:
+        if detailed and self.change is not None:
+            text = self.change.describe()
+            if self.op == "created" and self.change.op != "created":
+                text = text.replace("updated ", "created ", 1)
+            return text
+        return f"{self.op} `{path}`"
 
 
 def _files_phrase(paths: Sequence[str]) -> str:
@@ -1184,6 +1482,27 @@ def _files_phrase(paths: Sequence[str]) -> str:
     more = len(paths) - len(shown)
     text = ", ".join(shown)
     return text + (f" and {more} more" if more > 0 else "")
+
+
+def _describe_files(files: Mapping[str, _FileRecord], budget: int) -> str:
+    """What changed in ``files``, within ``budget`` characters: detailed parts while they fit,
+    then names only, then a count of the rest; never a cut part."""
+
+    parts: list[str] = []
+    used = 0
+    items = list(files.items())
+    for index, (path, record) in enumerate(items):
+        for detailed in (True, False):
+            part = record.describe(path, detailed=detailed)
+            if used + len(part) + 2 <= budget:
+                parts.append(part)
+                used += len(part) + 2
+                break
+        else:
+            rest = len(items) - index
+            parts.append(f"and {rest} more file{'s' if rest != 1 else ''}")
+            break
+    return "; ".join(parts)
 
 
 def _find_fixes(rollout: _Rollout) -> list[_Fix]:
@@ -1205,10 +1524,9 @@ def _find_fixes(rollout: _Rollout) -> list[_Fix]:
         lo = bisect.bisect_right(patch_positions, failure.output_position)
         hi = bisect.bisect_left(patch_positions, command.position)
         between = patches[max(lo, hi - MAX_FIX_PATCH_SOURCES) : hi]
-        files: dict[str, None] = {}
+        files: dict[str, _FileRecord] = {}
         for patch in patches[lo:hi][:MAX_FIX_PATCHES_SCANNED]:
-            for _, path in patch.files:
-                files.setdefault(path, None)
+            _note_patch(files, patch)
         fixer: _Command | None = None
         if not between:
             start = bisect.bisect_right(finished_positions, failure.output_position)
@@ -1221,10 +1539,14 @@ def _find_fixes(rollout: _Rollout) -> list[_Fix]:
                     break
             if fixer is None:
                 continue  # passed again without a recorded change: a flake, not a fix
-        fixes.append(_fix_fact(rollout, failure, command, between, list(files), fixer))
+        fixes.append(_fix_fact(rollout, failure, command, between, files, fixer))
         if len(fixes) >= MAX_FIX_FACTS:
             break
     return fixes
+
+
+FIX_FILES_CHARS = 260
+"""Characters of a fix fact spent on what changed (files and their first changed lines)."""
 
 
 def _fix_fact(
@@ -1232,25 +1554,37 @@ def _fix_fact(
     failure: _Command,
     passing: _Command,
     patches: Sequence[_Patch],
-    files: Sequence[str],
+    files: Mapping[str, _FileRecord],
     fixer: _Command | None,
 ) -> _Fix:
-    error = failure.error_line or f"exit code {failure.exit_code}"
-    error = error.replace("`", "'")
-    if fixer is not None:
-        how = f"by running {_quote_cmd(fixer.cmd)}"
-    else:
-        how = f"by changing {_files_phrase(files)}"
-    if failure.cmd.strip() == passing.cmd.strip():
-        after = "the command then passed"
-    else:
-        after = f"{_quote_cmd(passing.cmd)} then passed"
-    content = f"`{error}` from {_quote_cmd(failure.cmd)} was fixed {how}; {after}."
+    error = _quote_error(failure.error_line or f"exit code {failure.exit_code}")
+    after = (
+        "the command then passed"
+        if failure.cmd.strip() == passing.cmd.strip()
+        else f"{_quote_cmd(passing.cmd)} then passed"
+    )
+    content = ""
+    how = ""
+    for budget in (FIX_FILES_CHARS, FIX_FILES_CHARS // 2, 0):
+        if fixer is not None:
+            how = f"by running {_quote_cmd(fixer.cmd)}"
+        elif budget:
+            how = f"({_describe_files(files, budget)})"
+        else:
+            how = f"by changing {_files_phrase(list(files))}"
+        content = f"`{error}` from {_quote_cmd(failure.cmd)} was fixed {how}; {after}."
+        if len(content) <= CONTENT_CHARS:
+            break
+    described_by: int | None = None
     description = _fix_description(rollout, failure, passing)
-    if description:
-        content += f" The agent reported: {description}"
+    room = CONTENT_CHARS - len(content) - len(" The agent reported: ")
+    if description and _informative(description, MIN_DESCRIPTION_WORDS) and room > 40:
+        said = shorten(description, room)
+        if said and not said.endswith("…"):
+            content += f" The agent reported: {said}"
+            described_by = passing.segment_index
     subject = failure.failure_words or _subject_words(
-        " ".join(f.rsplit("/", 1)[-1] for f in files[:FAILURE_SUBJECT_WORDS])
+        " ".join(f.rsplit("/", 1)[-1] for f in list(files)[:FAILURE_SUBJECT_WORDS])
     )
     if not subject:
         subject = _subject_words(failure.signature)[:FAILURE_SUBJECT_WORDS]
@@ -1277,23 +1611,37 @@ def _fix_fact(
         sources=list(dict.fromkeys(sources)),
         keywords=keywords,
         summary=summary,
+        described_by=described_by,
     )
 
 
 def _fix_description(rollout: _Rollout, failure: _Command, passing: _Command) -> str:
     last = rollout.last_assistant.get(passing.segment_index)
     if last is not None and last[0] > failure.output_position:
-        return one_line(last[2], FIX_DESCRIPTION_CHARS)
+        return " ".join(last[2].split())
     final = rollout.final_outputs.get(passing.segment_index)
-    return one_line(final, FIX_DESCRIPTION_CHARS) if final else ""
+    return " ".join(final.split()) if final else ""
+
+
+_NARROW_RE = re.compile(
+    r"::|\s-k\s|\s--?(?:filter|grep|run|testNamePattern|only)[\s=]"
+    r"|\s[\w./-]+\.(?:py|ts|tsx|js|jsx|go|rs|rb|java|php)\b|\s(?:\w+\.)+test\w*(?:\.\w+)*\b"
+)
 
 
 def _is_narrow(cmd: str) -> bool:
-    return "::" in cmd or " -k " in cmd or bool(re.search(r"\s\S+\.(?:py|ts|js|go|rs)\b", cmd))
+    """Whether a test command runs a chosen few tests (a test id, a file, ``-k``), not the
+    suite a later run should use by default."""
+
+    return bool(_NARROW_RE.search(" " + cmd))
 
 
 def _procedures(rollout: _Rollout, resolver: _KeyResolver) -> list[Candidate]:
-    """One procedure per kind of command that passed: the broadest, most recent such run."""
+    """One procedure per kind of command that passed: the broadest, most recent such run.
+
+    A run that passed only a narrow selection (one test id, one file) does not replace a known
+    general command: what later runs need is how to run the checks, not the last test picked
+    (the fix fact names the test that covered a fix)."""
 
     best: dict[str, _Command] = {}
     for command in rollout.finished:
@@ -1308,13 +1656,23 @@ def _procedures(rollout: _Rollout, resolver: _KeyResolver) -> list[Candidate]:
         if chosen is None:
             continue
         command = chosen
-        content = f"{prefix} {_quote_cmd(command.cmd)}"
-        if command.workdir:
-            content += f" (from `{one_line(command.workdir, COMMAND_CHARS)}`)"
-        content += "."
         resolved = resolver.resolve(
             "procedure", key, [key_word, "command"], same_procedure=(same_content, key_word)
         )
+        narrow = _is_narrow(command.cmd)
+        if narrow and resolver.knows("procedure", resolved):
+            continue
+        runnable = _procedure_command(command.cmd, _pattern)
+        if runnable is None:
+            continue  # no whole command short enough to quote: no procedure to copy
+        quoted = f"`{runnable}`"
+        if narrow:
+            content = f"{prefix} {quoted} (this runs only the selected tests)"
+        else:
+            content = f"{prefix} {quoted}"
+        if command.workdir:
+            content += f" (from `{' '.join(command.workdir.split())}`)"
+        content += "."
         keywords = list(dict.fromkeys([key_word, *_subject_words(command.signature)]))
         out.append(
             Candidate(
@@ -1328,26 +1686,62 @@ def _procedures(rollout: _Rollout, resolver: _KeyResolver) -> list[Candidate]:
     return out
 
 
+def _procedure_command(cmd: str, pattern: re.Pattern[str]) -> str | None:
+    """The command line to quote in a procedure, whole: the full line when it fits, else the
+    one simple command of it that runs the tool (``cd x && long-setup && pytest -q`` ->
+    ``pytest -q``), else None."""
+
+    flat = " ".join(cmd.replace("`", "'").split())
+    if len(flat) <= COMMAND_CHARS:
+        return flat
+    for raw in _SEGMENT_SPLIT_RE.split(_strip_heredocs(cmd[:COMMAND_SCAN_CHARS])):
+        part = " ".join(raw.replace("`", "'").split())
+        if (
+            part
+            and len(part) <= COMMAND_CHARS
+            and any(pattern.search(segment) for segment in command_segments(part))
+        ):
+            return part
+    return None
+
+
+def _who(speaker: str | None) -> str:
+    return speaker if speaker else "The user"
+
+
 def _statement_candidates(rollout: _Rollout, resolver: _KeyResolver) -> list[Candidate]:
+    """Preferences, decisions and corrections the user stated; one that names nothing a later
+    run could act on ("I love it!", "Never give up!", "No, that's wrong.") is left out."""
+
     out: list[Candidate] = []
     for statement in rollout.statements:
         if statement.kind == "preference":
             kind: EntryKind = "preference"
             drop = _PREF_TRIGGER_WORDS
-            content = f"User preference: {statement.text}"
+            lead = f"{statement.speaker}'s preference" if statement.speaker else "User preference"
+            minimum = 1
         elif statement.kind == "decision":
             kind = "decision"
             drop = _DECISION_TRIGGER_WORDS
-            content = f"Decision stated by the user: {statement.text}"
+            lead = f"Decision stated by {statement.speaker or 'the user'}"
+            minimum = 1
         else:
-            continue
-        subject = _subject_words(statement.text, drop)[:KEY_SUBJECT_WORDS]
-        if not subject:
-            key = make_key(kind, _short_hash(statement.text))
+            kind = "decision"
+            drop = _PREF_TRIGGER_WORDS
+            lead = f"Correction by {statement.speaker or 'the user'}"
+            minimum = MIN_FACT_WORDS
+        subject = [w for w in _subject_words(statement.text, drop) if w not in _FILLER_WORDS][
+            :KEY_SUBJECT_WORDS
+        ]
+        if len(subject) < minimum:
+            continue  # generic: says how someone feels, not about what
+        if statement.kind == "correction":
+            key = make_key("correction", *subject[:FAILURE_SUBJECT_WORDS])
         elif len(subject) == 1:
             key = make_key(subject[0], kind)
         else:
             key = make_key(*subject)
+        content = f"{lead}: {statement.text}"
         out.append(
             Candidate(
                 key=resolver.resolve(kind, key, subject),
@@ -1355,36 +1749,112 @@ def _statement_candidates(rollout: _Rollout, resolver: _KeyResolver) -> list[Can
                 kind=kind,
                 sources=[statement.item_id],
                 keywords=subject[:MAX_KEYWORDS],
+                personal=statement.personal and statement.kind == "preference",
             )
         )
     return out
 
 
-def _changed_files(rollout: _Rollout) -> dict[str, tuple[str, str]]:
-    """Path -> (operation, first item id that changed it), for changes that did not fail."""
+def _hashed_key(words: Sequence[str], text: str) -> str:
+    """``<words>-<hash of text>``: readable, and two different texts never share a key."""
 
-    files: dict[str, tuple[str, str]] = {}
+    base = make_key(*words)[: KEY_MAX_CHARS - KEY_HASH_CHARS - 1].rstrip("-")
+    return f"{base}-{_short_hash(text)}"
+
+
+def _said_candidates(rollout: _Rollout) -> list[Candidate]:
+    """One fact per informative message: who said it, when, and the sentences, whole."""
+
+    out: list[Candidate] = []
+    task_run = not _is_conversation(rollout)
+    for said in rollout.said[-MAX_SAID_FACTS:]:
+        if task_run and said.from_task and not said.owned:
+            continue  # the task's own description of the problem: the run's summary has it
+        who = _who(said.speaker)
+        when = f" ({format_day(said.said_on)})" if said.said_on else ""
+        lead = f"{who}{when}: "
+        body = shorten(said.text, SAID_CHARS - len(lead))
+        if not body:
+            continue
+        words = content_words(said.text)
+        speaker_words = _words(said.speaker or "user")[:2]
+        key = _hashed_key([*speaker_words, *words[: KEY_SUBJECT_WORDS - 1]], f"{who}\n{said.text}")
+        out.append(
+            Candidate(
+                key=key,
+                content=lead + body,
+                kind="fact",
+                sources=[said.item_id],
+                keywords=list(dict.fromkeys([*speaker_words, *words]))[:MAX_KEYWORDS],
+                personal=said.personal,
+            )
+        )
+    return out
+
+
+def _conclusion_candidates(rollout: _Rollout, fixes: Sequence[_Fix]) -> list[Candidate]:
+    """The conclusion each segment's run reached (its final answer), when it says something a
+    later run can use and no fix fact already quotes it."""
+
+    quoted = {fix.described_by for fix in fixes if fix.described_by is not None}
+    out: list[Candidate] = []
+    for seg_index, final in rollout.final_outputs.items():
+        if seg_index in quoted:
+            continue
+        last = rollout.last_assistant.get(seg_index)
+        if last is None or not _informative(final, MIN_CONCLUSION_WORDS):
+            continue
+        if _subject_words(final) and len(_subject_words(final)) < MIN_CONCLUSION_WORDS:
+            continue
+        text = shorten(final, CONCLUSION_CHARS)
+        if not text:
+            continue
+        request = rollout.requests.get(seg_index)
+        request_text = split_speaker(request[1]).text if request else ""
+        words = _subject_words(request_text)[:FAILURE_SUBJECT_WORDS] or _subject_words(final)[:2]
+        out.append(
+            Candidate(
+                key=_hashed_key(["result", *words], request_text or final),
+                content=f"Result: {text}",
+                kind="fact",
+                sources=[last[1]],
+                keywords=_subject_words(final)[:MAX_KEYWORDS],
+            )
+        )
+    return out[-MAX_LISTED:]
+
+
+def _note_patch(files: dict[str, _FileRecord], patch: _Patch) -> None:
+    for op, path in patch.files:
+        record = files.get(path)
+        if record is None:
+            record = files[path] = _FileRecord(op=op, first_id=patch.call_item_id)
+        if patch.call_item_id not in record.ids:
+            record.ids.append(patch.call_item_id)
+        change = patch.changes.get(path)
+        if change is not None:
+            record.change = change
+
+
+def _changed_files(rollout: _Rollout) -> dict[str, _FileRecord]:
+    """Path -> what changed it, for changes that did not fail."""
+
+    files: dict[str, _FileRecord] = {}
     for patch in rollout.patches:
         if patch.ok is False:
             continue
-        for op, path in patch.files:
-            if path not in files:
-                files[path] = (op, patch.call_item_id)
+        _note_patch(files, patch)
     return files
 
 
 def _files_candidate(
-    rollout: _Rollout, files: Mapping[str, tuple[str, str]], slug: str, resolver: _KeyResolver
+    rollout: _Rollout, files: Mapping[str, _FileRecord], slug: str, resolver: _KeyResolver
 ) -> Candidate | None:
+    """Which files the run changed and how, read from its own patches and writes."""
+
     if not files:
         return None
-    by_op: dict[str, list[str]] = {}
-    for path, (op, _) in files.items():
-        by_op.setdefault(op, []).append(path)
-    parts = [f"{op} {_files_phrase(paths)}" for op, paths in by_op.items()]
-    task = rollout.task[1] if rollout.task else ""
-    lead = f'While working on "{one_line(task, TASK_IN_FACT_CHARS)}": ' if task else "Changed: "
-    content = lead + "; ".join(parts) + "."
+    content = f"Changed: {_describe_files(files, CONTENT_CHARS - len('Changed: .'))}."
     stems = [p.rsplit("/", 1)[-1].rsplit(".", 1)[0] for p in files]
     if slug in ("untitled-rollout", "empty-rollout"):
         subject = _subject_words(" ".join(stems).replace("_", " "))[:FAILURE_SUBJECT_WORDS]
@@ -1392,7 +1862,8 @@ def _files_candidate(
     else:
         subject = slug.split("-")[:KEY_SUBJECT_WORDS]
         key = make_key("changes", slug)
-    sources = list(dict.fromkeys(item_id for _, item_id in files.values()))[:MAX_SOURCES]
+    ids = [i for record in files.values() for i in record.ids]
+    sources = list(dict.fromkeys(ids))[-MAX_SOURCES:]
     keywords = list(dict.fromkeys(p.rsplit("/", 1)[-1] for p in files))[:MAX_KEYWORDS]
     return Candidate(
         key=resolver.resolve("fact", key, ["changes", *subject]),
@@ -1445,35 +1916,83 @@ def _capped(lines: list[str], what: str) -> list[str]:
     return [*lines[:MAX_LISTED], f"- … and {len(lines) - MAX_LISTED} more {what}"]
 
 
+def _is_conversation(rollout: _Rollout) -> bool:
+    """A chat (people talking, no tools used), summarised by what was said."""
+
+    return (
+        not rollout.commands
+        and not rollout.patches
+        and rollout.user_messages >= CONVERSATION_MIN_MESSAGES
+    )
+
+
+def _said_lines(rollout: _Rollout) -> list[str]:
+    lines = [
+        f"- {_who(s.speaker)}: {shorten(s.text, SAID_SUMMARY_CHARS)} [{s.item_id}]"
+        for s in rollout.said
+    ]
+    if len(lines) <= MAX_SAID_IN_SUMMARY:
+        return lines
+    head = MAX_SAID_IN_SUMMARY // 3
+    tail = MAX_SAID_IN_SUMMARY - head
+    dropped = len(lines) - head - tail
+    return [*lines[:head], f"- … {dropped} more statements …", *lines[-tail:]]
+
+
+def _conversation_summary(rollout: _Rollout) -> list[str]:
+    people = list(rollout.speakers) or list(rollout.people) or ["the user"]
+    when = ", ".join(list(rollout.dates)[:3])
+    head = f"{' and '.join(people[:MAX_LISTED])}" + (f", {when}" if when else "")
+    ids = [rollout.task[0]] if rollout.task else []
+    topics = top_words((s.text for s in rollout.said), SLUG_MAX_WORDS)
+    out = ["## Conversation", f"{head}: {rollout.user_messages} messages [{', '.join(ids)}]"]
+    if topics:
+        out.append("Topics: " + ", ".join(topics))
+    out += ["", "## What was said"]
+    out += _said_lines(rollout) or ["- nothing worth keeping (small talk)"]
+    prefs = [f"- {_who(s.speaker)} {s.kind}: {s.text} [{s.item_id}]" for s in rollout.statements]
+    if prefs:
+        out += ["", "## Preferences and decisions"] + _capped(prefs, "statements")
+    return out
+
+
 def _summary(
     rollout: _Rollout,
     stats: Sequence[_CommandStat],
-    files: Mapping[str, tuple[str, str]],
+    files: Mapping[str, _FileRecord],
     fixes: Sequence[_Fix],
     previous_summary: bool,
 ) -> str:
-    out = ["## Task"]
-    if rollout.task:
-        out.append(f"{rollout.task[1]} [{rollout.task[0]}]")
+    if _is_conversation(rollout):
+        out = _conversation_summary(rollout)
+        if previous_summary:
+            out.append("(continues the earlier part summarised before)")
     else:
-        out.append("(no user request in the new segments)")
-    if previous_summary:
-        out.append("(continues the earlier part summarised before)")
-    out += ["", "## What happened"]
-    events = rollout.events.lines()
-    out += events or ["- nothing recorded"]
-    out += [fix.summary for fix in fixes]
-    out += ["", "## Commands"]
-    command_lines = []
-    for stat in stats:
-        runs = f", {stat.runs} runs" if stat.runs > 1 else ""
-        command_lines.append(
-            f"- {_quote_cmd(stat.cmd)}: last exit {stat.last_exit}{runs} [{', '.join(stat.ids)}]"
-        )
-    out += _capped(command_lines, "commands") or ["- none"]
-    out += ["", "## Files changed"]
-    file_lines = [f"- {op} `{path}` [{item_id}]" for path, (op, item_id) in files.items()]
-    out += _capped(file_lines, "files") or ["- none"]
+        out = ["## Task"]
+        if rollout.task:
+            out.append(f"{rollout.task[1]} [{rollout.task[0]}]")
+        else:
+            out.append("(no user request in the new segments)")
+        if previous_summary:
+            out.append("(continues the earlier part summarised before)")
+        out += ["", "## What happened"]
+        events = rollout.events.lines()
+        out += events or ["- nothing recorded"]
+        out += [fix.summary for fix in fixes]
+        out += ["", "## Commands"]
+        command_lines = []
+        for stat in stats:
+            runs = f", {stat.runs} runs" if stat.runs > 1 else ""
+            command_lines.append(
+                f"- {_quote_cmd(stat.cmd)}: last exit {stat.last_exit}{runs} "
+                f"[{', '.join(stat.ids)}]"
+            )
+        out += _capped(command_lines, "commands") or ["- none"]
+        out += ["", "## Files changed"]
+        file_lines = [
+            f"- {record.describe(path)} [{record.first_id}]" for path, record in files.items()
+        ]
+        out += _capped(file_lines, "files") or ["- none"]
     out += ["", "## Outcome"]
     if rollout.outcomes:
         seg_id, state, final = rollout.outcomes[-1]
@@ -1488,7 +2007,7 @@ def _raw_memory(
     rollout_id: str,
     rollout: _Rollout,
     stats: Sequence[_CommandStat],
-    files: Mapping[str, tuple[str, str]],
+    files: Mapping[str, _FileRecord],
     fixes: Sequence[_Fix],
     previous_summary: bool,
 ) -> str:
@@ -1497,7 +2016,9 @@ def _raw_memory(
     out: list[str] = [f"- rollout: {rollout_id} ({count} new {plural})"]
     if rollout.people:
         out.append("- person: " + ", ".join(list(rollout.people)[:MAX_LISTED]))
-    if rollout.task:
+    if rollout.speakers:
+        out.append("- speakers: " + ", ".join(list(rollout.speakers)[:MAX_LISTED]))
+    if rollout.task and not _is_conversation(rollout):
         out.append(f"- task: {rollout.task[1]} [{rollout.task[0]}]")
     if previous_summary:
         out.append("- continues earlier work (see the previous summary)")
@@ -1506,6 +2027,11 @@ def _raw_memory(
             f"- user {kind}: {s.text} [{s.item_id}]" for s in rollout.statements if s.kind == kind
         ]
         out += _capped(lines, f"{kind}s")
+    said = [
+        f"- said: {_who(s.speaker)}: {shorten(s.text, SAID_SUMMARY_CHARS)} [{s.item_id}]"
+        for s in rollout.said
+    ]
+    out += _capped(said, "statements")
     worked = [
         f"- worked: {_quote_cmd(s.cmd)} (exit 0) [{', '.join(s.ids)}]"
         for s in stats
@@ -1517,13 +2043,14 @@ def _raw_memory(
         if s.failed_runs == 0:
             continue
         later = " (later passed)" if s.last_exit == 0 else ""
-        error = f": {s.error}" if s.error else ""
+        error = f": {_quote_error(s.error)}" if s.error else ""
         failed.append(f"- failed: {_quote_cmd(s.cmd)}{error}{later} [{', '.join(s.fail_ids)}]")
     out += _capped(failed, "commands that failed")
     out += [f"- fixed: {fix.content} [{', '.join(fix.sources)}]" for fix in fixes]
     if files:
-        first_ids = list(dict.fromkeys(item_id for _, item_id in files.values()))[:MAX_SOURCES]
-        out.append(f"- files changed: {_files_phrase(list(files))} [{', '.join(first_ids)}]")
+        first_ids = list(dict.fromkeys(r.first_id for r in files.values()))[:MAX_SOURCES]
+        described = _describe_files(files, CONTENT_CHARS)
+        out.append(f"- files changed: {described} [{', '.join(first_ids)}]")
     if rollout.outcomes:
         seg_id, state, final = rollout.outcomes[-1]
         out.append(f"- outcome: {state}" + (f": {final}" if final else "") + f" [{seg_id}]")
@@ -1552,8 +2079,11 @@ def extract_offline(request: ExtractionRequest) -> Extraction:
     if rollout.item_count == 0 and not rollout.final_outputs:
         return _empty_extraction(request.rollout_id)
 
-    if rollout.task:
-        slug = rollout_slug(rollout.task[1])
+    if _is_conversation(rollout) and rollout.said:
+        topics = top_words((s.text for s in rollout.said), SLUG_MAX_WORDS)
+        slug = rollout_slug(" ".join(topics))
+    elif rollout.task:
+        slug = rollout_slug(split_speaker(rollout.task[1]).text)
     elif rollout.final_outputs:
         slug = rollout_slug(next(iter(rollout.final_outputs.values())))
     else:
@@ -1585,6 +2115,10 @@ def extract_offline(request: ExtractionRequest) -> Extraction:
     files_fact = _files_candidate(rollout, files, slug, resolver)
     if files_fact is not None:
         chosen.add(files_fact)
+    for candidate in _conclusion_candidates(rollout, fixes):
+        chosen.add(candidate)
+    for candidate in _said_candidates(rollout):
+        chosen.add(candidate)
 
     has_previous = bool(request.previous_summary and request.previous_summary.strip())
     return Extraction(

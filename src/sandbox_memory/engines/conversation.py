@@ -1,0 +1,215 @@
+"""What people state in a run: who said it, what it says, and when it happened.
+
+A user message may carry facts a later run needs that match no preference or decision pattern:
+events ("I went to the support group yesterday"), plans ("we're going camping next month"),
+possessions, relationships, results ("the migration finished, 40 GB moved"). This module picks
+the sentences that state something, drops small talk and generic sentiment ("Wow, that's so
+cool!", "I love it!", "Never give up!"), requests to the agent ("Fix the failing test") and
+pasted code or logs, attributes each to its speaker, and resolves relative dates against the
+run's date (:mod:`sandbox_memory.engines.dates`).
+
+The speaker of a user message is the ``Name:`` label it starts with, when it has one (a chat
+between several people fed as one run, an imported transcript), else the run's person, else
+"the user". Everything is deterministic and linear in the text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+SPEAKER_LABEL_RE = re.compile(
+    r"^\s*(?P<name>[A-Z][A-Za-z'.-]{0,30}(?: [A-Z][A-Za-z'.-]{0,30}){0,2}):[ \t]+(?=\S)"
+)
+"""``Name: text`` at the start of a message: one to three capitalised words and a colon."""
+
+NOT_SPEAKERS = frozenset(
+    """note notes error warning warn update task question answer summary example todo fix bug
+    edit ps fyi step context output input result goal problem issue re subject hint tip important
+    reminder info background details detail expected actual steps request feedback decision status
+    plan description title reason solution command usage log traceback exception also user
+    assistant system human ai bot agent developer tool q a n b nb caveat caution update done next
+    why what how when where who file path test tests error code stdout stderr response reply
+    follow up followup correction fixme hack see cc""".split()
+)
+"""Label words that introduce a kind of text rather than name a person."""
+
+SMALL_TALK = frozenset(
+    """wow cool awesome great amazing nice glad happy thanks thank thx cheers hey hi hello hiya yo
+    congrats congratulations proud sounds sound totally agree sure yeah yep yup yes lol haha hahaha
+    omg sweet beautiful wonderful fantastic incredible inspiring lovely good bad fun funny love
+    loved lovin loving like likes liked awesome super pretty really truly definitely absolutely
+    exactly indeed true right oh ah aw aww ooh gosh wish hope hoping hopefully feel feels feeling
+    felt think thinks thought know knew mean means guess bet keep kept going gonna wanna gotta
+    get gets got getting make makes made thing things stuff lot lots way much many more well even
+    still always never ever back again bit kind sort kinda sorta see seen saw look looks looking
+    say said tell told talk talking chat chatting catch soon later nice great glad cute dear buddy
+    pal mate man dude girl guy guys everyone everybody anyone anybody someone something
+    everything anything nothing one ones here there now then today time times day days glad
+    appreciate appreciated help helps helped helping care cares matter matters
+    important best better worth excited exciting interesting impressive incredible awesome blast
+    hear heard happen happened happening sorry luck miss missed welcome enjoy enjoyed enjoying
+    give up stay strong go goes went grateful thankful lucky joy joyful enjoyable fulfilled
+    fulfilling passion passionate positive positively effort thoughtful special rewarding
+    meaningful powerful touching heartwarming tough hard easy""".split()
+)
+"""Words that carry no fact: greetings, reactions, generic sentiment and generic verbs. A sentence
+needs other words (what it is about) to be worth remembering."""
+
+IMPERATIVE_OPENERS = frozenset(
+    """fix add run make write update create implement remove delete change use analyze analyse
+    find check look read open show tell list explain help refactor rename move build test install
+    deploy try let give send put set get keep go do don't dont stop start review summarize
+    summarise describe consider ensure replace merge commit push pull clone generate compute
+    calculate plot draw translate please can could would will should verify confirm investigate
+    debug document rewrite port migrate upgrade downgrade bump revert undo apply patch format lint
+    clean drop skip ignore avoid include exclude handle support return print call wrap convert
+    parse load save export import fetch download upload search compare sort filter count measure
+    profile optimize optimise speed reduce increase split combine extract rerun retry re-run
+    remember forget note mention answer reply respond prepare draft outline propose suggest
+    recommend pick choose select tidy polish""".split()
+)
+"""First words of a request to the agent ("Fix the failing test ..."): the task, not a fact."""
+
+INTERJECTIONS = frozenset(
+    """oh ah wow hey hi hello well so and but also yeah yes no ok okay um uh hmm btw anyway
+    actually honestly plus""".split()
+)
+"""Openers skipped before looking at a sentence's first real word."""
+
+FIRST_PERSON = frozenset({"i", "im", "ive", "id", "ill", "me", "my", "mine", "myself"})
+"""First-person singular words (apostrophes removed): a statement about the speaker."""
+
+MIN_FACT_WORDS = 2
+"""Fewest content words (not stopwords, not small talk) that make a sentence a fact."""
+
+MIN_SENTENCE_WORDS = 3
+"""Fewest words in a stated fact."""
+
+MAX_SENTENCE_WORDS = 80
+"""Most words in one sentence taken as prose; longer runs are pasted material."""
+
+MIN_LETTER_SHARE = 0.6
+"""Share of a sentence's non-space characters that must be letters: below it, it is code, a
+path list or a log line, not a statement."""
+
+_LABEL_RE = re.compile(r"^[\w .'#-]{1,30}:\s+")
+_WORD_RE = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+_CODE_CHARS_RE = re.compile(r"[{}()\[\];=<>$|\\#]")
+_STOPWORDS = frozenset(
+    """a an the and or but if then so of to in on at by for with from into onto about as is are
+    was were be been being it its this that these those there here i me my we our us you your he
+    she they them their his her him can could would should will shall may might must do does did
+    done have has had just also very really please kindly not no than too via per let lets s t d
+    ll ve re m over im ive id ill youre youve thats its whats theres dont doesnt didnt isnt wasnt
+    arent cant couldnt wouldnt shouldnt wont what who when where why how which all any some such
+    own same other another each every both either neither only""".split()
+)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """A user message split into who said it and what they said."""
+
+    speaker: str | None
+    """The ``Name:`` label the message starts with, if any."""
+    text: str
+
+
+def split_speaker(text: str) -> Turn:
+    """The message's ``Name:`` label (when it names a person) and the text after it."""
+
+    match = SPEAKER_LABEL_RE.match(text)
+    if match:
+        name = match.group("name").strip()
+        if not any(word.lower().strip(".") in NOT_SPEAKERS for word in name.split()):
+            return Turn(speaker=name, text=text[match.end() :])
+    return Turn(speaker=None, text=text)
+
+
+def _plain_words(sentence: str) -> list[str]:
+    low = sentence.lower().replace("\u2019", "'")
+    return [w.replace("'", "") for w in _WORD_RE.findall(low)]
+
+
+def content_words(sentence: str) -> list[str]:
+    """Words of ``sentence`` that say what it is about (no stopwords, no small talk)."""
+
+    seen: dict[str, None] = {}
+    for word in _plain_words(sentence):
+        if len(word) < 2 or word in _STOPWORDS or word in SMALL_TALK:
+            continue
+        seen.setdefault(word, None)
+    return list(seen)
+
+
+def looks_like_prose(sentence: str) -> bool:
+    """Whether ``sentence`` reads as a sentence someone said (not code, a path list or a log)."""
+
+    words = sentence.split()
+    if not MIN_SENTENCE_WORDS <= len(words) <= MAX_SENTENCE_WORDS:
+        return False
+    chars = [c for c in sentence if not c.isspace()]
+    if not chars:
+        return False
+    letters = sum(c.isalpha() for c in chars)
+    if letters / len(chars) < MIN_LETTER_SHARE:
+        return False
+    return len(_CODE_CHARS_RE.findall(sentence)) <= 2
+
+
+def is_request(sentence: str) -> bool:
+    """Whether ``sentence`` asks the agent to do something ("Fix ...", "Can you ...", "Step 2:
+    run the checks")."""
+
+    label = _LABEL_RE.match(sentence)
+    if label and is_request(sentence[label.end() :]):
+        return True
+    for word in _plain_words(sentence):
+        if word in INTERJECTIONS:
+            continue
+        return word in IMPERATIVE_OPENERS
+    return False
+
+
+def is_first_person(sentence: str) -> bool:
+    return any(word in FIRST_PERSON for word in _plain_words(sentence))
+
+
+def states_a_fact(sentence: str) -> bool:
+    """A statement worth remembering: prose, not a question or a request, and about something
+    (at least :data:`MIN_FACT_WORDS` content words)."""
+
+    stripped = sentence.strip()
+    if not stripped or stripped.endswith("?"):
+        return False
+    if not looks_like_prose(stripped) or is_request(stripped):
+        return False
+    label = _LABEL_RE.match(stripped)
+    body = stripped[label.end() :] if label else stripped
+    named = [w for w in content_words(body) if not w.isdigit()]
+    return len(named) >= MIN_FACT_WORDS
+
+
+def top_words(texts: Iterable[str], count: int) -> list[str]:
+    """The ``count`` most frequent content words of ``texts`` (ties: first seen first)."""
+
+    tally: dict[str, int] = {}
+    for text in texts:
+        for word in content_words(text):
+            tally[word] = tally.get(word, 0) + 1
+    ranked = sorted(tally.items(), key=lambda kv: -kv[1])
+    return [word for word, _ in ranked[:count]]
+
+
+__all__ = [
+    "Turn",
+    "content_words",
+    "is_first_person",
+    "is_request",
+    "looks_like_prose",
+    "split_speaker",
+    "states_a_fact",
+    "top_words",
+]

@@ -1,0 +1,453 @@
+"""What the offline engine keeps: whole entries, no filler, changes read from the tool calls,
+the run's conclusion, the general test command, and what people say (speaker, dates, no key
+collisions, no small talk)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from agents import Runner
+from agents.testing import ScriptedModel, assistant_message
+
+from sandbox_memory import for_person
+from sandbox_memory.engines.base import KnownEntry
+from test_offline_engine import PATCH, Seg, extract
+from test_sandbox_memory import agent, memory_text, rc
+
+SPAN_RE = re.compile(r"`([^`]*)`")
+
+
+def _words_whole(content: str, source_text: str) -> None:
+    """Every word of ``content`` that also starts a word of the source is whole there: a cut
+    word (``dis…``) would be a prefix of a longer source word and end with the ellipsis."""
+
+    assert not re.search(r"\w…", content), content
+
+
+# --------------------------------------------------------------------- never cut
+
+
+async def test_a_long_test_command_is_quoted_whole_or_not_at_all() -> None:
+    long_cmd = (
+        "cd /repo && PYTHONPATH=src:tests:vendor/lib python3 -m unittest discover -s tests "
+        "-p 'test_*.py' -t . --locals --buffer --failfast --verbose --catch "
+        "&& echo all-tests-finished-successfully-on-this-machine-and-ready-for-review"
+    )
+    assert len(long_cmd) > 200
+    seg = Seg()
+    seg.user("Run the whole test suite")
+    seg.exec(long_cmd, 0, "Ran 120 tests\nOK")
+
+    result = await extract([seg.build()])
+
+    for candidate in result.candidates:
+        _words_whole(candidate.content, long_cmd)
+        for span in SPAN_RE.findall(candidate.content):
+            assert span in long_cmd, (span, candidate.content)
+    procedure = next(c for c in result.candidates if c.key == "test-command")
+    assert procedure.content == (
+        "Run the tests with `PYTHONPATH=src:tests:vendor/lib python3 -m unittest discover -s "
+        "tests -p 'test_*.py' -t . --locals --buffer --failfast --verbose --catch`."
+    )
+
+
+async def test_long_statements_and_reports_end_on_a_whole_word() -> None:
+    seg = Seg()
+    preference = (
+        "I prefer commit messages that explain the reason for the change in the first line, "
+        "then list every file that changed with one short sentence each, then mention the "
+        "tests that cover it, then any follow-up work, then the ticket number, then the "
+        "reviewer, and finally the date of the release that will carry the change to users."
+    )
+    assert len(preference) > 300
+    seg.user(f"Tidy the changelog. {preference}")
+    seg.exec("python -m pytest -q", 1, "FAILED tests/test_log.py::test_order - AssertionError")
+    seg.patch(PATCH)
+    seg.exec("python -m pytest -q", 0, "3 passed")
+    report = "Reordered the entries so the newest comes first. " + "The test suite passes " * 30
+    seg.assistant(report)
+    seg.final_output = report
+
+    result = await extract([seg.build()])
+
+    assert result.candidates
+    for candidate in result.candidates:
+        _words_whole(candidate.content, preference + report)
+        assert candidate.content.count("`") % 2 == 0, candidate.content
+    pref = next(c for c in result.candidates if c.kind == "preference")
+    assert pref.content.endswith((".", " …")), pref.content
+
+
+def test_shorten_never_stops_inside_a_code_span_or_a_word() -> None:
+    from sandbox_memory.engines.text import shorten
+
+    text = "Run the tests with `python3 -m unittest discover -s tests -v` before each commit."
+    for limit in range(5, len(text)):
+        short = shorten(text, limit)
+        assert len(short) <= limit
+        assert short.count("`") % 2 == 0, short
+        assert not re.search(r"\w…", short), short
+        if short:
+            assert text.startswith(short.removesuffix(" …").rstrip(".")), short
+
+
+# --------------------------------------------------------------------- no filler
+
+
+async def test_generic_sentiment_is_no_preference() -> None:
+    seg = Seg()
+    seg.user("I love it! Never give up! Always here to help. Wow, that's so cool!")
+
+    result = await extract([seg.build()])
+
+    assert result.candidates == []
+
+
+async def test_a_terse_final_answer_is_not_quoted_and_the_change_is_not_the_task() -> None:
+    seg = Seg()
+    task = "Fix the failing invoice test in the billing package please"
+    seg.user(task)
+    seg.exec("python -m pytest -q", 1, "FAILED tests/test_invoice.py::test_total - AssertionError")
+    seg.patch(PATCH)
+    seg.exec("python -m pytest -q", 0, "3 passed")
+    seg.assistant("Done.")
+    seg.final_output = "Done."
+
+    result = await extract([seg.build()])
+
+    for candidate in result.candidates:
+        assert "reported: Done" not in candidate.content, candidate.content
+        assert task not in candidate.content, candidate.content
+        assert candidate.content != "Result: Done."
+
+
+# --------------------------------------------------------------------- the change itself
+
+
+async def test_terse_answer_loses_nothing_the_patch_says() -> None:
+    seg = Seg()
+    seg.user("Fix the invoice total")
+    seg.exec("python -m pytest -q", 1, "FAILED tests/test_invoice.py::test_total - AssertionError")
+    seg.patch(PATCH)
+    seg.exec("python -m pytest -q", 0, "3 passed")
+    seg.final_output = "Done."
+
+    result = await extract([seg.build()])
+
+    changes = next(c for c in result.candidates if c.key.startswith("changes-"))
+    assert "`src/invoice.py` in `total`" in changes.content
+    assert "`return sum(i.price for i in items)`" in changes.content
+    assert "`return sum(i.price * (1 - i.discount) for i in items)`" in changes.content
+    fix = next(c for c in result.candidates if c.key.startswith("fix-"))
+    assert "i.discount" in fix.content
+
+
+UNIFIED = """diff --git a/pkg/parse.py b/pkg/parse.py
+--- a/pkg/parse.py
++++ b/pkg/parse.py
+@@ -10,3 +10,3 @@ def parse_date(text):
+     text = text.strip()
+-    return datetime.strptime(text, "%d/%m/%Y")
++    return datetime.strptime(text, "%Y-%m-%d")
+--- a/pkg/cli.py
++++ b/pkg/cli.py
+@@ -1,2 +1,3 @@ def main():
++    configure_logging()
+--- /dev/null
++++ b/docs/dates.md
+@@ -0,0 +1 @@
++Dates are ISO 8601.
+"""
+
+
+async def test_heredoc_git_apply_is_read_as_a_change_of_every_file_it_touches() -> None:
+    seg = Seg()
+    seg.user("Make the date parser accept ISO dates")
+    call, _ = seg.exec(f"cd /repo && git apply <<'EOF'\n{UNIFIED}EOF", 0, "")
+
+    result = await extract([seg.build()])
+
+    changes = next(c for c in result.candidates if c.key.startswith("changes-"))
+    assert call in changes.sources
+    for path in ("pkg/parse.py", "pkg/cli.py", "docs/dates.md"):
+        assert f"`{path}`" in changes.content, changes.content
+    assert "`parse_date`" in changes.content
+    assert '`return datetime.strptime(text, "%Y-%m-%d")`' in changes.content
+    assert "created `docs/dates.md`" in changes.content
+    assert "pkg/cli.py" in result.rollout_summary and "docs/dates.md" in result.rollout_summary
+
+
+async def test_patch_file_written_then_applied_with_patch_p1() -> None:
+    seg = Seg()
+    seg.user("Apply the date fix")
+    seg.exec(f"cat > /tmp/fix.patch <<'EOF'\n{UNIFIED}EOF", 0, "")
+    apply_call, _ = seg.exec("patch -p1 < /tmp/fix.patch", 0, "patching file pkg/parse.py")
+
+    result = await extract([seg.build()])
+
+    changes = next(c for c in result.candidates if c.key.startswith("changes-"))
+    assert apply_call in changes.sources
+    assert "`pkg/parse.py`" in changes.content and "`pkg/cli.py`" in changes.content
+    assert "fix.patch" not in changes.content
+
+
+async def test_whole_file_rewrite_is_compared_with_what_the_run_read() -> None:
+    seg = Seg()
+    seg.user("Round the invoice total")
+    old = "def invoice_total(lines):\n    subtotal = sum(lines)\n    return subtotal\n"
+    new = "def invoice_total(lines):\n    subtotal = sum(lines)\n    return round(subtotal, 2)\n"
+    seg.exec("cat invoice.py", 0, old)
+    seg.exec(f"cat > invoice.py <<'PYEOF'\n{new}PYEOF", 0, "")
+    seg.final_output = "Done."
+
+    result = await extract([seg.build()])
+
+    changes = next(c for c in result.candidates if c.key.startswith("changes-"))
+    assert "`return subtotal` → `return round(subtotal, 2)`" in changes.content
+    assert "`invoice_total`" in changes.content
+
+
+async def test_sdk_apply_patch_operations_with_diffs_are_described() -> None:
+    seg = Seg()
+    seg.user("Rename the helper")
+    operation = {
+        "type": "update_file",
+        "path": "src/util.py",
+        "diff": "@@ def helper():\n-    return 1\n+    return 2\n",
+    }
+    seg.tool("apply_patch", {"operation": operation}, "Updated src/util.py")
+
+    result = await extract([seg.build()])
+
+    changes = next(c for c in result.candidates if c.key.startswith("changes-"))
+    assert "`src/util.py` in `helper`: `return 1` → `return 2`" in changes.content
+
+
+# --------------------------------------------------------------------- conclusions
+
+
+async def test_the_conclusion_a_run_reaches_is_a_fact() -> None:
+    seg = Seg()
+    seg.user("Analyze data/leads.csv and find one promising segment.")
+    seg.exec("awk -F, '{print $2}' data/leads.csv", 0, "healthcare\nretail")
+    finding = (
+        "Promising segment: healthcare. It leads on monthly spend (21900) with 292 seats and "
+        "120 trial events."
+    )
+    answer_id = seg.assistant(finding)
+    seg.final_output = finding
+
+    result = await extract([seg.build()])
+
+    facts = [c for c in result.candidates if c.kind == "fact" and "healthcare" in c.content]
+    assert len(facts) == 1
+    assert "292 seats" in facts[0].content
+    assert facts[0].sources == [answer_id]
+
+
+# --------------------------------------------------------------------- the test command
+
+
+async def test_a_single_test_id_does_not_replace_the_general_test_command() -> None:
+    seg = Seg()
+    seg.user("Fix issue 11880 in the forms fields")
+    narrow = "python -m pytest tests/forms/test_fields.py::test_issue_11880"
+    seg.exec(narrow, 1, "FAILED tests/forms/test_fields.py::test_issue_11880 - AssertionError")
+    seg.patch(PATCH.replace("src/invoice.py", "forms/fields.py"), "Updated forms/fields.py")
+    seg.exec(narrow, 0, "1 passed")
+    known = [
+        KnownEntry(
+            key="test-command", kind="procedure", content="Run the tests with `python -m pytest`."
+        )
+    ]
+
+    result = await extract([seg.build()], known)
+
+    assert not [c for c in result.candidates if c.kind == "procedure"]
+    fix = next(c for c in result.candidates if c.key.startswith("fix-"))
+    assert "test_issue_11880" in fix.content  # which test covered which fix
+
+
+async def test_general_test_command_survives_a_later_single_test_run(
+    client, manifest, workspace_root
+) -> None:
+    from helpers import shell
+
+    (workspace_root / "test_ok.py").write_text(
+        "import unittest\n\n\nclass OkTest(unittest.TestCase):\n"
+        "    def test_one(self):\n        self.assertTrue(True)\n"
+    )
+    sandbox = await client.create(manifest=manifest)
+    general = "python3 -m unittest -q test_ok"
+    narrow = "python3 -m unittest -q test_ok.OkTest.test_one"
+    async with sandbox:
+        await Runner.run(
+            agent(ScriptedModel([[shell(general, "c1")], [assistant_message("Tests ran.")]])),
+            "Run the tests.",
+            run_config=rc(sandbox, group_id="first"),
+        )
+    resumed = await client.resume(sandbox.state)
+    async with resumed:
+        await Runner.run(
+            agent(ScriptedModel([[shell(narrow, "c2")], [assistant_message("One test ran.")]])),
+            "Run only the discount test.",
+            run_config=rc(resumed, group_id="second"),
+        )
+    resumed = await client.resume(resumed.state)
+    model = ScriptedModel([[assistant_message("ok")]])
+    async with resumed:
+        await Runner.run(agent(model), "What next?", run_config=rc(resumed, group_id="third"))
+    assert f"Run the tests with `{general}`." in memory_text(model)
+    assert "test_one`" not in memory_text(model)
+
+
+# --------------------------------------------------------------------- what people say
+
+
+def _chat(lines: list[str], *, when: str = "2023-05-08T13:56:00+00:00") -> tuple[Any, list[str]]:
+    seg = Seg()
+    ids = [seg.user(line) for line in lines]
+    seg.assistant("Noted.")
+    seg.final_output = "Noted."
+    built = seg.build()
+    built["updated_at"] = when
+    return built, ids
+
+
+async def test_statements_keep_the_speaker_and_resolve_relative_dates() -> None:
+    segment, ids = _chat(
+        [
+            "Caroline: Hey Mel! Good to see you! How have you been?",
+            "Melanie: Hey Caroline! I'm swamped with the kids & work.",
+            "Caroline: I went to a LGBTQ support group yesterday and it was so powerful.",
+            "Melanie: We're going camping next month. I ran a charity race last Saturday.",
+            "Caroline: Last week I researched adoption agencies.",
+        ]
+    )
+
+    result = await extract([segment])
+
+    facts = {c.sources[0]: c for c in result.candidates if c.kind == "fact"}
+    assert ids[0] not in facts  # small talk and a question
+    went = facts[ids[2]]
+    assert went.content.startswith("Caroline (8 May 2023): ")
+    assert "yesterday (7 May 2023)" in went.content
+    camping = facts[ids[3]]
+    assert camping.content.startswith("Melanie (8 May 2023): ")
+    assert "next month (June 2023)" in camping.content
+    assert "last Saturday (the Saturday before 8 May 2023, 6 May 2023)" in camping.content
+    assert "the week before 8 May 2023" in facts[ids[4]].content
+    assert "Caroline" in result.rollout_summary and "Melanie" in result.rollout_summary
+
+
+def test_dates_resolve_against_the_given_day_only() -> None:
+    from datetime import date
+
+    from sandbox_memory.engines.dates import resolve_relative_dates
+
+    day = date(2023, 6, 9)  # a Friday
+    assert resolve_relative_dates("I moved 4 years ago", day) == "I moved 4 years ago (2019)"
+    assert "(8 June 2023)" in resolve_relative_dates("We met yesterday", day)
+    assert "(the Friday before 9 June 2023, 2 June 2023)" in resolve_relative_dates(
+        "last Friday", day
+    )
+    assert "(16 June 2023)" in resolve_relative_dates("this Friday, no: in 7 days", day)
+    assert resolve_relative_dates("yesterday", None) == "yesterday"
+
+
+async def test_two_different_statements_never_share_a_key() -> None:
+    segment, ids = _chat(
+        [
+            "Jon: My dance studio opened downtown in March.",
+            "Jon: My dance studio opened a second room for kids.",
+            "Jon: My dance studio opened downtown in March.",
+        ]
+    )
+    known = [KnownEntry(key="jon-dance-studio-opened", kind="fact", content="Jon: studio.")]
+
+    result = await extract([segment], known)
+
+    facts = [c for c in result.candidates if c.kind == "fact"]
+    assert len({c.key for c in facts}) == 2  # the repeat merges, the other statement does not
+    assert {c.content.split(": ", 1)[1] for c in facts} == {
+        "My dance studio opened downtown in March.",
+        "My dance studio opened a second room for kids.",
+    }
+    assert "jon-dance-studio-opened" not in {c.key for c in facts}
+
+
+async def test_small_talk_and_requests_are_not_facts() -> None:
+    segment, _ = _chat(
+        [
+            "Gina: Wow, that's so cool! Thanks so much!",
+            "Jon: Totally agree, you're awesome. Good to see you!",
+            "Gina: Can you remind me what we talked about?",
+            "Jon: Please write a summary of the meeting.",
+        ]
+    )
+
+    result = await extract([segment])
+
+    assert [c for c in result.candidates if c.kind == "fact"] == []
+
+
+async def test_what_a_person_says_about_themselves_stays_theirs(client, manifest) -> None:
+    sandbox = await client.create(manifest=manifest)
+    ana = ScriptedModel([[assistant_message("ok")], [assistant_message("ok")]])
+    bob = ScriptedModel([[assistant_message("ok")]])
+    async with sandbox:
+        with for_person("ana"):
+            await Runner.run(
+                agent(ana),
+                "I moved to Lisbon last year and my daughter starts school in September.",
+                run_config=rc(sandbox, group_id="ana-1"),
+            )
+    resumed = await client.resume(sandbox.state)
+    async with resumed:
+        with for_person("bob"):
+            await Runner.run(agent(bob), "Hello.", run_config=rc(resumed, group_id="ana-1"))
+        with for_person("ana"):
+            await Runner.run(agent(ana), "Hi again.", run_config=rc(resumed, group_id="ana-1"))
+    assert "Lisbon" not in memory_text(bob)
+    assert "Lisbon" in memory_text(ana, 1)
+
+
+async def test_a_long_chat_summary_is_a_summary_not_the_transcript() -> None:
+    lines = []
+    for n in range(200):
+        lines.append(f"Tim: I practiced basketball drill number {n} at the court near school.")
+        lines.append("John: Wow, that's awesome!")
+    segment, _ = _chat(lines)
+
+    result = await extract([segment])
+
+    transcript = sum(len(line) for line in lines)
+    assert len(result.rollout_summary) < transcript / 4
+    assert "awesome" not in result.rollout_summary
+    assert json.dumps(result.rollout_summary).count("Tim:") <= 30
+
+
+async def test_the_summary_file_of_a_long_conversation_stays_bounded(workspace_root) -> None:
+    from faultlib import runtime
+    from sandbox_memory.phase_one import SUMMARY_FILE_MAX_CHARS
+
+    rt = runtime(workspace_root, engine="offline")
+    for run in range(20):
+        lines = [
+            f"Nate: In week {run} I adopted turtle number {n} and named it Shell{run}x{n}, "
+            "after the green shell it had when I found it by the lake behind the old mill."
+            for n in range(12)
+        ]
+        await rt.record(
+            {"input": [{"role": "user", "content": line} for line in lines], "final_output": "ok"},
+            rollout_id="long-chat",
+        )
+        await rt.close()
+    (summary,) = (workspace_root / "memories" / "rollout_summaries").glob("long-chat_*.md")
+    text = summary.read_text()
+    assert len(text) <= SUMMARY_FILE_MAX_CHARS
+    assert "Shell19x11" in text  # the newest part is there
+    assert "Shell0x0" not in text
+    assert "earlier part(s) of this conversation dropped" in text
