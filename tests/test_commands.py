@@ -216,11 +216,87 @@ async def test_every_layout_change_is_logged_with_version_time_cause_and_keys(mc
     assert all(r.at > 0 for r in records)
 
 
-async def test_conflict_is_logged_at_warning(mc, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.WARNING, logger="sandbox_memory")
+async def test_a_conflict_raised_to_the_caller_is_not_also_logged(
+    mc, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="sandbox_memory")
+    await mc.apply(Remember(key="a", content="A.", kind="decision"), expected=0)
     with pytest.raises(MemoryConflict):
-        await mc.apply(Forget(key="x"), expected=7)
-    assert any("rejected" in r.message for r in caplog.records)
+        await mc.apply(Forget(key="a"), expected=7)
+    with pytest.raises(MemoryConflict):
+        await mc.apply(Forget(key="a"), expected=0, conversation="trip")
+    with pytest.raises(MemoryConflict):
+        await mc.apply(
+            Remember(key="db", content="password=hunter2hunter2", kind="fact"), expected=1
+        )
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+async def test_a_rejection_inside_consolidation_is_logged_at_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from sandbox_memory.config import MemoryLayoutConfig, MemoryReadConfig
+    from sandbox_memory.engines.base import Candidate, Extraction, ExtractionRequest
+    from sandbox_memory.manager import LayoutRuntime
+    from sandbox_memory.workspace import LocalWorkspace
+
+    class Relearn:
+        """Proposes the retracted fact again, citing the new run."""
+
+        name = "scripted"
+
+        async def extract(self, request: ExtractionRequest) -> Extraction:
+            item = request.segments[-1]["input"][0]["memory_item_id"]
+            return Extraction(
+                rollout_summary="s",
+                rollout_slug="trip",
+                raw_memory="- r",
+                candidates=[
+                    Candidate(key="budget", content="1600 EUR", kind="fact", sources=[item])
+                ],
+            )
+
+    runtime = LayoutRuntime(
+        LocalWorkspace(tmp_path),
+        layout=MemoryLayoutConfig(),
+        generate=MemoryGenerateConfig(),
+        read=MemoryReadConfig(),
+        engine=Relearn(),
+    )
+    mc = MemoryClient(tmp_path, runtime=runtime)
+    await mc.apply(
+        Remember(key="budget", content="1500 EUR", kind="fact"), expected=0, conversation="trip"
+    )
+    await mc.apply(Forget(key="budget"), expected=1, conversation="trip")
+    await mc.runtime.record(
+        {"input": [{"role": "user", "content": "I prefer window seats."}], "generated_items": []},
+        rollout_id="trip",
+    )
+    caplog.set_level(logging.WARNING, logger="sandbox_memory")
+    await mc.apply(Refresh(), expected=0, conversation="trip")
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "budget" in warnings[0] and "retracted" in warnings[0]
+
+
+async def test_refresh_with_generate_on_and_no_model_is_a_conflict(tmp_path: Path) -> None:
+    mc = MemoryClient(tmp_path, generate=MemoryGenerateConfig(engine="model"))
+    await mc.runtime.record(
+        {"input": [{"role": "user", "content": "I prefer window seats."}], "generated_items": []},
+        rollout_id="trip",
+    )
+    with pytest.raises(MemoryConflict, match="no.* model|none is available"):
+        await mc.apply(Refresh(), expected=0, conversation="trip")
+    with pytest.raises(MemoryConflict, match="none is available"):
+        await mc.apply(Refresh(), expected=0)
+    progress = await mc.store.get_progress("trip")
+    assert progress is None or progress.attempts == 0
+
+
+async def test_refresh_with_generate_off_and_no_model_is_a_no_op(tmp_path: Path) -> None:
+    mc = MemoryClient(tmp_path, generate=MemoryGenerateConfig(engine="model"))
+    await mc.apply(Configure(generate=False), expected=0, conversation="trip")
+    view = await mc.apply(Refresh(), expected=0, conversation="trip")
+    assert view.version == 1 and view.entries == {}
 
 
 async def test_layout_remember_renders_memory_files(mc, tmp_path: Path) -> None:

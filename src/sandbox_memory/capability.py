@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from typing import Any, Literal
 
 from agents.items import TResponseInputItem
+from agents.model_settings import ModelSettings
+from agents.models.interface import Model
 from agents.sandbox.capabilities.memory import Memory as _SDKMemory
 from agents.sandbox.manifest import Manifest
 from agents.sandbox.session.base_sandbox_session import BaseSandboxSession
@@ -211,6 +213,11 @@ class Memory(_SDKMemory):
     def tools(self) -> list[Tool]:
         if self.read is None or not self.read.live_update or self.session is None:
             return []
-        from .commands import live_update_tools
+        from .tools import live_update_tools
 
         return live_update_tools(self)
+
+
+# config.py names the SDK's Model and ModelSettings for type checkers only (the command line
+# imports it without the SDK); pydantic needs them to validate Memory's config fields.
+Memory.model_rebuild(_types_namespace={"Model": Model, "ModelSettings": ModelSettings})

@@ -1,7 +1,15 @@
 """The ``sandbox-memory`` command: inspect and correct memory in a workspace folder.
 
-Exit codes: 0 done; 1 bad input (field and value named); 3 conflict (stale version, unknown
-key, refused change): re-read with ``show`` and retry; 2 usage error (from click).
+Exit codes: 0 done; 1 bad input (field and value named, an unknown workspace or conversation);
+3 conflict (stale version, unknown key, refused change, no model for Refresh): re-read with
+``show`` and retry; 2 usage error (from click).
+
+The global options (``--root``, ``--memories-dir``, ``--sessions-dir``, ``--json``, ``-v``) are
+accepted before the subcommand and after it. A new subcommand is declared with
+:func:`command`, which adds them, and reads them with :func:`current`.
+
+The read commands (``show``, ``log``, ``conversations``) must start fast: nothing here imports
+the Agents SDK at module level, and the modules they use do not either.
 """
 
 from __future__ import annotations
@@ -10,44 +18,182 @@ import asyncio
 import json
 import logging
 import sys
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from .commands import (
-    Configure,
-    ConversationView,
-    Forget,
-    LayoutView,
-    MemoryClient,
-    Refresh,
-    Remember,
-)
-from .config import MemoryGenerateConfig, MemoryLayoutConfig
 from .engines.base import ENTRY_KINDS
 from .errors import MemoryConfigError, MemoryConflict
-from .render import format_time
+
+if TYPE_CHECKING:
+    from .commands import ConversationView, LayoutView, MemoryClient
+    from .store import LogRecord
 
 EXIT_BAD_INPUT = 1
 EXIT_CONFLICT = 3
 
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
-class _Ctx:
-    def __init__(self, root: Path, memories_dir: str, sessions_dir: str, as_json: bool) -> None:
-        self.root = root
-        self.layout = MemoryLayoutConfig(memories_dir=memories_dir, sessions_dir=sessions_dir)
-        self.as_json = as_json
+_OPTIONS_KEY = "sandbox_memory.cli.options"
 
-    def client(self, engine: str = "offline") -> MemoryClient:
+
+@dataclass
+class GlobalOptions:
+    """The options every subcommand takes; the last one given wins."""
+
+    root: Path | None = None
+    memories_dir: str | None = None
+    sessions_dir: str | None = None
+    as_json: bool = False
+    verbose: bool = False
+
+
+def _options(ctx: click.Context) -> GlobalOptions:
+    opts: GlobalOptions = ctx.meta.setdefault(_OPTIONS_KEY, GlobalOptions())
+    return opts
+
+
+def _keep(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+    if value is None or value is False:
+        return  # not given here: a value given before the subcommand stays
+    assert param.name is not None
+    setattr(_options(ctx), param.name, value)
+
+
+def global_options(f: F) -> F:
+    """Add the global options to the group or to a subcommand."""
+
+    decorators = [
+        click.option(
+            "--root",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=None,
+            expose_value=False,
+            callback=_keep,
+            help="Workspace folder (a sandbox workspace root or an unpacked snapshot) [.]",
+        ),
+        click.option(
+            "--memories-dir",
+            "memories_dir",
+            default=None,
+            expose_value=False,
+            callback=_keep,
+            help="Memory folder inside the workspace [memories]",
+        ),
+        click.option(
+            "--sessions-dir",
+            "sessions_dir",
+            default=None,
+            expose_value=False,
+            callback=_keep,
+            help="Recorded runs inside the workspace [sessions]",
+        ),
+        click.option(
+            "--json",
+            "as_json",
+            is_flag=True,
+            expose_value=False,
+            callback=_keep,
+            help="Machine-readable output.",
+        ),
+        click.option(
+            "-v",
+            "--verbose",
+            "verbose",
+            is_flag=True,
+            expose_value=False,
+            callback=_keep,
+            help="Log what memory does.",
+        ),
+    ]
+    for decorate in reversed(decorators):
+        f = decorate(f)
+    return f
+
+
+@dataclass
+class Cli:
+    """What a subcommand works with: the workspace, its layout, the output mode."""
+
+    root: Path
+    memories_dir: str
+    sessions_dir: str
+    as_json: bool
+
+    def client(self, engine: str = "auto") -> MemoryClient:
+        from .commands import MemoryClient
+        from .config import MemoryGenerateConfig, MemoryLayoutConfig
+
+        layout = MemoryLayoutConfig(memories_dir=self.memories_dir, sessions_dir=self.sessions_dir)
         return MemoryClient(
             self.root,
-            layout=self.layout,
+            layout=layout,
             generate=MemoryGenerateConfig(engine=engine),  # type: ignore[arg-type]
         )
 
+    def open(self, conversation: str | None = None, *, engine: str = "auto") -> MemoryClient:
+        """A client on existing memory: fails, naming it, on an unknown workspace or
+        conversation (memory is only created by ``init``)."""
 
-def _run(coro: Any) -> Any:
+        client = self.client(engine)
+        self.known(client, conversation)
+        return client
+
+    def known(self, client: MemoryClient, conversation: str | None = None) -> None:
+        """Fail, naming it, unless the workspace (and ``conversation``) hold memory."""
+
+        if not self.root.is_dir():
+            fail(f"workspace folder {self.root} does not exist (check --root)")
+        if not run(client.has_memory()):
+            fail(
+                f"no memory in {self.root}: neither {self.memories_dir}/ nor "
+                f"{self.sessions_dir}/ is there (check --root, or start one with "
+                f"`sandbox-memory --root {self.root} init`)"
+            )
+        if conversation is not None and not run(client.has_conversation(conversation)):
+            names = [c.rollout_id for c in run(client.conversations())]
+            listed = ", ".join(names[:10]) + (", ..." if len(names) > 10 else "")
+            fail(
+                f"no conversation {conversation!r} in {self.root} "
+                f"(known: {listed or 'none'}; see `sandbox-memory conversations`, or start one "
+                f"with `sandbox-memory init -c {conversation}`)"
+            )
+
+
+def current() -> Cli:
+    """The global options of this invocation, checked; logging set up."""
+
+    opts = _options(click.get_current_context())
+    logging.basicConfig(
+        level=logging.INFO if opts.verbose else logging.WARNING, format="%(levelname)s %(message)s"
+    )
+    cli = Cli(
+        root=opts.root if opts.root is not None else Path("."),
+        memories_dir=opts.memories_dir or "memories",
+        sessions_dir=opts.sessions_dir or "sessions",
+        as_json=opts.as_json,
+    )
+    try:
+        from .config import MemoryLayoutConfig
+
+        MemoryLayoutConfig(memories_dir=cli.memories_dir, sessions_dir=cli.sessions_dir)
+    except MemoryConfigError as exc:
+        fail(str(exc))
+    return cli
+
+
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run one memory call; a conflict or bad input becomes its message and exit code."""
+
     try:
         return asyncio.run(coro)
     except MemoryConflict as exc:
@@ -56,18 +202,31 @@ def _run(coro: Any) -> Any:
             click.echo(f"current version: {exc.current_version}", err=True)
         sys.exit(EXIT_CONFLICT)
     except (MemoryConfigError, ValueError) as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_BAD_INPUT)
+        fail(str(exc))
 
 
-def _print_view(ctx: _Ctx, view: ConversationView | LayoutView) -> None:
-    if ctx.as_json:
+def on_off(value: bool) -> str:
+    return "on" if value else "off"
+
+
+def format_time(ms: int | None) -> str:
+    if ms is None:
+        return "never"
+    from .render import format_time as fmt
+
+    return fmt(ms)
+
+
+def print_view(cli: Cli, view: ConversationView | LayoutView) -> None:
+    from .commands import ConversationView
+
+    if cli.as_json:
         click.echo(view.model_dump_json(indent=2))
         return
     if isinstance(view, ConversationView):
         click.echo(f"conversation {view.rollout_id}  version {view.version}  head {view.head}")
-        settings = ", ".join(f"{k}={'on' if v else 'off'}" for k, v in view.settings.items())
-        overrides = ", ".join(f"{k}={v}" for k, v in view.overrides.items()) or "none"
+        settings = ", ".join(f"{k}={on_off(v)}" for k, v in view.settings.items())
+        overrides = ", ".join(f"{k}={on_off(v)}" for k, v in view.overrides.items()) or "none"
         click.echo(f"settings: {settings}   overrides: {overrides}")
         click.echo(f"processed items: {len(view.processed)}")
     else:
@@ -82,37 +241,46 @@ def _print_view(ctx: _Ctx, view: ConversationView | LayoutView) -> None:
         click.echo(f"    updated {format_time(entry.updated_at)}; sources: {refs}")
 
 
-@click.group()
-@click.option(
-    "--root",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("."),
-    show_default=True,
-    help="Workspace folder (a sandbox workspace root or an unpacked snapshot).",
-)
-@click.option("--memories-dir", default="memories", show_default=True)
-@click.option("--sessions-dir", default="sessions", show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.option("-v", "--verbose", is_flag=True, help="Log what memory does.")
-@click.pass_context
-def main(
-    ctx: click.Context,
-    root: Path,
-    memories_dir: str,
-    sessions_dir: str,
-    as_json: bool,
-    verbose: bool,
-) -> None:
-    """Inspect and correct sandbox-agent memory in a workspace folder."""
+def describe_change(record: LogRecord) -> str:
+    """What a log record changed, in words: the command, the switches set, the rejections."""
 
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(message)s"
-    )
+    if not record.detail:
+        return ""
     try:
-        ctx.obj = _Ctx(root, memories_dir, sessions_dir, as_json)
-    except MemoryConfigError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_BAD_INPUT)
+        data = json.loads(record.detail)
+    except ValueError:
+        return record.detail  # prose: rejections, forgotten conversations
+    if not isinstance(data, dict):
+        return record.detail
+    if "configure" in data and isinstance(data["configure"], dict):
+        parts = [
+            f"{k}={'default' if v is None else on_off(bool(v))}"
+            for k, v in sorted(data["configure"].items())
+        ]
+        return "configure " + ", ".join(parts)
+    command = data.get("command")
+    if isinstance(command, dict) and isinstance(command.get("_tag"), str):
+        return str(command["_tag"]).lower()
+    return record.detail
+
+
+@click.group()
+@global_options
+def main() -> None:
+    """Inspect and correct sandbox-agent memory in a workspace folder.
+
+    Global options work before or after the subcommand.
+    """
+
+
+def command(*args: Any, **kwargs: Any) -> Callable[[F], click.Command]:
+    """Declare a subcommand of ``sandbox-memory``; it takes the global options too."""
+
+    def decorate(f: F) -> click.Command:
+        made: click.Command = main.command(*args, **kwargs)(global_options(f))
+        return made
+
+    return decorate
 
 
 conversation_option = click.option(
@@ -129,65 +297,98 @@ expected_option = click.option(
 )
 
 
-@main.command()
+@command()
 @conversation_option
-@click.pass_obj
-def show(ctx: _Ctx, conversation: str | None) -> None:
+def show(conversation: str | None) -> None:
     """Entries, settings, overrides and version."""
 
-    _print_view(ctx, _run(ctx.client().view(conversation)))
+    cli = current()
+    client = cli.open(conversation)
+    print_view(cli, run(client.view(conversation)))
 
 
-@main.command()
-@click.pass_obj
-def log(ctx: _Ctx) -> None:
-    """Every change: version, time, cause and keys."""
+@command()
+def log() -> None:
+    """Every change: version, time, cause, scope, keys and what changed."""
 
-    records = _run(ctx.client().log())
-    if ctx.as_json:
+    cli = current()
+    client = cli.open()
+    records = run(client.log())
+    if cli.as_json:
         click.echo(json.dumps([r.model_dump() for r in records], indent=2))
         return
     for r in records:
         keys = ", ".join(r.keys) or "-"
         line = f"v{r.version:<4} {format_time(r.at)}  {r.cause:<13} {r.scope:<30} {keys}"
-        click.echo(line + (f"  ({r.detail})" if r.detail and r.cause != "person" else ""))
+        what = describe_change(r)
+        click.echo(line + (f"  ({what})" if what else ""))
 
 
-@main.command()
+@command()
+def conversations() -> None:
+    """Every conversation: active and retracted entries, version, last update."""
+
+    cli = current()
+    client = cli.open()
+    found = run(client.conversations())
+    if cli.as_json:
+        click.echo(json.dumps([c.model_dump() for c in found], indent=2))
+        return
+    if not found:
+        click.echo("(no conversations)")
+    for c in found:
+        recorded = "" if c.recorded else "  (no recorded runs)"
+        click.echo(
+            f"{c.rollout_id}  {c.active} active, {c.retracted} retracted  version {c.version}  "
+            f"updated {format_time(c.updated_at)}{recorded}"
+        )
+
+
+@command()
+@conversation_option
+def init(conversation: str | None) -> None:
+    """Start memory in this workspace (or an empty memory for a conversation)."""
+
+    cli = current()
+    if not cli.root.is_dir():
+        fail(f"workspace folder {cli.root} does not exist (check --root)")
+    print_view(cli, run(cli.client().create(conversation)))
+
+
+@command()
 @click.argument("key")
 @click.argument("content")
 @click.option("--kind", type=click.Choice(ENTRY_KINDS), default="fact", show_default=True)
 @click.option("--person", default=None, help="Make it a private entry of this person.")
 @conversation_option
 @expected_option
-@click.pass_obj
 def remember(
-    ctx: _Ctx,
-    key: str,
-    content: str,
-    kind: str,
-    person: str | None,
-    conversation: str | None,
-    expected: int,
+    key: str, content: str, kind: str, person: str | None, conversation: str | None, expected: int
 ) -> None:
     """Add a fact, or replace the fact with this key (revives a retracted one)."""
 
+    from .commands import Remember
+
+    cli = current()
+    client = cli.open(conversation)
     command = Remember(key=key, content=content, kind=kind, person=person)
-    _print_view(
-        ctx, _run(ctx.client().apply(command, expected=expected, conversation=conversation))
-    )
+    print_view(cli, run(client.apply(command, expected=expected, conversation=conversation)))
 
 
-@main.command()
+@command()
 @click.argument("key")
 @conversation_option
 @expected_option
-@click.pass_obj
-def forget(ctx: _Ctx, key: str, conversation: str | None, expected: int) -> None:
+def forget(key: str, conversation: str | None, expected: int) -> None:
     """Mark a fact retracted (an unknown key is a conflict)."""
 
-    view = _run(ctx.client().apply(Forget(key=key), expected=expected, conversation=conversation))
-    _print_view(ctx, view)
+    from .commands import Forget
+
+    cli = current()
+    client = cli.open(conversation)
+    print_view(
+        cli, run(client.apply(Forget(key=key), expected=expected, conversation=conversation))
+    )
 
 
 def _switch(value: str | None) -> tuple[bool, bool | None]:
@@ -199,43 +400,45 @@ def _switch(value: str | None) -> tuple[bool, bool | None]:
 SWITCH = click.Choice(["on", "off", "true", "false", "default"])
 
 
-@main.command()
+@command()
 @click.option("--conversation", "-c", required=True, help="Rollout id of the conversation.")
 @click.option("--use", type=SWITCH, default=None, help="on/off, or default to drop the override.")
 @click.option("--generate", type=SWITCH, default=None, help="on/off, or default.")
 @expected_option
-@click.pass_obj
-def configure(
-    ctx: _Ctx, conversation: str, use: str | None, generate: str | None, expected: int
-) -> None:
+def configure(conversation: str, use: str | None, generate: str | None, expected: int) -> None:
     """Set a conversation's switches; an option you leave out stays as it is."""
 
+    from .commands import Configure
+
+    cli = current()
+    client = cli.open(conversation)
     fields: dict[str, bool | None] = {}
     for name, raw in (("use", use), ("generate", generate)):
         given, value = _switch(raw)
         if given:
             fields[name] = value
     command = Configure(**fields)
-    _print_view(
-        ctx, _run(ctx.client().apply(command, expected=expected, conversation=conversation))
-    )
+    print_view(cli, run(client.apply(command, expected=expected, conversation=conversation)))
 
 
-@main.command()
+@command()
 @conversation_option
 @click.option("--expected", type=int, required=True, help="Required, but not checked.")
 @click.option(
     "--engine",
-    type=click.Choice(["offline", "model", "auto"]),
-    default="offline",
+    type=click.Choice(["auto", "offline", "model"]),
+    default="auto",
     show_default=True,
+    help="auto: the model where OPENAI_API_KEY is set, else the offline engine.",
 )
-@click.pass_obj
-def refresh(ctx: _Ctx, conversation: str | None, expected: int, engine: str) -> None:
+def refresh(conversation: str | None, expected: int, engine: str) -> None:
     """Learn from unprocessed runs now (does nothing when generate is off)."""
 
-    view = _run(ctx.client(engine).apply(Refresh(), expected=expected, conversation=conversation))
-    _print_view(ctx, view)
+    from .commands import Refresh
+
+    cli = current()
+    client = cli.open(conversation, engine=engine)
+    print_view(cli, run(client.apply(Refresh(), expected=expected, conversation=conversation)))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -13,7 +13,6 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from agents.tool_context import ToolContext
 from pydantic import BaseModel, Field
 
 from .config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
@@ -29,14 +28,13 @@ from .store import (
     LogRecord,
     Overrides,
     Source,
+    iso_to_ms,
     now_ms,
     validate_key,
 )
 from .workspace import LocalWorkspace, Workspace
 
 if TYPE_CHECKING:
-    from agents.tool import Tool
-
     from .capability import Memory
 
 logger = logging.getLogger("sandbox_memory")
@@ -109,6 +107,20 @@ class LayoutView(BaseModel):
     entries: dict[str, Entry]
 
 
+class ConversationSummary(BaseModel):
+    """One line of :meth:`MemoryClient.conversations`."""
+
+    rollout_id: str
+    active: int
+    """Active entries of its conversation memory."""
+    retracted: int
+    version: int
+    updated_at: int | None
+    """Last change of its memory or its recorded history (ms), ``None`` if never."""
+    recorded: bool
+    """Whether ``sessions/<rollout_id>.jsonl`` exists."""
+
+
 def _edit(
     entries: dict[str, Entry], command: Remember | Forget, source: Source, stamp: int
 ) -> None:
@@ -146,19 +158,46 @@ class MemoryClient:
         layout: MemoryLayoutConfig | None = None,
         read: MemoryReadConfig | None = None,
         generate: MemoryGenerateConfig | None = None,
-        use_default: bool = True,
-        generate_default: bool = True,
+        use_default: bool | None = None,
+        generate_default: bool | None = None,
         runtime: LayoutRuntime | None = None,
     ) -> None:
+        """``use_default``/``generate_default``: the switches' defaults; ``None`` takes the ones
+        the workspace's ``Memory`` was configured with (recorded in the store), else on."""
+
         ws = workspace if isinstance(workspace, Workspace) else LocalWorkspace(Path(workspace))
+        self._pending_defaults: tuple[bool | None, bool | None, bool] | None = None
         if runtime is None:
             runtime = LayoutRuntime(
                 ws,
                 layout=layout or MemoryLayoutConfig(),
-                generate=(generate or MemoryGenerateConfig()) if generate_default else None,
-                read=(read or MemoryReadConfig()) if use_default else None,
+                generate=(generate or MemoryGenerateConfig())
+                if generate_default is not False
+                else None,
+                read=(read or MemoryReadConfig()) if use_default is not False else None,
             )
+            if use_default is None or generate_default is None:
+                self._pending_defaults = (use_default, generate_default, read is not None)
         self.runtime = runtime
+
+    async def _defaults(self) -> None:
+        """Take the switch defaults the workspace recorded, for those the caller left open."""
+
+        if self._pending_defaults is None:
+            return
+        use, generate, read_given = self._pending_defaults
+        self._pending_defaults = None
+        recorded = await self.store.load_defaults()
+        if recorded is None:
+            return
+        rt = self.runtime
+        if use is None:
+            if not recorded.use:
+                rt.read = None
+            elif not read_given and rt.read is not None:
+                rt.read = MemoryReadConfig(max_summary_chars=recorded.max_summary_chars)
+        if generate is None:
+            rt.generate_enabled = recorded.generate
 
     @classmethod
     def for_session(cls, session: Any, memory: Memory) -> MemoryClient:
@@ -172,7 +211,69 @@ class MemoryClient:
 
     # ------------------------------------------------------------------ views
 
+    async def has_memory(self) -> bool:
+        """Whether this workspace holds memory or recorded runs of this layout."""
+
+        layout = self.runtime.layout
+        ws = self.runtime.ws
+        return bool(await ws.listdir(layout.memories_dir) or await ws.listdir(layout.sessions_dir))
+
+    async def conversations(self) -> list[ConversationSummary]:
+        """Every conversation with memory or a recorded history, most recently updated first."""
+
+        rt = self.runtime
+        ids = set(await self.store.list_conversations())
+        recorded: set[str] = set()
+        for name in await rt.ws.listdir(rt.layout.sessions_dir):
+            if name.endswith(".jsonl") and not name.startswith("."):
+                recorded.add(name[: -len(".jsonl")])
+        progress = await self.store.list_progress()
+        out: list[ConversationSummary] = []
+        for rid in ids | recorded:
+            memory = await self.store.load_conversation(rid)
+            stamps = [memory.updated_at] if memory.updated_at else []
+            prog = progress.get(rid)
+            if prog is not None and prog.updated_at:
+                stamps.append(iso_to_ms(prog.updated_at))
+            active = sum(1 for e in memory.entries.values() if e.status == "active")
+            out.append(
+                ConversationSummary(
+                    rollout_id=rid,
+                    active=active,
+                    retracted=len(memory.entries) - active,
+                    version=memory.version,
+                    updated_at=max(stamps) if stamps else None,
+                    recorded=rid in recorded,
+                )
+            )
+        out.sort(key=lambda c: (c.updated_at or 0, c.rollout_id), reverse=True)
+        return out
+
+    async def has_conversation(self, conversation: str) -> bool:
+        """Whether ``conversation`` has memory or a recorded history here."""
+
+        rid = safe_rollout_id(conversation)
+        rt = self.runtime
+        return await self.store.conversation_exists(rid) or (
+            await rt.ws.size(rollout_path(rt.layout.sessions_dir, rid)) is not None
+        )
+
+    async def create(self, conversation: str | None = None) -> ConversationView | LayoutView:
+        """Start memory here (layout memory, or an empty memory for ``conversation``)."""
+
+        await self._defaults()
+        rt = self.runtime
+        async with rt.write_lock():
+            if conversation is not None:
+                rid = safe_rollout_id(conversation)
+                if not await self.has_conversation(rid):
+                    await self.store.save_conversation(ConversationMemory(rollout_id=rid))
+            await rt.consolidate_layout()
+        rt.bump()
+        return await self.view(conversation)
+
     async def view(self, conversation: str | None = None) -> ConversationView | LayoutView:
+        await self._defaults()
         if conversation is None:
             layout = await self.store.load_layout()
             return LayoutView(version=layout.version, entries=layout.entries)
@@ -221,6 +322,7 @@ class MemoryClient:
     ) -> ConversationView | LayoutView:
         """Apply ``command`` if the memory is still at version ``expected``."""
 
+        await self._defaults()
         if isinstance(command, Refresh):
             return await self._refresh(conversation)
         rid = safe_rollout_id(conversation) if conversation is not None else None
@@ -234,7 +336,6 @@ class MemoryClient:
                 )
             problem = secret_problem(command.content, self.runtime.redactor)
             if problem:
-                logger.warning("Remember of %r refused: %s", command.key, problem)
                 raise MemoryConflict(f"Remember of {command.key!r} refused: {problem}")
         if isinstance(command, Forget):
             validate_key(command.key)
@@ -252,12 +353,6 @@ class MemoryClient:
         store = self.store
         layout = await store.load_layout()
         if layout.version != expected:
-            logger.warning(
-                "memory command %s rejected: layout memory is at version %d, the caller saw %d",
-                type(command).__name__,
-                layout.version,
-                expected,
-            )
             raise MemoryConflict(
                 f"layout memory is at version {layout.version}, not {expected}: re-read it and "
                 "retry",
@@ -297,13 +392,6 @@ class MemoryClient:
         store = self.store
         memory: ConversationMemory = await store.load_conversation(rid)
         if memory.version != expected:
-            logger.warning(
-                "memory command %s rejected: conversation %s is at version %d, the caller saw %d",
-                type(command).__name__,
-                rid,
-                memory.version,
-                expected,
-            )
             raise MemoryConflict(
                 f"conversation {rid} memory is at version {memory.version}, not {expected}: "
                 "re-read it and retry",
@@ -373,6 +461,7 @@ class MemoryClient:
                 cause=cause,
                 scope=f"conversation:{rid}",
                 keys=[command.key],
+                detail=json.dumps({"command": command.model_dump(by_alias=True), "item": item_id}),
             )
         )
         if isinstance(command, Remember):
@@ -388,12 +477,15 @@ class MemoryClient:
     async def _refresh(self, conversation: str | None) -> ConversationView | LayoutView:
         rt = self.runtime
         if conversation is None:
+            if rt.generate_enabled:
+                self._require_model()
             await rt.close()
             return await self.view(None)
         rid = safe_rollout_id(conversation)
         memory = await self.store.load_conversation(rid)
         if not rt.switch(memory.overrides.generate, "generate"):
             return await self.view(rid)
+        self._require_model()
 
         def retry(p: Any) -> None:
             if p.status == "failed":
@@ -406,58 +498,20 @@ class MemoryClient:
         await rt.close(only=[rid])
         return await self.view(rid)
 
+    def _require_model(self) -> None:
+        """Refresh needs a model: the specification's 409 when none is available."""
 
-def live_update_tools(memory: Memory) -> list[Tool]:
-    """Agent tools to remember and forget during a run, through the same rules and versions."""
+        rt = self.runtime
+        if rt.has_engine_object:
+            return
+        g = rt.generate
+        if g.engine != "model" or not isinstance(g.phase_one_model, str):
+            return  # the offline engine, or a model object, is always there
+        from .engines.model import credentials_available
 
-    from agents.tool import function_tool
-
-    from . import _sdk
-
-    def client() -> MemoryClient:
-        assert memory.session is not None
-        return MemoryClient.for_session(memory.session, memory)
-
-    @function_tool(name_override="memory_remember")
-    async def memory_remember(ctx: ToolContext[Any], key: str, content: str, kind: str) -> str:
-        """Save or correct a durable memory entry for future runs.
-
-        Args:
-            key: stable lowercase slug naming the fact (reuse the key to correct a fact).
-            content: the fact in plain text, one or two sentences.
-            kind: fact, decision, procedure or hypothesis.
-        """
-        if kind not in ("fact", "decision", "procedure", "hypothesis"):
-            return (
-                f"refused: kind {kind!r} is not allowed here (preferences are learned from the "
-                "user's own words at the end of the run)"
+        if not credentials_available():
+            raise MemoryConflict(
+                "Refresh needs a model, and none is available: generate.engine is 'model' with "
+                f"phase_one_model={g.phase_one_model!r} but OPENAI_API_KEY is not set; set it, "
+                "pass a Model object, or use engine 'auto' or 'offline'"
             )
-        c = client()
-        view = await c.view(None)
-        try:
-            await c.apply(
-                Remember(key=key, content=content, kind=kind),
-                expected=view.version,
-                cause="live_update",
-            )
-        except (MemoryConflict, MemoryConfigError) as exc:
-            return f"refused: {exc}"
-        _ = _sdk
-        return f"remembered {key!r} (call {ctx.tool_call_id})"
-
-    @function_tool(name_override="memory_forget")
-    async def memory_forget(ctx: ToolContext[Any], key: str) -> str:
-        """Retract a memory entry that turned out to be wrong or stale.
-
-        Args:
-            key: the key of the entry, as shown in MEMORY.md.
-        """
-        c = client()
-        view = await c.view(None)
-        try:
-            await c.apply(Forget(key=key), expected=view.version, cause="live_update")
-        except (MemoryConflict, MemoryConfigError) as exc:
-            return f"refused: {exc}"
-        return f"retracted {key!r} (call {ctx.tool_call_id})"
-
-    return [memory_remember, memory_forget]

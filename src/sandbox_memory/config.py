@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass, field
-from typing import Any, Literal
-
-from agents.model_settings import ModelSettings
-from agents.models.interface import Model
+from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import MemoryConfigError
+
+if TYPE_CHECKING:
+    # Types only: the command line imports this module and must not pay for the SDK.
+    from agents.model_settings import ModelSettings
+    from agents.models.interface import Model
 
 DEFAULT_SUMMARY_BUDGET_CHARS = 8_000
 """The specification's injection limit: 8,000 characters of memory text per run."""

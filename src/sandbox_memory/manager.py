@@ -13,10 +13,11 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import (
     DEFAULT_LOCK_LEASE_SECONDS,
+    DEFAULT_SUMMARY_BUDGET_CHARS,
     MemoryGenerateConfig,
     MemoryLayoutConfig,
     MemoryReadConfig,
@@ -24,7 +25,6 @@ from .config import (
 from .engines.base import ExtractionEngine
 from .phase_one import Budget, extract_rollout
 from .phase_two import forget_conversations, promote, secret_problem, select_rollouts
-from .redact import Redactor
 from .render import (
     RolloutRef,
     parse_registry,
@@ -41,6 +41,7 @@ from .rollouts import (
 )
 from .store import (
     LONG_LIVED_KINDS,
+    Defaults,
     Entry,
     LayoutMemory,
     LogRecord,
@@ -51,6 +52,9 @@ from .store import (
     now_ms,
 )
 from .workspace import LeaseLock, Workspace
+
+if TYPE_CHECKING:
+    from .redact import Redactor
 
 logger = logging.getLogger("sandbox_memory")
 
@@ -107,11 +111,9 @@ class LayoutRuntime:
         self.generate = generate or MemoryGenerateConfig()
         self.read = read
         self.store = Store(workspace, layout.memories_dir, layout.sessions_dir)
-        self.redactor = Redactor(
-            extra_patterns=self.generate.redact_patterns,
-            allowlist=self.generate.redact_allowlist,
-        )
+        self._redactor: Redactor | None = None
         self._engine = engine
+        self._engine_given = engine is not None
         self._progress_lock = asyncio.Lock()
         self._local_lock = asyncio.Lock()
         self._rollout_locks: dict[str, asyncio.Lock] = {}
@@ -126,6 +128,31 @@ class LayoutRuntime:
         if self._engine is None:
             self._engine = resolve_engine(self.generate)
         return self._engine
+
+    @property
+    def redactor(self) -> Redactor:
+        """Built on first use: reading memory (the command line's show) never needs it."""
+
+        if self._redactor is None:
+            from .redact import Redactor
+
+            self._redactor = Redactor(
+                extra_patterns=self.generate.redact_patterns,
+                allowlist=self.generate.redact_allowlist,
+            )
+        return self._redactor
+
+    @property
+    def has_engine_object(self) -> bool:
+        """Whether an engine object was given (rather than chosen from ``generate.engine``)."""
+
+        return self._engine_given
+
+    @property
+    def summary_budget(self) -> int:
+        """Characters of entries in ``memory_summary.md`` (the read budget, else its default)."""
+
+        return self.read.max_summary_chars if self.read else DEFAULT_SUMMARY_BUDGET_CHARS
 
     def bump(self) -> None:
         self.generation += 1
@@ -384,6 +411,13 @@ class LayoutRuntime:
                 await store.forget_progress(rid, prog)
         if changes or layout.model_dump_json() != before:
             self.bump()
+        await store.save_defaults(
+            Defaults(
+                use=self.read is not None,
+                generate=self.generate_enabled,
+                max_summary_chars=self.summary_budget,
+            )
+        )
         await self.render(layout, registry, selection.selected)
 
     async def render(
@@ -394,7 +428,7 @@ class LayoutRuntime:
     ) -> None:
         mdir = self.layout.memories_dir
         refs = [RolloutRef(rollout_id=rid, progress=p) for rid, p in selected]
-        budget = self.read.max_summary_chars if self.read else 8_000
+        budget = self.summary_budget
         everything = [*layout.entries.values(), *registry.entries()]
         memory_md = render_memory_md(everything, refs)
         await self.ws.write_text(f"{mdir}/MEMORY.md", memory_md)

@@ -20,7 +20,7 @@ import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .engines.base import Candidate
 from .engines.transcript import (
@@ -29,7 +29,6 @@ from .engines.transcript import (
     segment_items,
     tool_names_by_call_id,
 )
-from .redact import Redactor
 from .store import (
     KEY_RE,
     LONG_LIVED_KINDS,
@@ -41,6 +40,9 @@ from .store import (
     Source,
     now_ms,
 )
+
+if TYPE_CHECKING:
+    from .redact import Redactor  # built by the runtime, on first use
 
 logger = logging.getLogger("sandbox_memory")
 

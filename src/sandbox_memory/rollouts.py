@@ -16,12 +16,14 @@ import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .engines.base import ITEM_ID_FIELD
 from .errors import MemoryConfigError
-from .redact import Redactor
 from .workspace import Workspace
+
+if TYPE_CHECKING:
+    from .redact import Redactor  # built by the runtime, on first use
 
 logger = logging.getLogger("sandbox_memory")
 

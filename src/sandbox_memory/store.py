@@ -12,6 +12,7 @@ whole history. :class:`Store` implements it with files, all under ``<memories_di
 - ``forgotten/<id>.json``         bytes read of a rollout phase 2 forgot (its progress, pruned)
 - ``pending/<id>``                empty flag: the rollout grew since its progress was checked
 - ``threads/<fingerprint>``       the rollout id of a conversation, known by its first items
+- ``settings.json``               the switch defaults of the ``Memory`` configuration in use
 - ``lock``                        the layout's lease lock
 
 ``progress.json`` and ``threads.json`` (one file for every rollout, written whole per change)
@@ -51,6 +52,17 @@ Cause = Literal["consolidation", "person", "promotion", "live_update", "forgetti
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def iso_to_ms(stamp: str) -> int:
+    """Milliseconds since the epoch of an ISO-8601 time (a segment's ``updated_at``); 0 if bad."""
+
+    from datetime import datetime
+
+    try:
+        return int(datetime.fromisoformat(stamp).timestamp() * 1000)
+    except ValueError:
+        return 0
 
 
 def validate_key(key: object) -> str:
@@ -103,6 +115,18 @@ class LayoutMemory(BaseModel):
     entries: dict[str, Entry] = Field(default_factory=dict)
 
 
+class Defaults(BaseModel):
+    """The switch defaults of the ``Memory`` configuration that last consolidated this memory.
+
+    Recorded so the command line shows the settings in force (a workspace made with
+    ``Memory(read=None)`` has ``use`` off by default) instead of guessing.
+    """
+
+    use: bool
+    generate: bool
+    max_summary_chars: int
+
+
 class Registry(BaseModel):
     """Short-lived entries (facts, hypotheses) of the selected conversations, by conversation.
 
@@ -149,6 +173,12 @@ class LogRecord(BaseModel):
     detail: str | None = None
 
 
+def _why(exc: ValidationError) -> str:
+    """The first problem pydantic found, for the log line about an unreadable file."""
+
+    return str(exc.errors()[0].get("msg", "invalid")) if exc.errors() else str(exc)
+
+
 class MemoryStore(abc.ABC):
     """The store seam: the per-record operations memory needs, whatever holds the records.
 
@@ -190,6 +220,26 @@ class MemoryStore(abc.ABC):
     @abc.abstractmethod
     async def conversation_exists(self, rollout_id: str) -> bool:
         """Whether the conversation has memory."""
+
+    async def list_conversations(self) -> list[str]:
+        """Rollout ids of every conversation with memory or progress.
+
+        This default lists the rollouts with progress; a store that can list its conversation
+        records (memory created by ``init`` before any run) overrides it.
+        """
+
+        return sorted(await self.list_progress())
+
+    # --- switch defaults of the Memory configuration in use
+    async def load_defaults(self) -> Defaults | None:
+        """The recorded switch defaults; ``None`` when none were recorded (this default)."""
+
+        return None
+
+    async def save_defaults(self, defaults: Defaults) -> None:
+        """Record the switch defaults (this default records nothing)."""
+
+        _ = defaults
 
     # --- the change log
     @abc.abstractmethod
@@ -269,8 +319,7 @@ class Store(MemoryStore):
         try:
             return model.model_validate_json(raw)
         except ValidationError as exc:
-            why = exc.errors()[0].get("msg", "invalid") if exc.errors() else str(exc)
-            await self._set_aside(path, raw, why)
+            await self._set_aside(path, raw, _why(exc))
             return default
 
     async def _set_aside(self, path: str, raw: bytes, why: str) -> None:
@@ -318,6 +367,24 @@ class Store(MemoryStore):
     async def save_registry(self, registry: Registry) -> None:
         await self._save(f"{self.dir}/registry.json", registry)
 
+    async def list_conversations(self) -> list[str]:
+        names = await self._names(f"{self.dir}/conversations", ".json")
+        return sorted({*names, *(await self.list_progress())})
+
+    async def load_defaults(self) -> Defaults | None:
+        raw = await self.ws.read_bytes(f"{self.dir}/settings.json")
+        if raw is None:
+            return None
+        try:
+            return Defaults.model_validate_json(raw)
+        except ValidationError as exc:
+            await self._set_aside(f"{self.dir}/settings.json", raw, _why(exc))
+            return None
+
+    async def save_defaults(self, defaults: Defaults) -> None:
+        if await self.load_defaults() != defaults:
+            await self._save(f"{self.dir}/settings.json", defaults)
+
     def conversation_path(self, rollout_id: str) -> str:
         return f"{self.dir}/conversations/{rollout_id}.json"
 
@@ -356,8 +423,7 @@ class Store(MemoryStore):
         try:
             return RolloutProgress.model_validate_json(raw)
         except ValidationError as exc:
-            why = exc.errors()[0].get("msg", "invalid") if exc.errors() else str(exc)
-            await self._set_aside(path, raw, why)
+            await self._set_aside(path, raw, _why(exc))
             # Gone once kept aside: the rollout is unknown again, so it is read afresh.
             await self.ws.remove(path)
             return None
