@@ -110,13 +110,14 @@ async def test_an_extraction_rewrites_only_its_own_rollouts_progress(tmp_path: P
         await rt.record(run(f"Work on {rid}."), rollout_id=rid)
     await rt.close()
     folder = tmp_path / STORE / "progress"
-    before = {p.name: p.stat().st_ino for p in folder.iterdir()}
+    before = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in folder.iterdir()}
     assert sorted(before) == ["a.json", "b.json", "c.json"]
+    offset = read_progress(tmp_path)["a"]["offset"]
     await rt.record(run("More work on a.", "2026-01-02T00:00:00+00:00"), rollout_id="a")
     await rt.close()
-    after = {p.name: p.stat().st_ino for p in folder.iterdir()}
+    after = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in folder.iterdir()}
     assert after["b.json"] == before["b.json"] and after["c.json"] == before["c.json"]
-    assert after["a.json"] != before["a.json"]  # replaced: read further
+    assert read_progress(tmp_path)["a"]["offset"] > offset  # read further
 
 
 async def test_forgotten_rollouts_are_pruned_and_their_old_runs_not_read_again(
@@ -158,10 +159,10 @@ async def test_a_new_conversation_adds_one_thread_record_and_leaves_the_others(
     await rt.record({"input": first}, rollout_id="trip")
     folder = tmp_path / STORE / "threads"
     (record,) = folder.iterdir()
-    inode = record.stat().st_ino
+    stamp = (record.stat().st_ino, record.stat().st_mtime_ns)
     await rt.record({"input": second}, rollout_id="bug")
     assert len(list(folder.iterdir())) == 2
-    assert record.stat().st_ino == inode  # not rewritten
+    assert (record.stat().st_ino, record.stat().st_mtime_ns) == stamp  # not rewritten
     assert await rt.conversation_for(history_fingerprint(first)) == "trip"
     assert await rt.conversation_for(history_fingerprint(second)) == "bug"
 
@@ -219,3 +220,34 @@ async def test_a_session_append_is_one_exec_and_flags_the_rollout(
         assert len((root / "sessions/conv.jsonl").read_text().splitlines()) == 2
         assert (root / STORE / "pending/conv").exists()
         assert await rt.pending_rollouts() == ["conv"]
+
+
+async def test_extraction_after_runs_is_bounded_by_phase_one_concurrency(
+    client: Any, tmp_path: Path
+) -> None:
+    from faultlib import PhaseOneModel
+    from sandbox_memory import Memory, _sdk
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    model = PhaseOneModel(delay=0.05)
+    memory = Memory(
+        generate=MemoryGenerateConfig(
+            engine="model", phase_one_model=model, phase_one_concurrency=2
+        )
+    )
+    sandbox = await client.create(manifest=Manifest(root=str(root)))
+    async with sandbox:
+        memory.bind(sandbox)
+        manager = _sdk.find_manager(sandbox, memory)
+        assert manager is not None
+        for k in range(6):
+            await manager.enqueue_rollout_payload(run(f"Task {k}."), rollout_id=f"c{k}")
+        # Three runs of one conversation while it waits: one extraction reads them all.
+        for k in range(3):
+            await manager.enqueue_rollout_payload(run(f"More {k}."), rollout_id="c5")
+        assert len(manager._tasks) <= 2
+        assert await manager.wait_idle(30)
+        assert model.max_active <= 2
+        assert len(model.calls) == 6
+        assert sorted(read_progress(root)) == [f"c{k}" for k in range(6)]

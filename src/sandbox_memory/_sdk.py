@@ -179,6 +179,10 @@ class SessionMemoryManager:
             engine=memory.engine,
         )
         self._tasks: set[asyncio.Task[None]] = set()
+        """The workers extracting after runs: at most ``generate.phase_one_concurrency``."""
+        self._queued: dict[str, None] = {}
+        """Rollouts waiting for a worker, oldest first (a rollout waits once, however many
+        of its runs arrive meanwhile: one extraction reads them all)."""
         self._closed = False
         self.last_report: dict[str, Any] | None = None
         session.register_pre_stop_hook(self.flush)
@@ -226,9 +230,20 @@ class SessionMemoryManager:
                     return
         if self._closed:
             return
-        task = asyncio.create_task(self._background(rid))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._queued[rid] = None
+        running = sum(1 for task in self._tasks if not task.done())
+        if running < max(1, self.runtime.generate.phase_one_concurrency):
+            task = asyncio.create_task(self._work())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _work(self) -> None:
+        """One worker: extract queued rollouts until none is left."""
+
+        while self._queued:
+            rid = next(iter(self._queued))
+            del self._queued[rid]
+            await self._background(rid)
 
     async def _background(self, rollout_id: str) -> None:
         try:

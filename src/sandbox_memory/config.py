@@ -146,7 +146,7 @@ class MemoryGenerateConfig:
     """Transcript size sent to a phase-1 model; longer rollouts keep head and tail."""
 
     phase_one_concurrency: int = DEFAULT_PHASE_ONE_CONCURRENCY
-    """Rollouts extracted concurrently at close."""
+    """Rollouts extracted concurrently: at close, and by the workers after runs (one queue)."""
 
     max_model_calls_per_close: int = DEFAULT_MAX_MODEL_CALLS_PER_CLOSE
     """Budget: model calls per close."""
