@@ -253,7 +253,8 @@ async def main(*, model: str = s.DEFAULT_MODEL, offline: bool | None = None) -> 
 
             s.banner("memory generated when the first sandbox closed")
             for rel in s.list_tree(root, "memories"):
-                outcome.memory_after_close[rel] = (root / rel).read_text("utf-8")
+                if not rel.endswith(".sqlite"):  # the search index is binary
+                    outcome.memory_after_close[rel] = (root / rel).read_text("utf-8")
             print("files:", *s.list_tree(root, "sessions"), *outcome.memory_after_close, sep="\n  ")
             s.print_file(root, "memories/MEMORY.md")
             s.print_file(root, "memories/memory_summary.md")

@@ -278,7 +278,8 @@ async def main(*, model: str = s.DEFAULT_MODEL, offline: bool | None = None) -> 
 
         for top in ("memories", "sessions"):
             for rel in s.list_tree(root, top):
-                outcome.files[rel] = (root / rel).read_text("utf-8")
+                if not rel.endswith(".sqlite"):  # the search index is binary
+                    outcome.files[rel] = (root / rel).read_text("utf-8")
         for layout_name, layout in (("gtm", GTM_LAYOUT), ("engineering", ENGINEERING_LAYOUT)):
             s.banner(f"{layout_name} layout: {layout.memories_dir} + {layout.sessions_dir}")
             for rel in outcome.under(layout.sessions_dir):

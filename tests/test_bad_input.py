@@ -139,7 +139,7 @@ async def test_bytes_that_are_not_utf8_are_replaced_and_the_rest_is_learned(
     assert any("tabs" in e["content"] for e in learned.values())
     assert any("Postgres" in e["content"] for e in learned.values())
     for path in (workspace_root / "memories").rglob("*"):
-        if path.is_file():
+        if path.is_file() and path.name != "search.sqlite":  # the search index is binary
             path.read_bytes().decode("utf-8")  # memory itself is valid UTF-8
     assert unparsable_files(workspace_root) == ["sessions/conv.jsonl:2"]  # the junk line only
 
@@ -166,8 +166,14 @@ async def test_a_100_mb_rollout_is_learned_in_seconds_and_memory_stays_small(
     assert report["extracted"] == ["huge"]
     assert took < 15
     assert progress(workspace_root)["huge"]["offset"] == size
-    memory_files = [p for p in (workspace_root / "memories").rglob("*") if p.is_file()]
+    index = workspace_root / "memories/store/search.sqlite"
+    memory_files = [
+        p for p in (workspace_root / "memories").rglob("*") if p.is_file() and p != index
+    ]
     assert sum(p.stat().st_size for p in memory_files) < 100_000  # a digest, not a copy
+    # The search index holds every item, each clipped to its head and tail: a small fraction.
+    assert index.stat().st_size < size // 10
+    figure("bad_input.rollout_100mb_search_index_bytes", index.stat().st_size)
     assert len((workspace_root / "memories/memory_summary.md").read_text()) <= 8_500
     assert any("pytest" in e["content"] for e in entries(workspace_root).values())
     figure("bad_input.rollout_100mb_bytes", size)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .engines.base import Candidate, Extraction, ExtractionEngine, ExtractionRequest
     from .errors import MemoryConfigError, MemoryConflict, MemoryLockTimeout, SandboxMemoryError
     from .public_route import record_run
+    from .search import SearchHit
     from .store import Entry, LogRecord, Source
 
 __version__ = "0.1.0"
@@ -54,6 +55,7 @@ _WHERE: dict[str, str] = {
     "MemoryLockTimeout": "errors",
     "SandboxMemoryError": "errors",
     "record_run": "public_route",
+    "SearchHit": "search",
     "Entry": "store",
     "LogRecord": "store",
     "Source": "store",
@@ -83,6 +85,7 @@ __all__ = [
     "Refresh",
     "Remember",
     "SandboxMemoryError",
+    "SearchHit",
     "Source",
     "for_person",
     "parse_command",

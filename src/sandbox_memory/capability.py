@@ -211,11 +211,16 @@ class Memory(_SDKMemory):
         return found
 
     def tools(self) -> list[Tool]:
-        if self.read is None or not self.read.live_update or self.session is None:
+        if self.read is None or self.session is None:
             return []
-        from .tools import live_update_tools
+        from .search import search_tool
 
-        return live_update_tools(self)
+        tools = [search_tool(self)]
+        if self.read.live_update:
+            from .tools import live_update_tools
+
+            tools += live_update_tools(self)
+        return tools
 
 
 # config.py names the SDK's Model and ModelSettings for type checkers only (the command line

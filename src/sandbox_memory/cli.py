@@ -356,6 +356,27 @@ def init(conversation: str | None) -> None:
 
 
 @command()
+@click.argument("query")
+@click.option(
+    "--conversation", "-c", default=None, help="Only this conversation's material (rollout id)."
+)
+@click.option("--limit", "-n", type=int, default=10, show_default=True, help="Hits to show.")
+@click.option("--person", default=None, help="Include this person's private memory.")
+def search(query: str, conversation: str | None, limit: int, person: str | None) -> None:
+    """Ranked search over entries, rollout summaries and recorded items."""
+
+    from .search import format_hits
+
+    cli = current()
+    client = cli.open(conversation)
+    hits = run(client.search(query, conversation=conversation, limit=limit, person=person))
+    if cli.as_json:
+        click.echo(json.dumps([h.model_dump() for h in hits], indent=2))
+        return
+    click.echo(format_hits(hits))
+
+
+@command()
 @click.argument("key")
 @click.argument("content")
 @click.option("--kind", type=click.Choice(ENTRY_KINDS), default="fact", show_default=True)

@@ -36,6 +36,7 @@ from .workspace import LocalWorkspace, Workspace
 
 if TYPE_CHECKING:
     from .capability import Memory
+    from .search import SearchHit
 
 logger = logging.getLogger("sandbox_memory")
 
@@ -309,6 +310,30 @@ class MemoryClient:
     async def log(self) -> list[LogRecord]:
         records: list[LogRecord] = await self.store.read_log()
         return records
+
+    async def search(
+        self,
+        query: str,
+        *,
+        conversation: str | None = None,
+        limit: int = 10,
+        person: str | None = None,
+    ) -> list[SearchHit]:
+        """Ranked full-text hits over entries, rollout summaries and recorded items.
+
+        ``conversation`` keeps to one conversation's material; ``person`` adds that person's
+        private entries and runs (without it, only shared memory is searched). See
+        ``search.py`` and docs/search.md.
+
+        .. versionadded:: 0.1
+        """
+
+        rid = safe_rollout_id(conversation) if conversation is not None else None
+        hits: list[SearchHit] = await self.runtime.search_index.search(
+            query, conversation=rid, limit=limit, person=person
+        )
+        await self.runtime.save_search()
+        return hits
 
     # --------------------------------------------------------------- commands
 

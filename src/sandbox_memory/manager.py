@@ -39,6 +39,7 @@ from .rollouts import (
     rollout_path,
     safe_rollout_id,
 )
+from .search import SearchIndex
 from .store import (
     LONG_LIVED_KINDS,
     Defaults,
@@ -122,6 +123,13 @@ class LayoutRuntime:
         """Redactions already counted in an earlier close's report."""
         self.generation = 0
         """Bumped on every change made through this runtime: keys the read cache."""
+        self.search_index = SearchIndex(
+            workspace,
+            store=self.store,
+            memories_dir=layout.memories_dir,
+            sessions_dir=layout.sessions_dir,
+        )
+        """The derived full-text index (``search.py``), synced after runs and at close."""
 
     @property
     def engine(self) -> ExtractionEngine:
@@ -216,6 +224,7 @@ class LayoutRuntime:
             segment=segment,
             flag=self.store.pending_flag(rid),
         )
+        self.search_index.mark(rid)
         if is_new:
             fp = history_fingerprint(
                 [*(segment.get("input") or []), *(segment.get("generated_items") or [])]
@@ -236,6 +245,39 @@ class LayoutRuntime:
                     )
         self.bump()
         return rid
+
+    async def sync_search(self) -> bool:
+        """Bring the search index up to date; ``False`` (logged) when it could not be.
+
+        The index is derived: a failure here never fails a run or a close, the next sync
+        catches up.
+        """
+
+        try:
+            await self.search_index.sync()
+        except Exception as exc:  # noqa: BLE001
+            logger.warning(
+                "memory search index %s could not be updated (%s: %s); it catches up at the "
+                "next search or close",
+                self.search_index.rel_path,
+                type(exc).__name__,
+                exc,
+            )
+            return False
+        return True
+
+    async def save_search(self) -> None:
+        """Write the index back to the workspace (backends other than a local folder)."""
+
+        try:
+            await self.search_index.save()
+        except Exception as exc:  # noqa: BLE001
+            logger.warning(
+                "memory search index could not be written to %s (%s); it is rebuilt from the "
+                "workspace when next needed",
+                self.search_index.rel_path,
+                exc,
+            )
 
     async def conversation_for(self, fingerprint: str | None) -> str | None:
         if fingerprint is None:
@@ -264,6 +306,7 @@ class LayoutRuntime:
 
         budget = self._between_closes()
         changed = await extract_rollout(self, rollout_id, budget=budget)
+        await self.sync_search()
         if rollout_id in budget.deferred:
             budget.deferred.remove(rollout_id)
             logger.warning(
@@ -305,6 +348,7 @@ class LayoutRuntime:
         report["model_calls"] = budget.spent_calls + (spent.spent_calls if spent else 0)
         async with self.write_lock():
             await self.consolidate_layout()
+        await self.save_search()
         # Secrets redacted since the previous close of this runtime (records, notes, errors).
         total = self.redactor.total
         report["redactions"] = total - self._redactions_reported
@@ -334,7 +378,11 @@ class LayoutRuntime:
         before = layout.model_dump_json()
         # Missing, or set aside as unreadable: rebuilt from every selected conversation.
         rebuild = await store.layout_needs_rebuild()
-        selection = select_rollouts(progress, self.generate.max_raw_memories_for_consolidation)
+        # Usage by later runs (found in the recorded items): what is used is kept.
+        usage = await self.search_index.usage() if await self.sync_search() else {}
+        selection = select_rollouts(
+            progress, self.generate.max_raw_memories_for_consolidation, usage=usage
+        )
         changes: list[LogRecord] = []
 
         await self._take_live_edits(layout, changes)
@@ -419,6 +467,7 @@ class LayoutRuntime:
             )
         )
         await self.render(layout, registry, selection.selected)
+        await self.sync_search()
 
     async def render(
         self,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +29,7 @@ from .engines.transcript import (
     segment_items,
     tool_names_by_call_id,
 )
+from .search import timestamp_ms
 from .store import (
     KEY_RE,
     LONG_LIVED_KINDS,
@@ -218,11 +219,30 @@ class Selection:
     forgotten: list[tuple[str, RolloutProgress]]
 
 
-def select_rollouts(rollouts: dict[str, RolloutProgress], limit: int) -> Selection:
-    """Newest ``limit`` extracted rollouts by last update; the rest are forgotten."""
+def select_rollouts(
+    rollouts: dict[str, RolloutProgress],
+    limit: int,
+    *,
+    usage: Mapping[str, tuple[int, int]] | None = None,
+) -> Selection:
+    """The ``limit`` extracted rollouts active last; the rest are forgotten.
+
+    A rollout is active when it is updated (a run recorded and extracted) and when a later run
+    uses its memory (``usage``: rollout id to ``(uses, last use in ms)``, see
+    :meth:`SearchIndex.usage <sandbox_memory.search.SearchIndex.usage>`). So a rollout that
+    runs keep using is kept over one that is merely newer and never used; ties go to the one
+    used more often. Without usage this is plain newest-first.
+    """
+
+    used = usage or {}
+
+    def activity(pair: tuple[str, RolloutProgress]) -> tuple[int, int, str]:
+        rid, prog = pair
+        uses, last_used = used.get(rid, (0, 0))
+        return (max(timestamp_ms(prog.updated_at), last_used), uses, rid)
 
     extracted = [(rid, p) for rid, p in rollouts.items() if p.slug is not None]
-    extracted.sort(key=lambda pair: (pair[1].updated_at, pair[0]), reverse=True)
+    extracted.sort(key=activity, reverse=True)
     return Selection(selected=extracted[:limit], forgotten=extracted[limit:])
 
 

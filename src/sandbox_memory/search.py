@@ -1,0 +1,877 @@
+"""Search: a ranked full-text index over everything memory holds, and its queries.
+
+What is indexed (each a *document*):
+
+- ``entry``: every active entry of layout memory and of each conversation memory;
+- ``rollout_summary``: each rollout summary file under ``rollout_summaries/``;
+- ``item``: every recorded item of ``sessions/<rollout-id>.jsonl`` (already redacted when it
+  was recorded), except the ``memory_search`` tool's own calls and results.
+
+The engine is SQLite FTS5 (in Python's standard library) with its BM25 ranking and the
+``porter unicode61`` tokenizer: Unicode-aware word splitting, accents folded, English words
+reduced to their stem ("painted" finds "painting"). Chinese, Japanese and Korean text has no
+spaces between words, so each such character is indexed as its own token and a query's CJK run
+is searched as overlapping two-character phrases.
+
+The index is derived data, never the source of truth: ``<memories_dir>/store/search.sqlite``
+can be deleted at any time and is rebuilt from the workspace by the next search or close.
+It is brought up to date incrementally from watermarks it keeps itself:
+
+- items: the byte offset of each rollout file already indexed (new bytes only);
+- entries: the byte offset of ``store/log.jsonl`` already read; every change to an entry is a
+  log record naming its scope, and only the scopes named are compared again;
+- summaries: the rollout's progress (slug, extracted offset); a summary is read again only
+  when its rollout was extracted again (or forgotten, which drops it).
+
+A retracted entry leaves the index at the next sync, and every search syncs first, so it
+never appears in a result. Hits carry a ``person`` filter: a private entry, and the items and
+summary of a person's runs, are returned only to that person.
+
+Over a local folder the SQLite file is used in place. Through any other sandbox backend (the
+session API cannot host a live SQLite file) the runtime works on a local copy, fetched once,
+and writes it back to the workspace at close, before the snapshot; if a process dies first,
+the next one catches up from the watermarks in the copy it finds.
+
+Usage: while items are indexed, a later run's use of memory is recorded: a tool call that
+reads a rollout summary, raw memory or rollout file of a conversation; an entry line of
+``MEMORY.md`` shown in a tool result; an entry key cited in an assistant message. Phase 2
+reads these counts (:meth:`SearchIndex.usage`) when it selects which rollouts to keep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import re
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Iterable
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, Field
+
+from .engines.transcript import item_text, output_call_id, segment_id_of, segment_items
+from .errors import MemoryConfigError
+from .rollouts import read_new_segments, rollout_path
+from .store import ConversationMemory, Entry, LayoutMemory, MemoryStore, Source, Store
+from .workspace import LocalWorkspace, Workspace
+
+if TYPE_CHECKING:
+    from agents.tool import Tool
+
+    from .capability import Memory
+
+logger = logging.getLogger("sandbox_memory")
+
+INDEX_FILE = "search.sqlite"
+"""Name of the index under ``<memories_dir>/store/``."""
+
+SCHEMA_VERSION = "1"
+"""Bumped when the index's tables change; an index of another version is rebuilt."""
+
+TOKENIZER = "porter unicode61 remove_diacritics 2"
+"""FTS5 tokenizer: Unicode word splitting with accents folded, then English stemming."""
+
+DEFAULT_LIMIT = 10
+"""Hits returned when no limit is given: what fits in a tool result without flooding it."""
+
+MAX_LIMIT = 100
+"""Largest ``limit`` accepted: a search is for the best few, not an export."""
+
+MAX_ITEM_CHARS = 3_000
+"""Characters of one recorded item that are indexed (its first 2,000 and last 1,000 when
+longer): a message is indexed whole, a tool output dumping a large file is found by its start
+and its end (where errors and summaries are), and the index stays a small fraction of the
+rollout."""
+
+HIT_TEXT_CHARS = 700
+"""Longest ``text`` of a hit; longer documents are cut to a window around the first match."""
+
+SEARCH_TOOL_NAME = "memory_search"
+"""The agent tool's name; its own calls and results are not indexed (no echo of old hits)."""
+
+USAGE_PATHS_RE = re.compile(
+    r"(?:rollout_summaries/(?P<summary>[A-Za-z0-9][A-Za-z0-9._-]*)\.md"
+    r"|raw_memories/(?P<raw>[A-Za-z0-9][A-Za-z0-9._-]*?)\.md"
+    r"|sessions/(?P<session>[A-Za-z0-9][A-Za-z0-9._-]*?)\.jsonl)"
+)
+"""A memory file of one conversation named in a tool call: reading it is a use."""
+
+ENTRY_SHOWN_RE = re.compile(r"\*\*(?P<key>[a-z0-9][a-z0-9._-]{0,63})\*\* \(")
+"""An entry line of ``MEMORY.md`` (``- **key** (kind): ...``) in a tool result."""
+
+_CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_CJK_CHAR_RE = re.compile(f"([{_CJK}])")
+_QUERY_TOKEN_RE = re.compile(f"[{_CJK}]+|[^\\W_]+")
+_CJK_RUN_RE = re.compile(f"^[{_CJK}]+$")
+
+HitKind = Literal["entry", "rollout_summary", "item"]
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS docs(
+    id INTEGER PRIMARY KEY,
+    doc TEXT UNIQUE NOT NULL,
+    kind TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    conversation TEXT,
+    key TEXT,
+    person TEXT,
+    detail TEXT,
+    updated_at INTEGER NOT NULL,
+    sources TEXT NOT NULL,
+    path TEXT NOT NULL,
+    stamp TEXT NOT NULL,
+    text TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS docs_scope ON docs(scope);
+CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(body, content='', tokenize='{TOKENIZER}');
+CREATE TABLE IF NOT EXISTS rollouts(
+    rid TEXT PRIMARY KEY,
+    items_offset INTEGER NOT NULL DEFAULT 0,
+    summary_stamp TEXT,
+    persons TEXT NOT NULL DEFAULT '[]'
+);
+CREATE TABLE IF NOT EXISTS usage(
+    target TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    uses INTEGER NOT NULL,
+    last_used_at INTEGER NOT NULL,
+    PRIMARY KEY (target, kind)
+);
+"""
+
+MIXED_PERSONS = "\x00several people"
+"""``person`` of a summary of a conversation with runs for several people: shown to none."""
+
+
+class SearchHit(BaseModel):
+    """One ranked result of :meth:`MemoryClient.search <sandbox_memory.MemoryClient.search>`.
+
+    .. versionadded:: 0.1
+    """
+
+    kind: HitKind
+    """``entry``, ``rollout_summary`` or ``item`` (a recorded item of a run)."""
+    text: str
+    """The entry's content, or the summary's or item's text (a window around the match when
+    it is longer than :data:`HIT_TEXT_CHARS`)."""
+    score: float
+    """BM25 relevance (higher is better); comparable within one result list only."""
+    updated_at: int
+    """Milliseconds since the epoch: when the entry changed or the run was recorded."""
+    conversation: str | None
+    """The rollout id it comes from; ``None`` for a layout entry."""
+    sources: list[Source] = Field(default_factory=list)
+    """The items it rests on: an entry's sources; an item is its own source; a summary cites
+    the first and last item it covers."""
+    key: str | None = None
+    """The entry's key (entries only)."""
+    detail: str | None = None
+    """The entry's kind, or the item's role or tool (``user``, ``tool exec_command`` ...)."""
+    path: str
+    """The workspace file to open for more."""
+    uses: int = 0
+    """How often later runs used it (entries) or its conversation (summaries, items)."""
+
+
+def _segment_cjk(text: str) -> str:
+    return _CJK_CHAR_RE.sub(r" \1 ", text)
+
+
+def fts_query(query: str) -> str:
+    """The FTS5 expression for a free-text query: any of its words (BM25 ranks them)."""
+
+    terms: list[str] = []
+    for token in _QUERY_TOKEN_RE.findall(query):
+        if _CJK_RUN_RE.match(token):
+            if len(token) == 1:
+                terms.append(f'"{token}"')
+            else:
+                terms.extend(f'"{token[i]} {token[i + 1]}"' for i in range(len(token) - 1))
+        else:
+            terms.append(f'"{token.lower()}"')
+    return " OR ".join(dict.fromkeys(terms))
+
+
+def _window(text: str, query: str, size: int = HIT_TEXT_CHARS) -> str:
+    if len(text) <= size:
+        return text
+    lowered = text.lower()
+    first = len(text)
+    for token in _QUERY_TOKEN_RE.findall(query):
+        probe = token.lower()[:5] if not _CJK_RUN_RE.match(token) else token[:2]
+        at = lowered.find(probe)
+        if 0 <= at < first:
+            first = at
+    if first == len(text):
+        first = 0
+    start = max(0, min(first - size // 4, len(text) - size))
+    piece = text[start : start + size]
+    return ("…" if start else "") + piece + ("…" if start + size < len(text) else "")
+
+
+def _clip(text: str, limit: int = MAX_ITEM_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    head = limit * 2 // 3
+    return text[:head] + "\n…\n" + text[-(limit - head) :]
+
+
+def timestamp_ms(value: object) -> int:
+    """``updated_at`` of a segment or progress (ISO text) as milliseconds; 0 when unknown."""
+
+    if isinstance(value, int | float):
+        return int(value)
+    if isinstance(value, str) and value:
+        try:
+            return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000)
+        except ValueError:
+            return 0
+    return 0
+
+
+def _entry_stamp(entry: Entry) -> str:
+    digest = hashlib.sha256(entry.content.encode("utf-8")).hexdigest()[:16]
+    return f"{entry.updated_at}:{entry.status}:{entry.kind}:{entry.person}:{digest}"
+
+
+def _item_label(item: dict[str, Any], names: dict[str, str]) -> str:
+    role = item.get("role")
+    kind = item.get("type")
+    if isinstance(role, str) and kind in (None, "message"):
+        return role
+    call_id = output_call_id(item)
+    name = item.get("name") if isinstance(item.get("name"), str) else names.get(call_id or "")
+    if isinstance(kind, str) and kind.endswith("_output"):
+        return f"tool result {name}" if name else kind
+    return f"tool {name}" if name else str(kind or "item")
+
+
+def _is_assistant_text(item: dict[str, Any]) -> bool:
+    return item.get("role") == "assistant" and item.get("type") in (None, "message")
+
+
+def _uses_in(
+    item: dict[str, Any],
+    text: str,
+    calls_reading: set[str],
+    active_keys: set[str],
+    known: set[str],
+) -> list[tuple[str, str]]:
+    """Uses of memory one recorded item shows: ``(target, "conversation" | "entry")``.
+
+    ``calls_reading`` collects the ids of tool calls that read memory files, so that their
+    results can be checked for the entry lines they showed.
+    """
+
+    found: list[tuple[str, str]] = []
+    kind = item.get("type")
+    is_output = isinstance(kind, str) and kind.endswith("_output")
+    is_call = isinstance(kind, str) and not is_output and kind.endswith("_call")
+    if is_call:
+        reads_memory = False
+        for match in USAGE_PATHS_RE.finditer(text):
+            rid = match.group("raw") or match.group("session")
+            if match.group("summary"):
+                # ``<rollout-id>_<slug>``: the id may itself hold '_', so try each split.
+                name = match.group("summary")
+                splits = [name[:i] for i, ch in enumerate(name) if ch == "_"]
+                rid = next((r for r in splits if r in known), None)
+            if rid in known:
+                found.append((rid, "conversation"))
+                reads_memory = True
+        if reads_memory or "MEMORY.md" in text or "memory_summary.md" in text:
+            call_id = item.get("call_id")
+            if isinstance(call_id, str):
+                calls_reading.add(call_id)
+    elif is_output:
+        if output_call_id(item) in calls_reading:
+            for key in dict.fromkeys(ENTRY_SHOWN_RE.findall(text)):
+                if key in active_keys:
+                    found.append((key, "entry"))
+    elif _is_assistant_text(item):
+        words = set(re.findall(r"[a-z0-9][a-z0-9._-]*[a-z0-9]", text.lower()))
+        for key in sorted(active_keys & words):
+            # One-word keys are ordinary words too: cited only when marked as a key.
+            if any(c in key for c in "-_.") or f"`{key}`" in text or f"**{key}**" in text:
+                found.append((key, "entry"))
+    return found
+
+
+class SearchIndex:
+    """The search index of one layout: sync it with the workspace, query it, read usage."""
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        *,
+        store: MemoryStore,
+        memories_dir: str,
+        sessions_dir: str,
+    ) -> None:
+        self.ws = workspace
+        self.store = store
+        self.memories_dir = memories_dir
+        self.sessions_dir = sessions_dir
+        self.rel_path = f"{memories_dir}/store/{INDEX_FILE}"
+        self._db: sqlite3.Connection | None = None
+        self._tmpdir: str | None = None
+        self._lock = asyncio.Lock()
+        self._scanned = False
+        self._dirty: set[str] = set()
+        self._unsaved = False
+        self.rows_indexed = 0
+        """Documents written since this object was made (a cost figure for tests and bench)."""
+
+    # ------------------------------------------------------------------ storage
+
+    @property
+    def in_place(self) -> bool:
+        """Whether the SQLite file is the workspace's own (a local folder)."""
+
+        return isinstance(self.ws, LocalWorkspace)
+
+    async def _open(self) -> sqlite3.Connection:
+        if self._db is not None:
+            return self._db
+        if isinstance(self.ws, LocalWorkspace):
+            path = self.ws.root / self.rel_path
+            path.parent.mkdir(parents=True, exist_ok=True)
+        else:
+            self._tmpdir = tempfile.mkdtemp(prefix="sandbox-memory-search-")
+            path = Path(self._tmpdir) / INDEX_FILE
+            data = await self.ws.read_bytes(self.rel_path)
+            if data is not None:
+                path.write_bytes(data)
+        self._db = self._connect(path)
+        return self._db
+
+    def _connect(self, path: Path) -> sqlite3.Connection:
+        for attempt in (1, 2):
+            db = sqlite3.connect(path, timeout=10.0, isolation_level=None)
+            try:
+                row = None
+                try:
+                    row = db.execute("SELECT v FROM meta WHERE k = 'schema'").fetchone()
+                except sqlite3.OperationalError:
+                    pass
+                if row is not None and row[0] != SCHEMA_VERSION:
+                    db.close()
+                    path.unlink()
+                    logger.info("search index %s is of another version; rebuilding", path)
+                    continue
+                db.executescript(_SCHEMA)
+                db.execute(
+                    "INSERT OR IGNORE INTO meta(k, v) VALUES ('schema', ?)", (SCHEMA_VERSION,)
+                )
+                return db
+            except sqlite3.DatabaseError as exc:
+                db.close()
+                if attempt == 2:
+                    raise
+                aside = path.with_name(f"{path.name}.broken")
+                path.replace(aside)
+                logger.warning(
+                    "search index %s is unreadable (%s); kept as %s and rebuilt from the workspace",
+                    self.rel_path,
+                    exc,
+                    aside.name,
+                )
+        raise AssertionError("unreachable")
+
+    async def save(self) -> None:
+        """Write the local copy back to the workspace (backends other than a local folder)."""
+
+        if self.in_place or self._db is None or not self._unsaved:
+            return
+        assert self._tmpdir is not None
+        data = (Path(self._tmpdir) / INDEX_FILE).read_bytes()
+        await self.ws.write_atomic(self.rel_path, data)
+        self._unsaved = False
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+        if self._tmpdir is not None:
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
+            self._tmpdir = None
+
+    def mark(self, rollout_id: str) -> None:
+        """A rollout got new material (a run was recorded, a summary written)."""
+
+        self._dirty.add(rollout_id)
+
+    # --------------------------------------------------------------------- sync
+
+    async def sync(self) -> int:
+        """Bring the index up to date with the workspace; return the documents written."""
+
+        async with self._lock:
+            db = await self._open()
+            before = self.rows_indexed
+            await self._sync_entries(db)
+            await self._sync_rollouts(db)
+            written = self.rows_indexed - before
+            if written:
+                self._unsaved = True
+            return written
+
+    def _meta(self, db: sqlite3.Connection, key: str) -> str | None:
+        row = db.execute("SELECT v FROM meta WHERE k = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def _put(self, db: sqlite3.Connection, doc: dict[str, Any]) -> None:
+        """Insert or replace one document (caller holds a transaction)."""
+
+        self._drop(db, "doc = ?", (doc["doc"],))
+        cur = db.execute(
+            "INSERT INTO docs(doc, kind, scope, conversation, key, person, detail, updated_at, "
+            "sources, path, stamp, text) VALUES (:doc, :kind, :scope, :conversation, :key, "
+            ":person, :detail, :updated_at, :sources, :path, :stamp, :text)",
+            doc,
+        )
+        db.execute(
+            "INSERT INTO fts(rowid, body) VALUES (?, ?)",
+            (cur.lastrowid, _segment_cjk(doc["text"])),
+        )
+        self.rows_indexed += 1
+
+    def _drop(self, db: sqlite3.Connection, where: str, args: tuple[Any, ...]) -> int:
+        rows = db.execute(f"SELECT id, text FROM docs WHERE {where}", args).fetchall()
+        for row_id, text in rows:
+            # A contentless FTS5 table forgets a row when given the text it indexed.
+            db.execute(
+                "INSERT INTO fts(fts, rowid, body) VALUES ('delete', ?, ?)",
+                (row_id, _segment_cjk(text)),
+            )
+            db.execute("DELETE FROM docs WHERE id = ?", (row_id,))
+        return len(rows)
+
+    async def _new_log_scopes(self, db: sqlite3.Connection) -> tuple[set[str] | None, str]:
+        """Scopes named by log records not read yet, and the new watermark.
+
+        ``None`` means the watermark is lost (a new index, a replaced log): compare every
+        scope. Over the file store only the log's new bytes are read; another store's log is
+        read whole and its new records counted.
+        """
+
+        mark = self._meta(db, "log_mark")
+        scopes: set[str] = set()
+        if isinstance(self.store, Store):
+            log_path = f"{self.store.dir}/log.jsonl"
+            size = await self.ws.size(log_path) or 0
+            offset = int(mark) if mark is not None and mark.isdigit() else -1
+            if offset < 0 or size < offset:
+                return None, str(size)
+            if size == offset:
+                return scopes, mark or "0"
+            data = await self.ws.read_range(log_path, offset, size - offset) or b""
+            cut = data.rfind(b"\n") + 1
+            for line in data[:cut].splitlines():
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(record, dict) and isinstance(record.get("scope"), str):
+                    scopes.add(record["scope"])
+            return scopes, str(offset + cut)
+        records = await self.store.read_log()
+        seen = int(mark[1:]) if mark is not None and mark.startswith("n") else -1
+        if seen < 0 or len(records) < seen:
+            return None, f"n{len(records)}"
+        scopes.update(r.scope for r in records[seen:])
+        return scopes, f"n{len(records)}"
+
+    async def _sync_entries(self, db: sqlite3.Connection) -> None:
+        scopes, mark = await self._new_log_scopes(db)
+        if scopes is None:
+            # Compare every scope once: layout, every conversation with memory, and what the
+            # index holds.
+            scopes = {"layout"}
+            if isinstance(self.store, Store):
+                for name in await self.ws.listdir(f"{self.store.dir}/conversations"):
+                    if name.endswith(".json") and not name.startswith("."):
+                        scopes.add(f"conversation:{name[: -len('.json')]}")
+            for record in [] if isinstance(self.store, Store) else await self.store.read_log():
+                scopes.add(record.scope)
+            for (scope,) in db.execute("SELECT DISTINCT scope FROM docs WHERE kind = 'entry'"):
+                scopes.add(str(scope))
+        for scope in sorted(scopes):
+            await self._sync_scope(db, scope)
+        db.execute("INSERT OR REPLACE INTO meta(k, v) VALUES ('log_mark', ?)", (mark,))
+
+    async def _sync_scope(self, db: sqlite3.Connection, scope: str) -> None:
+        entries: dict[str, Entry]
+        conversation: str | None
+        if scope == "layout":
+            layout: LayoutMemory = await self.store.load_layout()
+            entries, conversation = layout.entries, None
+            path = f"{self.memories_dir}/MEMORY.md"
+        elif scope.startswith("conversation:"):
+            conversation = scope.split(":", 1)[1]
+            memory: ConversationMemory = await self.store.load_conversation(conversation)
+            entries = memory.entries
+            path = f"{self.memories_dir}/store/conversations/{conversation}.json"
+        else:
+            return
+        wanted = {f"entry:{scope}:{e.key}": e for e in entries.values() if e.status == "active"}
+        have = dict(
+            db.execute(
+                "SELECT doc, stamp FROM docs WHERE scope = ? AND kind = 'entry'", (scope,)
+            ).fetchall()
+        )
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for doc in set(have) - set(wanted):
+                self._drop(db, "doc = ?", (doc,))
+            for doc, entry in wanted.items():
+                stamp = _entry_stamp(entry)
+                if have.get(doc) == stamp:
+                    continue
+                self._put(
+                    db,
+                    {
+                        "doc": doc,
+                        "kind": "entry",
+                        "scope": scope,
+                        "conversation": conversation,
+                        "key": entry.key,
+                        "person": entry.person,
+                        "detail": entry.kind,
+                        "updated_at": entry.updated_at,
+                        "sources": json.dumps([s.model_dump() for s in entry.sources]),
+                        "path": path,
+                        "stamp": stamp,
+                        "text": f"{entry.key.replace('-', ' ')}: {entry.content}",
+                    },
+                )
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    async def _sync_rollouts(self, db: sqlite3.Connection) -> None:
+        progress = await self.store.list_progress()
+        # Rollouts whose summary the index holds but that are forgotten: their summary goes.
+        held = {
+            str(r)
+            for (r,) in db.execute("SELECT rid FROM rollouts WHERE summary_stamp IS NOT NULL")
+        }
+        if self.in_place or not self._scanned:
+            names = await self.ws.listdir(self.sessions_dir)
+            rids = {n[: -len(".jsonl")] for n in names if n.endswith(".jsonl") and n[0] != "."}
+            rids |= set(progress)
+            rids |= {str(r) for (r,) in db.execute("SELECT rid FROM rollouts")}
+            self._scanned = True
+        else:
+            rids = (
+                self._dirty
+                | (held - set(progress))
+                | {
+                    rid
+                    for rid, p in progress.items()
+                    if self._summary_stamp(p) != self._stored_summary_stamp(db, rid)
+                }
+            )
+        self._dirty = set()
+        known = set(progress) | rids
+        for rid in sorted(rids):
+            await self._sync_items(db, rid, known)
+            await self._sync_summary(db, rid, progress.get(rid))
+
+    @staticmethod
+    def _summary_stamp(prog: Any) -> str | None:
+        if prog is None or prog.slug is None:
+            return None
+        return f"{prog.slug}:{prog.offset}:{prog.updated_at}"
+
+    @staticmethod
+    def _stored_summary_stamp(db: sqlite3.Connection, rid: str) -> str | None:
+        row = db.execute("SELECT summary_stamp FROM rollouts WHERE rid = ?", (rid,)).fetchone()
+        return None if row is None else row[0]
+
+    def _rollout_row(self, db: sqlite3.Connection, rid: str) -> tuple[int, list[str | None]]:
+        row = db.execute("SELECT items_offset, persons FROM rollouts WHERE rid = ?", (rid,))
+        found = row.fetchone()
+        if found is None:
+            return 0, []
+        return int(found[0]), list(json.loads(found[1]))
+
+    async def _sync_items(self, db: sqlite3.Connection, rid: str, known: set[str]) -> None:
+        path = rollout_path(self.sessions_dir, rid)
+        size = await self.ws.size(path)
+        offset, persons = self._rollout_row(db, rid)
+        if size is None:
+            size = 0
+        if size < offset:
+            db.execute("BEGIN IMMEDIATE")
+            self._drop(db, "scope = ? AND kind = 'item'", (f"items:{rid}",))
+            db.execute("UPDATE rollouts SET items_offset = 0 WHERE rid = ?", (rid,))
+            db.execute("COMMIT")
+            offset, persons = 0, []
+        if size == offset:
+            return
+        parsed = await read_new_segments(self.ws, path, offset=offset)
+        if parsed is None or parsed.end_offset == offset:
+            return
+        from .engines.transcript import tool_names_by_call_id
+
+        names = tool_names_by_call_id(parsed.segments)
+        active_keys = {
+            str(k)
+            for (k,) in db.execute("SELECT DISTINCT key FROM docs WHERE kind = 'entry'").fetchall()
+        }
+        uses: list[tuple[str, str, int]] = []
+        calls_reading: set[str] = set()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for position, seg in enumerate(parsed.segments):
+                person = seg.get("person") if isinstance(seg.get("person"), str) else None
+                if person not in persons:
+                    persons.append(person)
+                stamp = timestamp_ms(seg.get("updated_at"))
+                for item_id, item in segment_items(seg, segment_id_of(seg, position)):
+                    if item.get("type") == "memory_edit":
+                        continue
+                    label = _item_label(item, names)
+                    if label.endswith(SEARCH_TOOL_NAME):
+                        continue
+                    text = _clip(item_text(item, max_chars=MAX_ITEM_CHARS).strip())
+                    doc = f"item:{rid}:{item_id}"
+                    if (
+                        not text
+                        or db.execute("SELECT 1 FROM docs WHERE doc = ?", (doc,)).fetchone()
+                    ):
+                        continue
+                    for target, kind in _uses_in(item, text, calls_reading, active_keys, known):
+                        uses.append((target, kind, stamp))
+                    self._put(
+                        db,
+                        {
+                            "doc": doc,
+                            "kind": "item",
+                            "scope": f"items:{rid}",
+                            "conversation": rid,
+                            "key": None,
+                            "person": person,
+                            "detail": label,
+                            "updated_at": stamp,
+                            "sources": json.dumps([{"conversation": rid, "item": item_id}]),
+                            "path": path,
+                            "stamp": "",
+                            "text": text,
+                        },
+                    )
+            for target, kind, at in uses:
+                db.execute(
+                    "INSERT INTO usage(target, kind, uses, last_used_at) VALUES (?, ?, 1, ?) "
+                    "ON CONFLICT(target, kind) DO UPDATE SET uses = uses + 1, "
+                    "last_used_at = MAX(last_used_at, excluded.last_used_at)",
+                    (target, kind, at),
+                )
+            db.execute(
+                "INSERT INTO rollouts(rid, items_offset, persons) VALUES (?, ?, ?) "
+                "ON CONFLICT(rid) DO UPDATE SET items_offset = excluded.items_offset, "
+                "persons = excluded.persons",
+                (rid, parsed.end_offset, json.dumps(persons)),
+            )
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    async def _sync_summary(self, db: sqlite3.Connection, rid: str, prog: Any) -> None:
+        stamp = self._summary_stamp(prog)
+        if stamp == self._stored_summary_stamp(db, rid):
+            return
+        text = None
+        path = ""
+        if prog is not None and prog.slug is not None:
+            path = f"{self.memories_dir}/rollout_summaries/{rid}_{prog.slug}.md"
+            text = await self.ws.read_text(path)
+        _, persons = self._rollout_row(db, rid)
+        people = {p for p in persons if p is not None}
+        person = None if not people else (people.pop() if len(people) == 1 else MIXED_PERSONS)
+        sources = self._summary_sources(db, rid)
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            self._drop(db, "doc = ?", (f"summary:{rid}",))
+            if text and text.strip():
+                self._put(
+                    db,
+                    {
+                        "doc": f"summary:{rid}",
+                        "kind": "rollout_summary",
+                        "scope": f"summary:{rid}",
+                        "conversation": rid,
+                        "key": None,
+                        "person": person,
+                        "detail": prog.slug,
+                        "updated_at": timestamp_ms(prog.updated_at),
+                        "sources": json.dumps(sources),
+                        "path": path,
+                        "stamp": stamp or "",
+                        "text": text.strip(),
+                    },
+                )
+            db.execute(
+                "INSERT INTO rollouts(rid, summary_stamp) VALUES (?, ?) "
+                "ON CONFLICT(rid) DO UPDATE SET summary_stamp = excluded.summary_stamp",
+                (rid, stamp),
+            )
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    @staticmethod
+    def _summary_sources(db: sqlite3.Connection, rid: str) -> list[dict[str, str]]:
+        rows = db.execute(
+            "SELECT sources FROM docs WHERE scope = ? ORDER BY id", (f"items:{rid}",)
+        ).fetchall()
+        if not rows:
+            return []
+        ends = [json.loads(rows[0][0])[0], json.loads(rows[-1][0])[0]]
+        return ends[:1] if ends[0] == ends[1] else ends
+
+    # -------------------------------------------------------------------- query
+
+    async def search(
+        self,
+        query: str,
+        *,
+        conversation: str | None = None,
+        limit: int = DEFAULT_LIMIT,
+        person: str | None = None,
+    ) -> list[SearchHit]:
+        """Ranked hits for ``query`` (synced first, so nothing retracted can appear)."""
+
+        if not isinstance(query, str):
+            raise MemoryConfigError("query", query, "must be a string")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+            raise MemoryConfigError("limit", limit, f"must be an integer from 1 to {MAX_LIMIT}")
+        expression = fts_query(query)
+        if not expression:
+            raise MemoryConfigError("query", query, "has no words to search for")
+        await self.sync()
+        db = await self._open()
+        sql = (
+            "SELECT d.kind, d.text, -bm25(fts) AS score, d.updated_at, d.conversation, "
+            "d.sources, d.key, d.detail, d.path, COALESCE(u.uses, 0) "
+            "FROM fts JOIN docs d ON d.id = fts.rowid "
+            "LEFT JOIN usage u ON u.target = CASE WHEN d.kind = 'entry' THEN d.key "
+            "ELSE d.conversation END AND u.kind = CASE WHEN d.kind = 'entry' THEN 'entry' "
+            "ELSE 'conversation' END "
+            "WHERE fts MATCH ? AND (d.person IS NULL OR d.person = ?)"
+        )
+        args: list[Any] = [expression, person]
+        if conversation is not None:
+            sql += " AND d.conversation = ?"
+            args.append(conversation)
+        sql += " ORDER BY bm25(fts), d.updated_at DESC LIMIT ?"
+        args.append(limit)
+        hits: list[SearchHit] = []
+        for kind, text, score, updated, conv, sources, key, detail, path, uses in db.execute(
+            sql, args
+        ):
+            hits.append(
+                SearchHit(
+                    kind=kind,
+                    text=_window(text, query),
+                    score=round(float(score), 4),
+                    updated_at=int(updated),
+                    conversation=conv,
+                    sources=[Source(**s) for s in json.loads(sources)],
+                    key=key,
+                    detail=detail,
+                    path=path,
+                    uses=int(uses),
+                )
+            )
+        return hits
+
+    async def usage(self) -> dict[str, tuple[int, int]]:
+        """Per conversation: ``(uses, last use in ms)`` by later runs, from the synced index.
+
+        A use of an entry counts for every conversation the entry rests on.
+        """
+
+        db = await self._open()
+        result: dict[str, tuple[int, int]] = {}
+
+        def add(rid: str, uses: int, at: int) -> None:
+            n, last = result.get(rid, (0, 0))
+            result[rid] = (n + uses, max(last, at))
+
+        for target, uses, at in db.execute(
+            "SELECT target, uses, last_used_at FROM usage WHERE kind = 'conversation'"
+        ):
+            add(str(target), int(uses), int(at))
+        for uses, at, sources in db.execute(
+            "SELECT u.uses, u.last_used_at, d.sources FROM usage u JOIN docs d "
+            "ON d.kind = 'entry' AND d.key = u.target WHERE u.kind = 'entry'"
+        ):
+            for rid in {s["conversation"] for s in json.loads(sources)}:
+                add(str(rid), int(uses), int(at))
+        return result
+
+    async def count(self, kind: HitKind | None = None) -> int:
+        db = await self._open()
+        if kind is None:
+            return int(db.execute("SELECT COUNT(*) FROM docs").fetchone()[0])
+        return int(db.execute("SELECT COUNT(*) FROM docs WHERE kind = ?", (kind,)).fetchone()[0])
+
+
+def format_hits(hits: Iterable[SearchHit]) -> str:
+    """Hits as plain text for the agent tool and the CLI: one block per hit."""
+
+    blocks: list[str] = []
+    for n, hit in enumerate(hits, 1):
+        what = hit.kind.replace("_", " ")
+        if hit.key:
+            what += f" {hit.key}"
+        if hit.detail and hit.kind != "rollout_summary":
+            what += f" ({hit.detail})"
+        refs = ", ".join(f"{s.conversation}#{s.item}" for s in hit.sources[:4]) or "-"
+        when = datetime.fromtimestamp(hit.updated_at / 1000).strftime("%Y-%m-%d %H:%M")
+        used = f"; used {hit.uses}x" if hit.uses else ""
+        head = f"[{n}] {what}; score {hit.score:.2f}; {when}; sources {refs}; in {hit.path}{used}"
+        blocks.append(head + "\n" + " ".join(hit.text.split()))
+    return "\n\n".join(blocks) if blocks else "no memory matches"
+
+
+def search_tool(memory: Memory) -> Tool:
+    """The ``memory_search`` agent tool: ranked search over this layout's memory."""
+
+    from agents.tool import function_tool
+
+    from . import _sdk
+
+    @function_tool(name_override=SEARCH_TOOL_NAME)
+    async def memory_search(query: str, limit: int = DEFAULT_LIMIT) -> str:
+        """Search memory of earlier runs (entries, rollout summaries and recorded messages and
+        tool results); best matches first, each with where it comes from.
+
+        Args:
+            query: a few keywords (names, error messages, commands, file names).
+            limit: how many hits to return (1-20).
+        """
+        assert memory.session is not None
+        runtime = _sdk.runtime_for(memory.session, memory)
+        person = _sdk.current_person.get() or memory.person
+        try:
+            hits = await runtime.search_index.search(
+                query, limit=max(1, min(limit, 20)), person=person
+            )
+        except MemoryConfigError as exc:
+            return f"refused: {exc}"
+        return format_hits(hits)
+
+    return memory_search
