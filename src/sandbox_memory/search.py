@@ -416,8 +416,17 @@ class SearchIndex:
         async with self._lock:
             db = await self._open()
             before = self.rows_indexed
-            await self._sync_entries(db)
-            await self._sync_rollouts(db)
+            # One transaction per sync: one commit (and disk flush) however much is new, and
+            # another process never sees half an update.
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                await self._sync_entries(db)
+                await self._sync_rollouts(db)
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                self.rows_indexed = before
+                raise
             written = self.rows_indexed - before
             if written:
                 self._unsaved = True
@@ -505,7 +514,8 @@ class SearchIndex:
                 scopes.add(str(scope))
         for scope in sorted(scopes):
             await self._sync_scope(db, scope)
-        db.execute("INSERT OR REPLACE INTO meta(k, v) VALUES ('log_mark', ?)", (mark,))
+        if mark != self._meta(db, "log_mark"):
+            db.execute("INSERT OR REPLACE INTO meta(k, v) VALUES ('log_mark', ?)", (mark,))
 
     async def _sync_scope(self, db: sqlite3.Connection, scope: str) -> None:
         entries: dict[str, Entry]
@@ -527,35 +537,29 @@ class SearchIndex:
                 "SELECT doc, stamp FROM docs WHERE scope = ? AND kind = 'entry'", (scope,)
             ).fetchall()
         )
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            for doc in set(have) - set(wanted):
-                self._drop(db, "doc = ?", (doc,))
-            for doc, entry in wanted.items():
-                stamp = _entry_stamp(entry)
-                if have.get(doc) == stamp:
-                    continue
-                self._put(
-                    db,
-                    {
-                        "doc": doc,
-                        "kind": "entry",
-                        "scope": scope,
-                        "conversation": conversation,
-                        "key": entry.key,
-                        "person": entry.person,
-                        "detail": entry.kind,
-                        "updated_at": entry.updated_at,
-                        "sources": json.dumps([s.model_dump() for s in entry.sources]),
-                        "path": path,
-                        "stamp": stamp,
-                        "text": f"{entry.key.replace('-', ' ')}: {entry.content}",
-                    },
-                )
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
+        for doc in set(have) - set(wanted):
+            self._drop(db, "doc = ?", (doc,))
+        for doc, entry in wanted.items():
+            stamp = _entry_stamp(entry)
+            if have.get(doc) == stamp:
+                continue
+            self._put(
+                db,
+                {
+                    "doc": doc,
+                    "kind": "entry",
+                    "scope": scope,
+                    "conversation": conversation,
+                    "key": entry.key,
+                    "person": entry.person,
+                    "detail": entry.kind,
+                    "updated_at": entry.updated_at,
+                    "sources": json.dumps([s.model_dump() for s in entry.sources]),
+                    "path": path,
+                    "stamp": stamp,
+                    "text": f"{entry.key.replace('-', ' ')}: {entry.content}",
+                },
+            )
 
     async def _sync_rollouts(self, db: sqlite3.Connection) -> None:
         progress = await self.store.list_progress()
@@ -611,10 +615,8 @@ class SearchIndex:
         if size is None:
             size = 0
         if size < offset:
-            db.execute("BEGIN IMMEDIATE")
             self._drop(db, "scope = ? AND kind = 'item'", (f"items:{rid}",))
             db.execute("UPDATE rollouts SET items_offset = 0 WHERE rid = ?", (rid,))
-            db.execute("COMMIT")
             offset, persons = 0, []
         if size == offset:
             return
@@ -630,62 +632,53 @@ class SearchIndex:
         }
         uses: list[tuple[str, str, int]] = []
         calls_reading: set[str] = set()
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            for position, seg in enumerate(parsed.segments):
-                person = seg.get("person") if isinstance(seg.get("person"), str) else None
-                if person not in persons:
-                    persons.append(person)
-                stamp = timestamp_ms(seg.get("updated_at"))
-                for item_id, item in segment_items(seg, segment_id_of(seg, position)):
-                    if item.get("type") == "memory_edit":
-                        continue
-                    label = _item_label(item, names)
-                    if label.endswith(SEARCH_TOOL_NAME):
-                        continue
-                    text = _clip(item_text(item, max_chars=MAX_ITEM_CHARS).strip())
-                    doc = f"item:{rid}:{item_id}"
-                    if (
-                        not text
-                        or db.execute("SELECT 1 FROM docs WHERE doc = ?", (doc,)).fetchone()
-                    ):
-                        continue
-                    for target, kind in _uses_in(item, text, calls_reading, active_keys, known):
-                        uses.append((target, kind, stamp))
-                    self._put(
-                        db,
-                        {
-                            "doc": doc,
-                            "kind": "item",
-                            "scope": f"items:{rid}",
-                            "conversation": rid,
-                            "key": None,
-                            "person": person,
-                            "detail": label,
-                            "updated_at": stamp,
-                            "sources": json.dumps([{"conversation": rid, "item": item_id}]),
-                            "path": path,
-                            "stamp": "",
-                            "text": text,
-                        },
-                    )
-            for target, kind, at in uses:
-                db.execute(
-                    "INSERT INTO usage(target, kind, uses, last_used_at) VALUES (?, ?, 1, ?) "
-                    "ON CONFLICT(target, kind) DO UPDATE SET uses = uses + 1, "
-                    "last_used_at = MAX(last_used_at, excluded.last_used_at)",
-                    (target, kind, at),
+        for position, seg in enumerate(parsed.segments):
+            person = seg.get("person") if isinstance(seg.get("person"), str) else None
+            if person not in persons:
+                persons.append(person)
+            stamp = timestamp_ms(seg.get("updated_at"))
+            for item_id, item in segment_items(seg, segment_id_of(seg, position)):
+                if item.get("type") == "memory_edit":
+                    continue
+                label = _item_label(item, names)
+                if label.endswith(SEARCH_TOOL_NAME):
+                    continue
+                text = _clip(item_text(item, max_chars=MAX_ITEM_CHARS).strip())
+                doc = f"item:{rid}:{item_id}"
+                if not text or db.execute("SELECT 1 FROM docs WHERE doc = ?", (doc,)).fetchone():
+                    continue
+                for target, kind in _uses_in(item, text, calls_reading, active_keys, known):
+                    uses.append((target, kind, stamp))
+                self._put(
+                    db,
+                    {
+                        "doc": doc,
+                        "kind": "item",
+                        "scope": f"items:{rid}",
+                        "conversation": rid,
+                        "key": None,
+                        "person": person,
+                        "detail": label,
+                        "updated_at": stamp,
+                        "sources": json.dumps([{"conversation": rid, "item": item_id}]),
+                        "path": path,
+                        "stamp": "",
+                        "text": text,
+                    },
                 )
+        for target, kind, at in uses:
             db.execute(
-                "INSERT INTO rollouts(rid, items_offset, persons) VALUES (?, ?, ?) "
-                "ON CONFLICT(rid) DO UPDATE SET items_offset = excluded.items_offset, "
-                "persons = excluded.persons",
-                (rid, parsed.end_offset, json.dumps(persons)),
+                "INSERT INTO usage(target, kind, uses, last_used_at) VALUES (?, ?, 1, ?) "
+                "ON CONFLICT(target, kind) DO UPDATE SET uses = uses + 1, "
+                "last_used_at = MAX(last_used_at, excluded.last_used_at)",
+                (target, kind, at),
             )
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
+        db.execute(
+            "INSERT INTO rollouts(rid, items_offset, persons) VALUES (?, ?, ?) "
+            "ON CONFLICT(rid) DO UPDATE SET items_offset = excluded.items_offset, "
+            "persons = excluded.persons",
+            (rid, parsed.end_offset, json.dumps(persons)),
+        )
 
     async def _sync_summary(self, db: sqlite3.Connection, rid: str, prog: Any) -> None:
         stamp = self._summary_stamp(prog)
@@ -700,36 +693,30 @@ class SearchIndex:
         people = {p for p in persons if p is not None}
         person = None if not people else (people.pop() if len(people) == 1 else MIXED_PERSONS)
         sources = self._summary_sources(db, rid)
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            self._drop(db, "doc = ?", (f"summary:{rid}",))
-            if text and text.strip():
-                self._put(
-                    db,
-                    {
-                        "doc": f"summary:{rid}",
-                        "kind": "rollout_summary",
-                        "scope": f"summary:{rid}",
-                        "conversation": rid,
-                        "key": None,
-                        "person": person,
-                        "detail": prog.slug,
-                        "updated_at": timestamp_ms(prog.updated_at),
-                        "sources": json.dumps(sources),
-                        "path": path,
-                        "stamp": stamp or "",
-                        "text": text.strip(),
-                    },
-                )
-            db.execute(
-                "INSERT INTO rollouts(rid, summary_stamp) VALUES (?, ?) "
-                "ON CONFLICT(rid) DO UPDATE SET summary_stamp = excluded.summary_stamp",
-                (rid, stamp),
+        self._drop(db, "doc = ?", (f"summary:{rid}",))
+        if text and text.strip():
+            self._put(
+                db,
+                {
+                    "doc": f"summary:{rid}",
+                    "kind": "rollout_summary",
+                    "scope": f"summary:{rid}",
+                    "conversation": rid,
+                    "key": None,
+                    "person": person,
+                    "detail": prog.slug,
+                    "updated_at": timestamp_ms(prog.updated_at),
+                    "sources": json.dumps(sources),
+                    "path": path,
+                    "stamp": stamp or "",
+                    "text": text.strip(),
+                },
             )
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
+        db.execute(
+            "INSERT INTO rollouts(rid, summary_stamp) VALUES (?, ?) "
+            "ON CONFLICT(rid) DO UPDATE SET summary_stamp = excluded.summary_stamp",
+            (rid, stamp),
+        )
 
     @staticmethod
     def _summary_sources(db: sqlite3.Connection, rid: str) -> list[dict[str, str]]:
