@@ -11,6 +11,7 @@ from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
 
 from helpers import BUGGY_INVOICE, INVOICE_TEST
 from pgserver import PostgresServer
+from http_provider import ProviderServer, serve
 
 
 @pytest.fixture(autouse=True)
@@ -61,3 +62,24 @@ def pg_dsn(pg_server: PostgresServer) -> str:
     if not pg_server.running:
         pg_server.start()  # a test that stopped the server and failed before restarting it
     return pg_server.create_database(f"t{next(_databases)}")
+
+
+@pytest.fixture
+def provider() -> Iterator[ProviderServer]:
+    """A local OpenAI-compatible HTTP server (127.0.0.1, ephemeral port), stopped afterwards."""
+
+    yield from serve()
+
+
+@pytest.fixture
+def openai_env(provider: ProviderServer, monkeypatch: pytest.MonkeyPatch) -> ProviderServer:
+    """The SDK's default OpenAI provider pointed at :func:`provider` (a test key)."""
+
+    from agents.models import openai_provider
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-local")
+    monkeypatch.setenv("OPENAI_BASE_URL", provider.base_url)
+    # The SDK shares one httpx client per process, bound to the event loop that first used
+    # it; each test has its own loop.
+    monkeypatch.setattr(openai_provider, "_http_client", None)
+    return provider

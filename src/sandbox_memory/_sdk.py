@@ -17,11 +17,13 @@ import asyncio
 import contextvars
 import logging
 import posixpath
+import time
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import SandboxMemoryError
+from .phase_one import CANCEL_GRACE_SECONDS
 from .workspace import LocalWorkspace, SessionWorkspace, Workspace
 
 if TYPE_CHECKING:
@@ -100,6 +102,12 @@ def _check_sdk() -> None:
             "public route (sandbox_memory.record_run) and report the SDK version."
         )
 
+
+CLOSE_GRACE_SECONDS = 3 * CANCEL_GRACE_SECONDS
+"""What a close may take beyond ``max_seconds_per_close`` whatever the provider does: the
+after-run extractions and the close's own wind down once each (their HTTP requests are
+cancelled), then phase 2, which is code (it waits for the layout lock only when another
+process holds it, up to ``lock_timeout_seconds``)."""
 
 RUNTIME_FRAMES_SEARCHED = 12
 """How far up the stack ``bind`` looks for the SDK runtime preparing the run (it is 1-3 frames
@@ -268,15 +276,29 @@ class SessionMemoryManager:
         return True
 
     async def flush(self) -> None:
-        """Pre-stop hook: never raises, so a memory failure never skips the snapshot."""
+        """Pre-stop hook: bounded by the close's time budget, and never raises, so a memory
+        failure never skips (nor long delays) the snapshot.
+
+        The close's deadline is ``max_seconds_per_close`` from now: extractions still running
+        after the last run stop at it, then the close extracts what is pending until it, then
+        phase 2 (code, no model) renders memory. Work left over stays pending for the next
+        close. The close takes at most the budget plus :data:`CLOSE_GRACE_SECONDS`.
+        """
 
         if self._closed:
             return
         self._closed = True
         try:
-            await self.wait_idle()
+            deadline = time.monotonic() + self.runtime.generate.max_seconds_per_close
+            self.runtime.begin_close(deadline)
+            if not await self.wait_idle(deadline - time.monotonic() + CANCEL_GRACE_SECONDS):
+                # Only work stuck outside the model call gets here (the call itself stops at
+                # the deadline); its rollout stays pending, like any deferred work.
+                for task in list(self._tasks):
+                    task.cancel()
+                await asyncio.wait(list(self._tasks), timeout=CANCEL_GRACE_SECONDS)
             if self.runtime.generate_enabled:
-                self.last_report = await self.runtime.close()
+                self.last_report = await self.runtime.close(deadline=deadline)
         except BaseException as exc:  # noqa: BLE001
             from .phase_one import stray_cancel
 

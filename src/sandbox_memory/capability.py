@@ -30,10 +30,6 @@ from .rollouts import history_fingerprint, safe_rollout_id
 
 logger = logging.getLogger("sandbox_memory")
 
-WAIT_FOR_CONSOLIDATION_SECONDS = 30.0
-"""How long a run waits for the previous run's conversation consolidation before starting:
-long enough for one phase-1 model call, short enough not to stall an interactive chat."""
-
 
 @contextlib.contextmanager
 def for_person(person: str | None) -> Iterator[None]:
@@ -141,11 +137,12 @@ class Memory(_SDKMemory):
         if self.session is None:
             raise ValueError("Memory capability is not bound to a SandboxSession")
         manager = _sdk.find_manager(self.session, self)
-        if manager is not None and not await manager.wait_idle(WAIT_FOR_CONSOLIDATION_SECONDS):
+        wait = manager.runtime.generate.wait_for_extraction_seconds if manager else 0.0
+        if manager is not None and not await manager.wait_idle(wait):
             logger.warning(
-                "memory from the previous run is still being consolidated after %.0fs; this "
-                "run starts with the memory as it stands",
-                WAIT_FOR_CONSOLIDATION_SECONDS,
+                "memory from the previous run is still being extracted after %gs; this run "
+                "starts with the memory as it stands (generate.wait_for_extraction_seconds)",
+                wait,
             )
         runtime = _sdk.runtime_for(self.session, self)
         person = _sdk.current_person.get() or self.person

@@ -44,6 +44,10 @@ DEFAULT_MAX_SECONDS_PER_CLOSE = 300.0
 DEFAULT_MAX_ATTEMPTS = 5
 """Extraction attempts for one rollout before it is parked as failed (visible in the state)."""
 
+DEFAULT_WAIT_FOR_EXTRACTION_SECONDS = 10.0
+"""Longest a run waits at its start for the previous run's extraction (so it starts with that
+run's memory); past it the run starts with memory as it stands and the extraction goes on."""
+
 DEFAULT_LOCK_TIMEOUT_SECONDS = 60.0
 """How long a closer waits for another process's layout lock before giving up (logged)."""
 
@@ -69,6 +73,29 @@ def validate_relative_dir(name: str, value: object) -> str:
             name, value, "must not contain '..' (it would escape the workspace)"
         )
     return posixpath.normpath(text.replace("\\", "/"))
+
+
+def model_settings(name: str, value: object) -> ModelSettings | None:
+    """``value`` as ``ModelSettings``; a dict with a key ``ModelSettings`` lacks is refused."""
+
+    import dataclasses
+
+    if value is None or isinstance(value, ModelSettings):
+        return value
+    if not isinstance(value, dict):
+        raise MemoryConfigError(name, value, "must be a ModelSettings or a dict of its fields")
+    accepted = sorted(f.name for f in dataclasses.fields(ModelSettings))
+    for key in value:
+        if key not in accepted:
+            raise MemoryConfigError(
+                f"{name}[{key!r}]",
+                value[key],
+                f"is not a ModelSettings field (accepted: {', '.join(accepted)})",
+            )
+    try:
+        return ModelSettings(**value)
+    except (TypeError, ValueError) as exc:
+        raise MemoryConfigError(name, value, f"is not valid ModelSettings ({exc})") from None
 
 
 @dataclass
@@ -123,7 +150,9 @@ class MemoryGenerateConfig:
     """Model used for phase-1 extraction by the model engine (any ``agents.Model`` or name)."""
 
     phase_one_model_settings: ModelSettings | dict[str, Any] | None = None
-    """Model settings for phase 1."""
+    """Model settings for phase 1, on top of the defaults (``timeout=60`` seconds per attempt,
+    the OpenAI client's hidden retries off: see docs/configuration.md). A dict must use
+    ``ModelSettings`` field names."""
 
     phase_two_model: str | Model = "gpt-5.5"
     """Accepted for compatibility with the SDK; not used: phase 2 here is code, not a model loop
@@ -172,6 +201,9 @@ class MemoryGenerateConfig:
     lock_timeout_seconds: float = DEFAULT_LOCK_TIMEOUT_SECONDS
     """How long to wait for another process's layout lock."""
 
+    wait_for_extraction_seconds: float = DEFAULT_WAIT_FOR_EXTRACTION_SECONDS
+    """Longest a run waits at its start for the previous run's extraction to finish."""
+
     def __post_init__(self) -> None:
         n = self.max_raw_memories_for_consolidation
         if not isinstance(n, int) or n <= 0 or n > MAX_RAW_MEMORIES_LIMIT:
@@ -198,7 +230,13 @@ class MemoryGenerateConfig:
             value = getattr(self, name)
             if not isinstance(value, int | float) or value <= 0:
                 raise MemoryConfigError(f"generate.{name}", value, "must be a positive number")
+        for name in ("wait_for_extraction_seconds",):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or value <= 0:
+                raise MemoryConfigError(f"generate.{name}", value, "must be a positive number")
         if self.extra_prompt is not None and not isinstance(self.extra_prompt, str):
             raise MemoryConfigError("generate.extra_prompt", self.extra_prompt, "must be a str")
+        for name in ("phase_one_model_settings", "phase_two_model_settings"):
+            setattr(self, name, model_settings(f"generate.{name}", getattr(self, name)))
         self.external_tools = tuple(self.external_tools)
         self.redact_allowlist = tuple(self.redact_allowlist)

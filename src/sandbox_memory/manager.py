@@ -67,30 +67,38 @@ is in the newest segments, and a 100 MB rollout must not be read whole for it.""
 
 
 def resolve_engine(generate: MemoryGenerateConfig) -> ExtractionEngine:
-    """The engine ``generate.engine`` asks for; ``auto`` picks the model where credentials exist."""
+    """The engine ``generate.engine`` asks for; ``auto`` picks the model where credentials exist
+    (``OPENAI_API_KEY``, ``set_default_openai_key``, ``set_default_openai_client``, or a model
+    object). The choice is logged once, naming the model."""
 
-    from .engines.model import ModelEngine, credentials_available
+    from .config import model_settings
+    from .engines.model import ModelEngine, credentials_source
     from .engines.offline import OfflineEngine
 
     choice = generate.engine
     model = generate.phase_one_model
     if choice == "auto":
-        choice = "model" if (not isinstance(model, str) or credentials_available()) else "offline"
-        why = (
-            "a model object was configured"
-            if not isinstance(model, str)
-            else ("OPENAI_API_KEY is set" if choice == "model" else "no OPENAI_API_KEY is set")
+        why = "a model object was configured" if not isinstance(model, str) else None
+        why = why or credentials_source()
+        choice = "model" if why is not None else "offline"
+        why = why or (
+            "no OpenAI credentials: no OPENAI_API_KEY, set_default_openai_key or "
+            "set_default_openai_client"
         )
-        if why not in _ENGINE_ANNOUNCED:
-            _ENGINE_ANNOUNCED.add(why)
-            logger.info("sandbox-memory: using the %s engine (%s)", choice, why)
+        name = model if isinstance(model, str) else type(model).__name__
+        line = (
+            f"sandbox-memory: using the model engine with {name} ({why})"
+            if choice == "model"
+            else f"sandbox-memory: using the offline engine ({why})"
+        )
+        if line not in _ENGINE_ANNOUNCED:
+            _ENGINE_ANNOUNCED.add(line)
+            logger.info("%s", line)
     if choice == "offline":
         return OfflineEngine()
-    from agents.model_settings import ModelSettings
-
-    settings = generate.phase_one_model_settings
-    if isinstance(settings, dict):
-        settings = ModelSettings(**settings)
+    settings = model_settings(
+        "generate.phase_one_model_settings", generate.phase_one_model_settings
+    )
     return ModelEngine(model, model_settings=settings)
 
 
@@ -121,6 +129,8 @@ class LayoutRuntime:
         self._run_budget: Budget | None = None
         self._redactions_reported = 0
         """Redactions already counted in an earlier close's report."""
+        self._calls_reported = 0
+        """Model requests already counted in an earlier close's report."""
         self.generation = 0
         """Bumped on every change made through this runtime: keys the read cache."""
         self.search_index = SearchIndex(
@@ -295,8 +305,15 @@ class LayoutRuntime:
                 calls=g.max_model_calls_per_close,
                 tokens=g.max_input_tokens_per_close,
                 deadline=float("inf"),
+                per_extraction_seconds=g.max_seconds_per_close,
             )
         return self._run_budget
+
+    def begin_close(self, deadline: float) -> None:
+        """A close starts: extractions still running after runs stop at its ``deadline``."""
+
+        if self._run_budget is not None:
+            self._run_budget.shorten(deadline)
 
     async def consolidate_conversation(self, rollout_id: str) -> bool:
         """Phase 1 for one conversation after a run (changes applied under the layout lock).
@@ -309,7 +326,7 @@ class LayoutRuntime:
         await self.sync_search()
         if rollout_id in budget.deferred:
             budget.deferred.remove(rollout_id)
-            logger.warning(
+            logger.info(
                 "memory budget until the next close is spent; conversation %s is extracted at "
                 "close if the budget allows, else at a later close",
                 rollout_id,
@@ -321,18 +338,31 @@ class LayoutRuntime:
 
         return await self.store.pending_rollouts()
 
-    async def close(self, *, only: list[str] | None = None) -> dict[str, Any]:
-        """Phase 1 for every pending rollout, then phase 2; returns a report."""
+    async def close(
+        self, *, only: list[str] | None = None, deadline: float | None = None
+    ) -> dict[str, Any]:
+        """Phase 1 for every pending rollout, then phase 2; returns a report.
+
+        Model work stops at ``deadline`` (``time.monotonic()``; default: now plus
+        ``max_seconds_per_close``); what it leaves stays pending for the next close.
+        """
 
         g = self.generate
         spent = self._run_budget
         self._run_budget = None
+        calls_before = self._calls_reported
         budget = Budget(
             calls=g.max_model_calls_per_close - (spent.spent_calls if spent else 0),
             tokens=g.max_input_tokens_per_close - (spent.spent_tokens if spent else 0),
-            deadline=time.monotonic() + g.max_seconds_per_close,
+            deadline=deadline
+            if deadline is not None
+            else time.monotonic() + g.max_seconds_per_close,
         )
-        report: dict[str, Any] = {"extracted": [], "deferred": [], "redactions": 0}
+        report: dict[str, Any] = {
+            "extracted": list(dict.fromkeys(spent.extracted)) if spent else [],
+            "deferred": [],
+            "redactions": 0,
+        }
         pending = await self.pending_rollouts()
         if only is not None:
             pending = [r for r in pending if r in only]
@@ -340,12 +370,16 @@ class LayoutRuntime:
 
         async def one(rid: str) -> None:
             async with sem:
-                if await extract_rollout(self, rid, budget=budget):
-                    report["extracted"].append(rid)
+                await extract_rollout(self, rid, budget=budget)
 
         await asyncio.gather(*(one(r) for r in pending))
-        report["deferred"] = list(budget.deferred)
-        report["model_calls"] = budget.spent_calls + (spent.spent_calls if spent else 0)
+        report["extracted"] = list(dict.fromkeys([*report["extracted"], *budget.extracted]))
+        report["deferred"] = list(dict.fromkeys(budget.deferred))
+        # Requests really sent (every attempt), since the previous close of this runtime.
+        calls = getattr(self._engine, "calls", None)
+        if isinstance(calls, int):
+            self._calls_reported = calls
+        report["model_calls"] = self._calls_reported - calls_before
         async with self.write_lock():
             await self.consolidate_layout()
         await self.save_search()
@@ -359,13 +393,14 @@ class LayoutRuntime:
             len(report["extracted"]),
             report["model_calls"],
             report["redactions"],
-            len(budget.deferred),
+            len(report["deferred"]),
         )
-        if budget.deferred:
+        if report["deferred"]:
             logger.warning(
-                "memory close left %d rollout(s) for the next close (budget): %s",
-                len(budget.deferred),
-                ", ".join(budget.deferred),
+                "memory close left %d rollout(s) for the next close (its model-call, token or "
+                "time budget ran out): %s",
+                len(report["deferred"]),
+                ", ".join(report["deferred"]),
             )
         return report
 

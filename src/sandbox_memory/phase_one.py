@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import re
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from .engines.base import Extraction, ExtractionRequest, KnownEntry
+from .engines.base import Candidate, Extraction, ExtractionRequest, KnownEntry
 from .phase_two import ItemIndex, apply_to_conversation, check_candidates
 from .rollouts import ParsedSegments, read_new_segments, rollout_path
-from .store import LogRecord, RolloutProgress, now_ms
+from .store import ConversationMemory, Entry, LayoutMemory, LogRecord, RolloutProgress, now_ms
 
 if TYPE_CHECKING:
     from .manager import LayoutRuntime
 
 logger = logging.getLogger("sandbox_memory")
+
+T = TypeVar("T")
 
 SLUG_MAX = 60
 """Longest slug kept in a file name."""
@@ -39,16 +44,35 @@ CHARS_PER_TOKEN = 4
 """Rough size of a token, for the input-token budget (no tokenizer dependency)."""
 
 
+CANCEL_GRACE_SECONDS = 1.0
+"""How long an extraction cut off by the time budget may take to wind down (its HTTP request
+is cancelled) before it is abandoned: part of the close's documented grace."""
+
+
+class BudgetExpired(Exception):
+    """The work was cut off by the time budget; ``by_close`` when the close's deadline did it."""
+
+    def __init__(self, *, by_close: bool) -> None:
+        super().__init__("the close's time budget ran out" if by_close else "time limit")
+        self.by_close = by_close
+
+
 @dataclass
 class Budget:
-    """What one close may still spend on memory models."""
+    """What one close (or the runs before it) may still spend on memory models."""
 
     calls: int
     tokens: int
     deadline: float
+    """``time.monotonic()`` by which model work stops; :meth:`shorten` can bring it forward."""
     spent_calls: int = 0
     spent_tokens: int = 0
     deferred: list[str] = field(default_factory=list)
+    extracted: list[str] = field(default_factory=list)
+    """Rollouts extracted under this budget (after runs: reported by the next close)."""
+    per_extraction_seconds: float | None = None
+    """Bound of each extraction on its own (after a run, where no close deadline runs yet)."""
+    _waiters: set[asyncio.Future[None]] = field(default_factory=set)
 
     def remaining_seconds(self) -> float:
         return self.deadline - time.monotonic()
@@ -61,6 +85,58 @@ class Budget:
         self.spent_calls += 1
         self.spent_tokens += tokens
         return True
+
+    def shorten(self, deadline: float) -> None:
+        """Bring the deadline forward; work in :meth:`bounded` stops at it."""
+
+        self.deadline = min(self.deadline, deadline)
+        for waiter in list(self._waiters):
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def end_for(self, started: float) -> float:
+        own = started + self.per_extraction_seconds if self.per_extraction_seconds else math.inf
+        return min(self.deadline, own)
+
+    async def bounded(self, work: Coroutine[Any, Any, T], *, started: float) -> T:
+        """``await work`` until the deadline; past it the work is cancelled and
+        :class:`BudgetExpired` raised (after at most :data:`CANCEL_GRACE_SECONDS`)."""
+
+        loop = asyncio.get_running_loop()
+        task = asyncio.ensure_future(work)
+        try:
+            while True:
+                remaining = self.end_for(started) - time.monotonic()
+                if remaining <= 0:
+                    break
+                wake: asyncio.Future[None] = loop.create_future()
+                self._waiters.add(wake)
+                try:
+                    pending: set[asyncio.Future[Any]] = {task, wake}
+                    await asyncio.wait(
+                        pending, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+                    )
+                finally:
+                    self._waiters.discard(wake)
+                if task.done():
+                    return task.result()
+        except BaseException:
+            task.cancel()
+            raise
+        task.cancel()
+        await asyncio.wait({task}, timeout=CANCEL_GRACE_SECONDS)
+        if not task.done():
+            task.add_done_callback(_consume)
+        elif not task.cancelled():
+            _consume(task)
+        raise BudgetExpired(by_close=self.remaining_seconds() <= 0)
+
+
+def _consume(task: asyncio.Future[Any]) -> None:
+    """Retrieve an abandoned task's outcome so asyncio does not log it as never retrieved."""
+
+    if not task.cancelled():
+        task.exception()
 
 
 def stray_cancel(exc: BaseException) -> bool:
@@ -133,15 +209,17 @@ async def _extract(rt: LayoutRuntime, rollout_id: str, *, budget: Budget | None)
         return False
 
     layout = await store.load_layout()
+    registry = await store.load_registry()
     known = [
         KnownEntry(key=e.key, kind=e.kind, content=e.content)
         for e in sorted(
-            [*conversation.entries.values(), *layout.entries.values()],
+            [*conversation.entries.values(), *layout.entries.values(), *registry.entries()],
             key=lambda e: e.updated_at,
             reverse=True,
         )
         if e.status == "active"
     ]
+    known = list({k.key: k for k in reversed(known)}.values())[::-1]  # one per key, newest
     previous = None
     if prog.offset > 0 and rt.engine.name != "offline":
         notes = await rt.ws.read_text(f"{rt.layout.memories_dir}/raw_memories/{rollout_id}.md")
@@ -154,73 +232,68 @@ async def _extract(rt: LayoutRuntime, rollout_id: str, *, budget: Budget | None)
         known_entries=known,
         extra_prompt=rt.generate.extra_prompt,
         max_input_chars=rt.generate.max_rollout_chars,
+        external_tools=rt.generate.external_tools,
     )
     new_bytes = parsed.end_offset - prog.offset
     estimated = min(new_bytes, rt.generate.max_rollout_chars) // CHARS_PER_TOKEN
-    if rt.engine.name != "offline" and budget is not None and not budget.reserve(estimated):
-        budget.deferred.append(rollout_id)
-        logger.warning(
-            "memory budget for this close is spent; rollout %s waits for the next close",
-            rollout_id,
-        )
-        return False
-    timeout = budget.remaining_seconds() if budget is not None else None
-    if timeout is not None and timeout <= 0:
-        budget_left = budget
-        assert budget_left is not None
-        budget_left.deferred.append(rollout_id)
-        logger.warning(
-            "memory time budget for this close is spent; rollout %s waits for the next close",
-            rollout_id,
-        )
-        return False
-    try:
-        extraction: Extraction = await asyncio.wait_for(rt.engine.extract(request), timeout)
-    except BaseException as exc:  # noqa: BLE001 - any engine failure is recorded and retried
-        if not isinstance(exc, Exception) and not stray_cancel(exc):
-            raise  # this task is being cancelled, or the process is stopping
-        if (
-            isinstance(exc, asyncio.TimeoutError)
-            and budget is not None
-            and budget.remaining_seconds() <= 0
-        ):
-            # Cut off by this close's time budget, not a failure of the rollout: no attempt
-            # is counted, the work waits for the next close like any other that did not fit.
+    index = ItemIndex.from_segments(segments, external_tools=rt.generate.external_tools)
+    existing = memory_keys(layout, conversation)
+    started = time.monotonic()
+    extraction: Extraction | None = None
+    feedback: str | None = None
+    for _ in (1, 2):  # a second request only when every candidate of the first was rejected
+        if rt.engine.name != "offline" and budget is not None and not budget.reserve(estimated):
             budget.deferred.append(rollout_id)
-            logger.warning(
-                "memory time budget for this close ran out while rollout %s was being "
-                "extracted; it waits for the next close",
+            logger.info(
+                "memory budget for this close is spent; rollout %s waits for the next close",
                 rollout_id,
             )
             return False
-        error = rt.redactor.redact_text(f"{type(exc).__name__}: {exc}")[:500]
-        max_attempts = rt.generate.max_attempts
+        try:
+            extraction = await _run_engine(rt, request, feedback, budget, started)
+        except BudgetExpired as cut:
+            if budget is not None and cut.by_close:
+                # Cut off by the close's time budget, not a failure of the rollout: no
+                # attempt is counted; the bytes stay unextracted and the next close takes them.
+                budget.deferred.append(rollout_id)
+                logger.info(
+                    "memory time budget ran out while rollout %s was being extracted; it "
+                    "waits for the next close",
+                    rollout_id,
+                )
+                return False
+            limit = budget.per_extraction_seconds if budget is not None else None
+            await _record_failure(
+                rt, rollout_id, f"no result within the extraction's time limit ({limit:g}s)"
+            )
+            return False
+        except BaseException as exc:  # noqa: BLE001 - any engine failure is recorded and retried
+            if not isinstance(exc, Exception) and not stray_cancel(exc):
+                raise  # this task is being cancelled, or the process is stopping
+            from .engines.model import ModelExtractionError
 
-        def fail(p: RolloutProgress) -> None:
-            p.attempts += 1
-            p.last_error = error
-            if p.attempts >= max_attempts:
-                p.status = "failed"
-            else:
-                p.status = "retrying"
-                delay = min(BACKOFF_BASE_SECONDS * 2 ** (p.attempts - 1), 3600.0)
-                p.next_attempt_at = time.time() + delay
-
-        async with rt.write_lock():
-            prog = await rt.update_progress(rollout_id, fail)
-        if prog.status == "failed":
-            what_next = "parked as failed (see store/progress/; Refresh retries it)"
-        else:
-            what_next = "retried with backoff at the next run or close"
-        logger.warning(
-            "memory extraction of rollout %s failed (attempt %d of %d): %s; %s",
-            rollout_id,
-            prog.attempts,
-            rt.generate.max_attempts,
-            prog.last_error,
-            what_next,
+            what = (
+                str(exc)
+                if isinstance(exc, ModelExtractionError)
+                else f"{type(exc).__name__}: {exc}"
+            )
+            await _record_failure(rt, rollout_id, what)
+            return False
+        extraction.candidates = resolve_citations(extraction.candidates, index)
+        if feedback is not None or not extraction.candidates or rt.engine.name == "offline":
+            break
+        accepted, rejected = check_candidates(
+            extraction.candidates, index=index, existing=existing, redactor=rt.redactor, log=False
         )
-        return False
+        if accepted:
+            break
+        feedback = "\n".join(f"- {r.key}: {r.reason}" for r in rejected)[:FEEDBACK_CHARS]
+        logger.info(
+            "every candidate of rollout %s was rejected; asking the model once more with the "
+            "reasons",
+            rollout_id,
+        )
+    assert extraction is not None
 
     async with rt.write_lock():
         current = await store.get_progress(rollout_id)
@@ -230,7 +303,115 @@ async def _extract(rt: LayoutRuntime, rollout_id: str, *, budget: Budget | None)
                 rollout_id,
             )
             return False
-        return await _apply(rt, rollout_id, extraction, segments, parsed.end_offset, path)
+        changed = await _apply(rt, rollout_id, extraction, segments, parsed.end_offset, path)
+    if budget is not None:
+        budget.extracted.append(rollout_id)
+    return changed
+
+
+FEEDBACK_CHARS = 2_000
+"""Characters of rejection reasons sent back to the model with its one retry."""
+
+
+async def _run_engine(
+    rt: LayoutRuntime,
+    request: ExtractionRequest,
+    feedback: str | None,
+    budget: Budget | None,
+    started: float,
+) -> Extraction:
+    if budget is None:
+        return await rt.engine.extract(request.model_copy(update={"feedback": feedback}))
+    end = budget.end_for(started)
+    if end - time.monotonic() <= 0:
+        raise BudgetExpired(by_close=budget.remaining_seconds() <= 0)
+    update = {"feedback": feedback, "deadline": end if math.isfinite(end) else None}
+    return await budget.bounded(
+        rt.engine.extract(request.model_copy(update=update)), started=started
+    )
+
+
+async def _record_failure(rt: LayoutRuntime, rollout_id: str, message: str) -> None:
+    error = rt.redactor.redact_text(message)[:500]
+    max_attempts = rt.generate.max_attempts
+
+    def fail(p: RolloutProgress) -> None:
+        p.attempts += 1
+        p.last_error = error
+        if p.attempts >= max_attempts:
+            p.status = "failed"
+        else:
+            p.status = "retrying"
+            delay = min(BACKOFF_BASE_SECONDS * 2 ** (p.attempts - 1), 3600.0)
+            p.next_attempt_at = time.time() + delay
+
+    async with rt.write_lock():
+        prog = await rt.update_progress(rollout_id, fail)
+    if prog.status == "failed":
+        what_next = "parked as failed (see store/progress/; Refresh retries it)"
+    else:
+        what_next = "retried with backoff at the next run or close"
+    logger.warning(
+        "memory extraction of rollout %s failed (attempt %d of %d): %s; %s",
+        rollout_id,
+        prog.attempts,
+        max_attempts,
+        prog.last_error,
+        what_next,
+    )
+
+
+def memory_keys(layout: LayoutMemory, conversation: ConversationMemory) -> dict[str, Entry]:
+    """What a candidate may change: the conversation's entries and the shared layout entries
+    (so a forget can retract a layout-level fact); the conversation's own entry wins."""
+
+    shared = {k: e for k, e in layout.entries.items() if e.person is None}
+    return {**shared, **conversation.entries}
+
+
+_CITATION_RE = re.compile(r"([A-Za-z0-9][A-Za-z0-9_-]*)\s*:\s*(\d+)(?:\s*-\s*(\d+))?")
+_TOKEN_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+CITATION_RANGE_MAX = 50
+"""Most items one range citation (``a1b2c3d4:3-7``) may stand for."""
+
+
+def resolve_citations(candidates: list[Candidate], index: ItemIndex) -> list[Candidate]:
+    """Candidates with their sources as item ids of the transcript, in whatever form the model
+    wrote them: ``[a1b2c3d4:3]``, ``a1b2c3d4:3``, ``item a1b2c3d4:3``, ``A1B2C3D4: 3``, several
+    in one string, a range ``a1b2c3d4:3-5``, or a segment id alone (it stands for that segment's
+    items that are neither external nor, for a preference, the user's: a preference must cite
+    the user's message itself). A source that names no item is kept as written, so the
+    rejection says what was cited."""
+
+    by_lower = {item_id.lower(): item_id for item_id in index.items}
+    by_segment: dict[str, list[str]] = {}
+    for item_id in index.items:
+        by_segment.setdefault(item_id.rsplit(":", 1)[0].lower(), []).append(item_id)
+    out: list[Candidate] = []
+    for cand in candidates:
+        sources: list[str] = []
+        for raw in cand.sources:
+            text = str(raw)
+            found: list[str] = []
+            for match in _CITATION_RE.finditer(text):
+                first = int(match.group(2))
+                last = int(match.group(3)) if match.group(3) else first
+                if last < first or last - first >= CITATION_RANGE_MAX:
+                    last = first
+                for n in range(first, last + 1):
+                    hit = by_lower.get(f"{match.group(1)}:{n}".lower())
+                    if hit is not None:
+                        found.append(hit)
+            if not found:
+                for token in _TOKEN_RE.findall(text):
+                    for item_id in by_segment.get(token.lower(), []):
+                        info = index.items[item_id]
+                        if info.external or (cand.kind == "preference" and index.is_user(item_id)):
+                            continue
+                        found.append(item_id)
+            sources.extend(found or [text])
+        out.append(cand.model_copy(update={"sources": list(dict.fromkeys(sources))}))
+    return out
 
 
 async def _apply(
@@ -245,13 +426,20 @@ async def _apply(
     prog = await store.get_progress(rollout_id) or RolloutProgress()
     # Apply to the latest memory: edits made while the engine worked are kept.
     conversation = await store.load_conversation(rollout_id)
+    layout = await store.load_layout()
     index = ItemIndex.from_segments(segments, external_tools=rt.generate.external_tools)
+    existing = memory_keys(layout, conversation)
     accepted, rejected = check_candidates(
         extraction.candidates,
         index=index,
-        existing=conversation.entries,
+        existing=existing,
         redactor=rt.redactor,
     )
+    for cand in accepted:
+        if cand.action == "forget" and cand.key not in conversation.entries:
+            # Retracting a shared entry: the conversation records the retraction, and phase 2
+            # carries it to layout memory (see ``promote``).
+            conversation.entries[cand.key] = existing[cand.key].model_copy(deep=True)
     person = next((s.get("person") for s in reversed(segments) if s.get("person")), None)
     changed = apply_to_conversation(conversation, accepted, person=person)
     last_item = _last_item_id(segments)
@@ -313,8 +501,20 @@ async def _apply(
         p.next_attempt_at = 0.0
         p.status = "ok"
         p.consolidated = False
+        if rejected and not accepted:
+            p.last_error = (
+                f"all {len(rejected)} candidate(s) rejected: "
+                + "; ".join(f"{r.key}: {r.reason}" for r in rejected)
+            )[:500]
 
     await rt.update_progress(rollout_id, done)
+    if rejected and not accepted:
+        logger.warning(
+            "memory kept nothing from rollout %s: all %d candidate(s) were rejected; its "
+            "summary and notes are written, the reasons are in store/progress/",
+            rollout_id,
+            len(rejected),
+        )
     rt.bump()
     return True
 

@@ -121,7 +121,11 @@ def check_candidates(
     index: ItemIndex,
     existing: dict[str, Entry],
     redactor: Redactor,
+    log: bool = True,
 ) -> tuple[list[Candidate], list[Rejection]]:
+    """Split candidates into accepted and rejected (each rejection logged unless ``log`` is
+    false: a preview before deciding whether to ask the model again)."""
+
     accepted: list[Candidate] = []
     rejected: list[Rejection] = []
     seen: set[str] = set()
@@ -152,7 +156,8 @@ def check_candidates(
             reason = secret_problem(cand.content, redactor)
         if reason is not None:
             rejected.append(Rejection(key=str(cand.key), reason=reason))
-            logger.warning("memory change to %r rejected: %s", cand.key, reason)
+            if log:
+                logger.warning("memory change to %r rejected: %s", cand.key, reason)
             continue
         seen.add(key)
         accepted.append(cand.model_copy(update={"key": key, "sources": cited}))
@@ -195,15 +200,31 @@ def apply_to_conversation(
 
 
 def promote(layout: LayoutMemory, conversation: ConversationMemory, since: int) -> list[str]:
-    """Copy long-lived entries changed after ``since`` into layout memory; return keys."""
+    """Copy long-lived entries changed after ``since`` into layout memory, and carry a
+    conversation's retraction of a shared entry to it (newer wins); return changed keys."""
 
     promoted: list[str] = []
     for entry in conversation.entries.values():
-        if entry.kind not in LONG_LIVED_KINDS or entry.updated_at <= since:
-            continue
-        if entry.status != "active":
+        if entry.updated_at <= since:
             continue
         current = layout.entries.get(entry.key)
+        if entry.status == "retracted":
+            if (
+                current is not None
+                and current.status == "active"
+                and current.person == entry.person
+                and current.updated_at < entry.updated_at
+            ):
+                current.status = "retracted"
+                current.updated_at = entry.updated_at
+                current.sources = [
+                    *current.sources,
+                    *(s for s in entry.sources if s not in current.sources),
+                ]
+                promoted.append(entry.key)
+            continue
+        if entry.kind not in LONG_LIVED_KINDS or entry.status != "active":
+            continue
         if current is not None and current.status == "retracted":
             continue  # a person retracted it; only a person restores it
         if current is not None and current.updated_at >= entry.updated_at:

@@ -44,6 +44,12 @@ class ExtractionRequest(BaseModel):
     extra_prompt: str | None = None
     max_input_chars: int = 200_000
     """Rollout text longer than this is cut in the middle, keeping head and tail."""
+    external_tools: tuple[str, ...] = ()
+    """Function tools whose results are external data: marked ``(external)`` for the model."""
+    feedback: str | None = None
+    """Why the engine's previous answer for these segments was rejected (one retry)."""
+    deadline: float | None = None
+    """``time.monotonic()`` by which the extraction must end (the close's time budget)."""
 
 
 class Candidate(BaseModel):

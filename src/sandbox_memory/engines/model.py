@@ -1,18 +1,31 @@
-"""The model-backed engine: phase 1 through any ``agents.Model`` with structured output."""
+"""The model-backed engine: phase 1 through any ``agents.Model`` with structured output.
+
+Each extraction is one model request (plus retries of transient provider failures). The
+request carries a per-attempt timeout and the SDK's own hidden retries are switched off, so
+the time an extraction may take is known; the caller (``phase_one.py``) bounds it further by
+the close's time budget. Failures raise :class:`ModelExtractionError` saying what was wrong.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
+import time
+from typing import Any, Literal
 
-from agents import Agent, ModelSettings, Runner
+from agents import Agent, AgentOutputSchemaBase, ModelSettings, Runner
+from agents.exceptions import ModelBehaviorError, ModelRefusalError, ModelTimeoutError
 from agents.models.interface import Model
+from agents.retry import ModelRetrySettings
 from agents.run import RunConfig
-from pydantic import BaseModel, Field
+from agents.strict_schema import ensure_strict_json_schema
+from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ..errors import SandboxMemoryError
 from ..render import load_prompt
-from .base import Candidate, Extraction, ExtractionRequest
+from .base import Candidate, EntryKind, Extraction, ExtractionRequest
 from .transcript import render_transcript
 
 KNOWN_ENTRIES_IN_PROMPT = 200
@@ -26,20 +39,94 @@ the transcript go first (newest first on ties), so the facts this rollout may up
 KNOWN_ENTRIES_SCANNED = 2_000
 """Newest known entries ranked for relevance; older ones are not shown."""
 
+DEFAULT_CALL_TIMEOUT_SECONDS = 60.0
+"""Default per-attempt timeout of a phase-1 request (``ModelSettings.timeout``): a phase-1 reply
+is a few hundred tokens, so a minute is generous; the OpenAI client's own default is 600 s."""
+
+DEFAULT_CALL_RETRIES = 2
+"""Retries of a transient failure (429, 5xx, connection error, timeout) within one extraction,
+honouring ``retry-after`` while the close's time budget allows."""
+
+RETRY_BACKOFF_SECONDS = 1.0
+"""First wait before a retry without ``retry-after``; doubles per retry."""
+
+RETRY_AFTER_CAP_SECONDS = 60.0
+"""Longest ``retry-after`` honoured; a provider asking for more is treated as a failure."""
+
+OUTPUT_EXCERPT_CHARS = 120
+"""Characters of a malformed model output quoted in the error record."""
+
+PHASE_ONE_DEFAULT_SETTINGS = ModelSettings(
+    timeout=DEFAULT_CALL_TIMEOUT_SECONDS,
+    # An explicit no-retry budget makes the SDK switch the OpenAI client's hidden retries off;
+    # retries are this engine's (counted, and stopped when the close's time is up).
+    retry=ModelRetrySettings(max_retries=0),
+)
+"""What phase-1 requests use unless ``phase_one_model_settings`` overrides a field."""
+
 _WORD_RE = re.compile(r"[a-z0-9][a-z0-9_-]{2,}")
 
 
+class _CandidateOut(BaseModel):
+    """A candidate as the model writes it: every field required, no defaults (strict schemas
+    of OpenAI and Azure refuse ``default``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str
+    content: str
+    kind: EntryKind
+    sources: list[str]
+    action: Literal["remember", "forget"]
+    keywords: list[str]
+
+
 class _ExtractionOutput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     rollout_summary: str
     rollout_slug: str
     raw_memory: str
-    candidates: list[Candidate] = Field(default_factory=list)
+    candidates: list[_CandidateOut]
+
+
+class _ExtractionParsed(BaseModel):
+    """What is accepted back: a provider without strict structured outputs may leave out a
+    candidate's optional fields (``Candidate``'s defaults fill them) or add others."""
+
+    rollout_summary: str
+    rollout_slug: str
+    raw_memory: str
+    candidates: list[Candidate]
+
+
+class ModelExtractionError(SandboxMemoryError):
+    """A phase-1 model request failed; the message says how (kept in the progress record)."""
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
+
+
+def credentials_source() -> str | None:
+    """How the SDK's default OpenAI provider gets credentials, or ``None`` when it has none:
+    ``OPENAI_API_KEY``, ``set_default_openai_key`` or ``set_default_openai_client``."""
+
+    from agents.models import _openai_shared
+
+    if _openai_shared.get_default_openai_client() is not None:
+        return "set_default_openai_client() was called"
+    if _openai_shared.get_default_openai_key():
+        return "set_default_openai_key() was called"
+    if os.environ.get("OPENAI_API_KEY"):
+        return "OPENAI_API_KEY is set"
+    return None
 
 
 def credentials_available() -> bool:
-    """Whether the default OpenAI provider can be reached (an API key is configured)."""
+    """Whether the default OpenAI provider can be reached (credentials are configured)."""
 
-    return bool(os.environ.get("OPENAI_API_KEY"))
+    return credentials_source() is not None
 
 
 def build_user_message(request: ExtractionRequest) -> str:
@@ -48,10 +135,20 @@ def build_user_message(request: ExtractionRequest) -> str:
         parts.append(
             "Summary of the earlier part (already processed):\n" + request.previous_summary
         )
-    transcript = render_transcript(request.segments, max_chars=request.max_input_chars)
+    transcript = render_transcript(
+        request.segments,
+        max_chars=request.max_input_chars,
+        external_tools=frozenset(request.external_tools),
+    )
     if request.known_entries:
         known = _known_for_prompt(request, transcript)
         parts.append("Known entries (reuse these keys for the same facts):\n" + json.dumps(known))
+    if request.feedback:
+        parts.append(
+            "Your previous answer for this transcript had every candidate rejected:\n"
+            + request.feedback
+            + "\nAnswer again, following the rules (an empty candidates list is fine)."
+        )
     parts.append("Transcript of the new part:\n" + transcript)
     return "\n\n".join(parts)
 
@@ -81,6 +178,12 @@ def _known_for_prompt(request: ExtractionRequest, transcript: str) -> list[dict[
     return known
 
 
+def phase_one_settings(override: ModelSettings | None) -> ModelSettings:
+    """The defaults of :data:`PHASE_ONE_DEFAULT_SETTINGS` with ``override``'s fields on top."""
+
+    return PHASE_ONE_DEFAULT_SETTINGS.resolve(override)
+
+
 class ModelEngine:
     """Extract with a model through the SDK's ``Runner`` (so any provider the SDK drives works)."""
 
@@ -91,9 +194,17 @@ class ModelEngine:
         model: str | Model,
         *,
         model_settings: ModelSettings | None = None,
+        retries: int = DEFAULT_CALL_RETRIES,
     ) -> None:
         self.model = model
-        self.model_settings = model_settings
+        self.model_settings = phase_one_settings(model_settings)
+        self.retries = retries
+        self.calls = 0
+        """Requests sent to the provider (every attempt, retries included)."""
+
+    @property
+    def model_name(self) -> str:
+        return self.model if isinstance(self.model, str) else type(self.model).__name__
 
     async def extract(self, request: ExtractionRequest) -> Extraction:
         instructions = load_prompt("phase_one.md")
@@ -103,19 +214,140 @@ class ModelEngine:
             name="sandbox-memory phase 1",
             instructions=instructions,
             model=self.model,
-            model_settings=self.model_settings or ModelSettings(),
-            output_type=_ExtractionOutput,
+            model_settings=self.model_settings,
+            output_type=ExtractionSchema(),
         )
-        result = await Runner.run(
-            agent,
-            build_user_message(request),
-            max_turns=1,
-            run_config=RunConfig(tracing_disabled=True, workflow_name="sandbox-memory"),
-        )
-        out = result.final_output_as(_ExtractionOutput)
+        message = build_user_message(request)
+        attempt = 0
+        while True:
+            attempt += 1
+            self.calls += 1
+            try:
+                result = await Runner.run(
+                    agent,
+                    message,
+                    max_turns=1,
+                    run_config=RunConfig(tracing_disabled=True, workflow_name="sandbox-memory"),
+                )
+                out = result.final_output_as(_ExtractionParsed)
+                break
+            except Exception as exc:  # noqa: BLE001 - classified and re-raised with its cause
+                failure = describe_failure(exc, self.model_settings)
+                delay = _retry_delay(exc, attempt)
+                if not failure.transient or attempt > self.retries or delay is None:
+                    raise failure from exc
+                if request.deadline is not None and time.monotonic() + delay >= request.deadline:
+                    raise ModelExtractionError(
+                        f"{failure} (a retry in {delay:g}s would pass the close's time budget)",
+                        transient=True,
+                    ) from exc
+                await asyncio.sleep(delay)
         return Extraction(
             rollout_summary=out.rollout_summary,
             rollout_slug=out.rollout_slug,
             raw_memory=out.raw_memory,
             candidates=out.candidates,
         )
+
+
+def _status_of(exc: BaseException) -> int | None:
+    code = getattr(exc, "status_code", None)
+    return code if isinstance(code, int) else None
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    value: Any = headers.get("retry-after")
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _retry_delay(exc: BaseException, attempt: int) -> float | None:
+    """Seconds to wait before retrying ``exc``, or ``None`` when it must not be retried."""
+
+    after = _retry_after(exc)
+    if after is not None:
+        return after if after <= RETRY_AFTER_CAP_SECONDS else None
+    return float(RETRY_BACKOFF_SECONDS * 2 ** (attempt - 1))
+
+
+def describe_failure(exc: BaseException, settings: ModelSettings) -> ModelExtractionError:
+    """A :class:`ModelExtractionError` that says what went wrong with the request."""
+
+    import openai
+
+    if isinstance(exc, ModelExtractionError):
+        return exc
+    if isinstance(exc, ModelRefusalError):
+        return ModelExtractionError(f"the model refused to answer: {exc}")
+    if isinstance(exc, ModelTimeoutError | openai.APITimeoutError):
+        return ModelExtractionError(
+            f"no reply within the per-attempt timeout ({settings.timeout:g}s)"
+            if settings.timeout
+            else f"the request timed out ({exc})",
+            transient=True,
+        )
+    if isinstance(exc, openai.APIConnectionError):
+        return ModelExtractionError(f"could not reach the provider: {exc}", transient=True)
+    if isinstance(exc, openai.APIStatusError):
+        code = exc.status_code
+        after = _retry_after(exc)
+        detail = f"HTTP {code} from the provider: {exc.message}"
+        if after is not None:
+            detail += f" (retry-after {after:g}s)"
+        return ModelExtractionError(detail, transient=code == 429 or code >= 500)
+    if isinstance(exc, ModelBehaviorError):
+        return ModelExtractionError(_behaviour_detail(exc))
+    return ModelExtractionError(f"{type(exc).__name__}: {exc}")
+
+
+def _behaviour_detail(exc: ModelBehaviorError) -> str:
+    text = str(exc)
+    if "incomplete" in text:
+        return f"the response was incomplete: {text}"
+    return text
+
+
+class ExtractionSchema(AgentOutputSchemaBase):
+    """The structured output of phase 1: a strict schema valid for OpenAI and Azure (every
+    property required, ``additionalProperties: false``, no ``default``), parsed with errors
+    that say what was wrong."""
+
+    def __init__(self) -> None:
+        self._schema = ensure_strict_json_schema(_ExtractionOutput.model_json_schema())
+
+    def is_plain_text(self) -> bool:
+        return False
+
+    def name(self) -> str:
+        return "sandbox_memory_extraction"
+
+    def json_schema(self) -> dict[str, Any]:
+        return self._schema
+
+    def is_strict_json_schema(self) -> bool:
+        return True
+
+    def validate_json(self, json_str: str) -> _ExtractionParsed:
+        excerpt = json.dumps(json_str[:OUTPUT_EXCERPT_CHARS])
+        try:
+            value = json.loads(json_str)
+        except ValueError as err:
+            raise ModelBehaviorError(
+                f"the model's output is not valid JSON ({err}); it began {excerpt}"
+            ) from None
+        try:
+            return _ExtractionParsed.model_validate(value)
+        except ValidationError as err:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
+                for e in err.errors()[:5]
+            )
+            raise ModelBehaviorError(
+                f"the model's output does not match the schema ({problems}); it began {excerpt}"
+            ) from None
