@@ -10,8 +10,8 @@ from agents.sandbox import Manifest
 from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
 
 from helpers import BUGGY_INVOICE, INVOICE_TEST
-from pgserver import PostgresServer
 from http_provider import ProviderServer, serve
+from pgserver import PostgresServer
 
 
 @pytest.fixture(autouse=True)
