@@ -348,8 +348,11 @@ async def test_nonexistent_ids_get_one_retry_with_the_reasons_then_are_visible(
     state = progress(workspace_root)["conv"]
     assert state["last_error"].startswith("all 1 candidate(s) rejected")
     assert "x:9" in state["last_error"]
-    kept_nothing = [m for m in warnings_from(caplog) if "kept nothing" in m]
-    assert len(kept_nothing) == 1
+    # One warning: the rejection of the retry's answer (the first answer's went back to it).
+    assert [m for m in warnings_from(caplog) if "rejected" in m] == [
+        "memory change to 'tests' rejected: it cites none of the items being processed "
+        "(sources=['x:9'])"
+    ]
 
 
 async def test_a_retry_that_cites_correctly_is_kept(

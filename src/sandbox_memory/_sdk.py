@@ -290,6 +290,7 @@ class SessionMemoryManager:
         self._closed = True
         try:
             deadline = time.monotonic() + self.runtime.generate.max_seconds_per_close
+            self._queued.clear()  # the close takes whatever is pending, within its budget
             self.runtime.begin_close(deadline)
             if not await self.wait_idle(deadline - time.monotonic() + CANCEL_GRACE_SECONDS):
                 # Only work stuck outside the model call gets here (the call itself stops at

@@ -80,7 +80,11 @@ def model_settings(name: str, value: object) -> ModelSettings | None:
 
     import dataclasses
 
-    if value is None or isinstance(value, ModelSettings):
+    if value is None:
+        return None
+    from agents.model_settings import ModelSettings
+
+    if isinstance(value, ModelSettings):
         return value
     if not isinstance(value, dict):
         raise MemoryConfigError(name, value, "must be a ModelSettings or a dict of its fields")

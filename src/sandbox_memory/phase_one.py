@@ -509,7 +509,8 @@ async def _apply(
 
     await rt.update_progress(rollout_id, done)
     if rejected and not accepted:
-        logger.warning(
+        # Each rejection was logged at WARNING by check_candidates; this says what follows.
+        logger.info(
             "memory kept nothing from rollout %s: all %d candidate(s) were rejected; its "
             "summary and notes are written, the reasons are in store/progress/",
             rollout_id,
