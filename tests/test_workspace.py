@@ -121,3 +121,11 @@ async def test_whole_flow_through_the_generic_session_path(
         )
     assert TEST_COMMAND in (workspace_root / "memories" / "MEMORY.md").read_text()
     assert TEST_COMMAND in (second.calls[0].system_instructions or "")
+
+
+async def test_sizes_lists_the_files_of_a_folder_in_one_call(ws: Workspace) -> None:
+    await ws.write_atomic("s/a.jsonl", b"12345")
+    await ws.write_atomic("s/b.jsonl", b"")
+    await ws.mkdir("s/sub")
+    assert await ws.sizes("s") == {"a.jsonl": 5, "b.jsonl": 0}
+    assert await ws.sizes("missing") == {}

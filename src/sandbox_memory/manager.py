@@ -234,7 +234,6 @@ class LayoutRuntime:
             segment=segment,
             flag=self.store.pending_flag(rid),
         )
-        self.search_index.mark(rid)
         if is_new:
             fp = history_fingerprint(
                 [*(segment.get("input") or []), *(segment.get("generated_items") or [])]
@@ -323,6 +322,8 @@ class LayoutRuntime:
 
         budget = self._between_closes()
         changed = await extract_rollout(self, rollout_id, budget=budget)
+        if changed:
+            self.search_index.mark(rollout_id)
         await self.sync_search()
         if rollout_id in budget.deferred:
             budget.deferred.remove(rollout_id)
@@ -380,6 +381,8 @@ class LayoutRuntime:
         if isinstance(calls, int):
             self._calls_reported = calls
         report["model_calls"] = self._calls_reported - calls_before
+        for rid in report["extracted"]:
+            self.search_index.mark(rid)
         async with self.write_lock():
             await self.consolidate_layout()
         await self.save_search()

@@ -48,6 +48,7 @@ import re
 import shutil
 import sqlite3
 import tempfile
+import zlib
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
@@ -71,7 +72,7 @@ logger = logging.getLogger("sandbox_memory")
 INDEX_FILE = "search.sqlite"
 """Name of the index under ``<memories_dir>/store/``."""
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 """Bumped when the index's tables change; an index of another version is rebuilt."""
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
@@ -88,6 +89,10 @@ MAX_ITEM_CHARS = 3_000
 longer): a message is indexed whole, a tool output dumping a large file is found by its start
 and its end (where errors and summaries are), and the index stays a small fraction of the
 rollout."""
+
+TEXT_COMPRESSION = 6
+"""zlib level of the stored text: recorded items repeat themselves (logs, test output), and
+compressed text makes the index a fraction of the rollouts instead of more than them."""
 
 HIT_TEXT_CHARS = 700
 """Longest ``text`` of a hit; longer documents are cut to a window around the first match."""
@@ -127,7 +132,7 @@ CREATE TABLE IF NOT EXISTS docs(
     sources TEXT NOT NULL,
     path TEXT NOT NULL,
     stamp TEXT NOT NULL,
-    text TEXT NOT NULL
+    text BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS docs_scope ON docs(scope);
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(body, content='', tokenize='{TOKENIZER}');
@@ -214,6 +219,10 @@ def _window(text: str, query: str, size: int = HIT_TEXT_CHARS) -> str:
     start = max(0, min(first - size // 4, len(text) - size))
     piece = text[start : start + size]
     return ("…" if start else "") + piece + ("…" if start + size < len(text) else "")
+
+
+def _unpack(packed: bytes) -> str:
+    return zlib.decompress(packed).decode("utf-8")
 
 
 def _clip(text: str, limit: int = MAX_ITEM_CHARS) -> str:
@@ -323,7 +332,6 @@ class SearchIndex:
         self._db: sqlite3.Connection | None = None
         self._tmpdir: str | None = None
         self._lock = asyncio.Lock()
-        self._scanned = False
         self._dirty: set[str] = set()
         self._unsaved = False
         self.rows_indexed = 0
@@ -404,7 +412,8 @@ class SearchIndex:
             self._tmpdir = None
 
     def mark(self, rollout_id: str) -> None:
-        """A rollout got new material (a run was recorded, a summary written)."""
+        """The rollout's summary was written by this process: read it again at the next sync
+        even if its size did not change."""
 
         self._dirty.add(rollout_id)
 
@@ -440,6 +449,8 @@ class SearchIndex:
         """Insert or replace one document (caller holds a transaction)."""
 
         self._drop(db, "doc = ?", (doc["doc"],))
+        text = doc["text"]
+        doc = {**doc, "text": zlib.compress(text.encode("utf-8"), TEXT_COMPRESSION)}
         cur = db.execute(
             "INSERT INTO docs(doc, kind, scope, conversation, key, person, detail, updated_at, "
             "sources, path, stamp, text) VALUES (:doc, :kind, :scope, :conversation, :key, "
@@ -448,17 +459,17 @@ class SearchIndex:
         )
         db.execute(
             "INSERT INTO fts(rowid, body) VALUES (?, ?)",
-            (cur.lastrowid, _segment_cjk(doc["text"])),
+            (cur.lastrowid, _segment_cjk(text)),
         )
         self.rows_indexed += 1
 
     def _drop(self, db: sqlite3.Connection, where: str, args: tuple[Any, ...]) -> int:
         rows = db.execute(f"SELECT id, text FROM docs WHERE {where}", args).fetchall()
-        for row_id, text in rows:
+        for row_id, packed in rows:
             # A contentless FTS5 table forgets a row when given the text it indexed.
             db.execute(
                 "INSERT INTO fts(fts, rowid, body) VALUES ('delete', ?, ?)",
-                (row_id, _segment_cjk(text)),
+                (row_id, _segment_cjk(_unpack(packed))),
             )
             db.execute("DELETE FROM docs WHERE id = ?", (row_id,))
         return len(rows)
@@ -562,44 +573,36 @@ class SearchIndex:
             )
 
     async def _sync_rollouts(self, db: sqlite3.Connection) -> None:
-        progress = await self.store.list_progress()
-        # Rollouts whose summary the index holds but that are forgotten: their summary goes.
-        held = {
-            str(r)
-            for (r,) in db.execute("SELECT rid FROM rollouts WHERE summary_stamp IS NOT NULL")
+        # Two folder listings with sizes (one call each, also through the session API) tell
+        # which rollout files grew and which summaries changed; only those are read.
+        files = await self.ws.sizes(self.sessions_dir)
+        sizes = {
+            n[: -len(".jsonl")]: size
+            for n, size in files.items()
+            if n.endswith(".jsonl") and not n.startswith(".")
         }
-        if self.in_place or not self._scanned:
-            names = await self.ws.listdir(self.sessions_dir)
-            rids = {n[: -len(".jsonl")] for n in names if n.endswith(".jsonl") and n[0] != "."}
-            rids |= set(progress)
-            rids |= {str(r) for (r,) in db.execute("SELECT rid FROM rollouts")}
-            self._scanned = True
-        else:
-            rids = (
-                self._dirty
-                | (held - set(progress))
-                | {
-                    rid
-                    for rid, p in progress.items()
-                    if self._summary_stamp(p) != self._stored_summary_stamp(db, rid)
-                }
+        summaries: dict[str, tuple[str, int]] = {}
+        folder = f"{self.memories_dir}/rollout_summaries"
+        for name, size in (await self.ws.sizes(folder)).items():
+            # ``<rollout-id>_<slug>.md``: a slug has no '_', so the id ends at the last one.
+            if name.endswith(".md") and "_" in name and not name.startswith("."):
+                summaries[name[: name.rfind("_")]] = (name, size)
+        rows = {
+            str(rid): (int(offset), stamp)
+            for rid, offset, stamp in db.execute(
+                "SELECT rid, items_offset, summary_stamp FROM rollouts"
             )
-        self._dirty = set()
-        known = set(progress) | rids
-        for rid in sorted(rids):
-            await self._sync_items(db, rid, known)
-            await self._sync_summary(db, rid, progress.get(rid))
-
-    @staticmethod
-    def _summary_stamp(prog: Any) -> str | None:
-        if prog is None or prog.slug is None:
-            return None
-        return f"{prog.slug}:{prog.offset}:{prog.updated_at}"
-
-    @staticmethod
-    def _stored_summary_stamp(db: sqlite3.Connection, rid: str) -> str | None:
-        row = db.execute("SELECT summary_stamp FROM rollouts WHERE rid = ?", (rid,)).fetchone()
-        return None if row is None else row[0]
+        }
+        dirty, self._dirty = self._dirty, set()
+        known = set(sizes) | set(summaries)
+        for rid in sorted(known | set(rows)):
+            offset, stamp = rows.get(rid, (0, None))
+            if sizes.get(rid, 0) != offset:
+                await self._sync_items(db, rid, sizes.get(rid, 0), known)
+            found = summaries.get(rid)
+            want = None if found is None else f"{found[0]}:{found[1]}"
+            if want != stamp or (rid in dirty and found is not None):
+                await self._sync_summary(db, rid, None if found is None else found[0], want)
 
     def _rollout_row(self, db: sqlite3.Connection, rid: str) -> tuple[int, list[str | None]]:
         row = db.execute("SELECT items_offset, persons FROM rollouts WHERE rid = ?", (rid,))
@@ -608,12 +611,11 @@ class SearchIndex:
             return 0, []
         return int(found[0]), list(json.loads(found[1]))
 
-    async def _sync_items(self, db: sqlite3.Connection, rid: str, known: set[str]) -> None:
+    async def _sync_items(
+        self, db: sqlite3.Connection, rid: str, size: int, known: set[str]
+    ) -> None:
         path = rollout_path(self.sessions_dir, rid)
-        size = await self.ws.size(path)
         offset, persons = self._rollout_row(db, rid)
-        if size is None:
-            size = 0
         if size < offset:
             self._drop(db, "scope = ? AND kind = 'item'", (f"items:{rid}",))
             db.execute("UPDATE rollouts SET items_offset = 0 WHERE rid = ?", (rid,))
@@ -680,21 +682,21 @@ class SearchIndex:
             (rid, parsed.end_offset, json.dumps(persons)),
         )
 
-    async def _sync_summary(self, db: sqlite3.Connection, rid: str, prog: Any) -> None:
-        stamp = self._summary_stamp(prog)
-        if stamp == self._stored_summary_stamp(db, rid):
-            return
-        text = None
-        path = ""
-        if prog is not None and prog.slug is not None:
-            path = f"{self.memories_dir}/rollout_summaries/{rid}_{prog.slug}.md"
-            text = await self.ws.read_text(path)
+    async def _sync_summary(
+        self, db: sqlite3.Connection, rid: str, name: str | None, stamp: str | None
+    ) -> None:
+        """Index the summary file ``name`` of ``rid`` again (``None``: it is gone)."""
+
+        path = f"{self.memories_dir}/rollout_summaries/{name}" if name else ""
+        text = await self.ws.read_text(path) if name else None
         _, persons = self._rollout_row(db, rid)
         people = {p for p in persons if p is not None}
         person = None if not people else (people.pop() if len(people) == 1 else MIXED_PERSONS)
-        sources = self._summary_sources(db, rid)
+        newest = db.execute(
+            "SELECT MAX(updated_at) FROM docs WHERE scope = ?", (f"items:{rid}",)
+        ).fetchone()[0]
         self._drop(db, "doc = ?", (f"summary:{rid}",))
-        if text and text.strip():
+        if name and text and text.strip():
             self._put(
                 db,
                 {
@@ -704,9 +706,9 @@ class SearchIndex:
                     "conversation": rid,
                     "key": None,
                     "person": person,
-                    "detail": prog.slug,
-                    "updated_at": timestamp_ms(prog.updated_at),
-                    "sources": json.dumps(sources),
+                    "detail": name[len(rid) + 1 : -len(".md")],
+                    "updated_at": int(newest or 0),
+                    "sources": json.dumps(self._summary_sources(db, rid)),
                     "path": path,
                     "stamp": stamp or "",
                     "text": text.strip(),
@@ -771,7 +773,7 @@ class SearchIndex:
             hits.append(
                 SearchHit(
                     kind=kind,
-                    text=_window(text, query),
+                    text=_window(_unpack(text), query),
                     score=round(float(score), 4),
                     updated_at=int(updated),
                     conversation=conv,
