@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agents import Runner
 from agents.items import ModelResponse
 from agents.models.interface import Model
 from agents.run import RunConfig
@@ -590,7 +591,68 @@ async def _read_only_close(root: str, snapshots: str) -> None:
     print(json.dumps({"raised": raised}), flush=True)
 
 
+async def _nearly_full_disk(root: str, path_kind: str, free: str) -> None:
+    """Three runs through the SDK while the rollout file can grow by only ``free`` bytes.
+
+    ``RLIMIT_FSIZE`` makes the kernel cut writes past the limit short, exactly as a full disk
+    does (``SIGXFSZ`` ignored: the write returns what fit, then ``EFBIG``).
+    """
+
+    import logging
+    import resource
+
+    from agents.sandbox import Manifest
+    from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
+    from agents.testing import ScriptedModel
+
+    from sandbox_memory import Memory, MemoryGenerateConfig, _sdk
+    from sandbox_memory.workspace import SessionWorkspace
+
+    if path_kind == "session":
+        _sdk.workspace_for_session = SessionWorkspace  # type: ignore[assignment]
+    messages: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.levelno >= logging.WARNING:
+                messages.append(record.getMessage())
+
+    logging.getLogger("sandbox_memory").addHandler(Keep())
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    memory = Memory(generate=MemoryGenerateConfig(engine="offline"))
+    sandbox = await UnixLocalSandboxClient().create(manifest=Manifest(root=root))
+    rollout = Path(root, "sessions", "full.jsonl")
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    async with sandbox:
+        for n, text in enumerate(
+            # The first run makes the file bigger than the second's temporary copy (session
+            # path), so the cut falls on the append itself.
+            ["First run: " + "a" * 100_000, "Second run: " + "z" * 60_000, "Third."]
+        ):
+            if n == 1:
+                resource.setrlimit(
+                    resource.RLIMIT_FSIZE, (rollout.stat().st_size + int(free), hard)
+                )
+            if n == 2:
+                resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+            await Runner.run(
+                sandbox_agent(ScriptedModel([[assistant_message(f"run {n} done")]]), memory),
+                text,
+                run_config=rc(sandbox, group_id="full"),
+            )
+    data = rollout.read_bytes()
+    lines = data.split(b"\n")
+    whole = []
+    for line in lines[:-1]:
+        whole.append(json.loads(line)["input"][0]["content"][:12])
+    print(
+        json.dumps({"runs": whole, "tail": lines[-1].decode()[:40], "messages": messages}),
+        flush=True,
+    )
+
+
 SCENARIOS: dict[str, Callable[..., Awaitable[None]]] = {
+    "nearly-full-disk": _nearly_full_disk,
     "write-loop": _write_loop,
     "share-folder": _share_folder,
     "crash-mid-extraction": _crash_mid_extraction,

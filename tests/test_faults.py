@@ -356,7 +356,8 @@ async def test_closing_never_raises_when_consolidation_itself_fails_and_the_snap
     client, manifest, workspace_root, tmp_path, caplog
 ) -> None:
     caplog.set_level(logging.WARNING, logger="sandbox_memory")
-    (workspace_root / STORE / "layout.json").mkdir(parents=True)  # unreadable: a folder
+    # Not a state file (those are set aside): a folder where the rendered MEMORY.md goes.
+    (workspace_root / "memories/MEMORY.md").mkdir(parents=True)
     snapshots = tmp_path / "snapshots"
     memory = Memory(generate=MemoryGenerateConfig(engine="offline"))
     await one_run(
@@ -485,3 +486,220 @@ async def test_phase_one_of_several_rollouts_runs_concurrently_within_the_bound(
     assert elapsed < 8 * 0.2  # faster than one at a time
     figure("faults.concurrency_bound_3_max_seen", model.max_active)
     figure("faults.eight_rollouts_seconds_at_0_2s_per_call", round(elapsed, 2))
+
+
+# ------------------------------------------------------------------ only the workspace
+
+OUTSIDE_MARKER = "OUTSIDE-THE-WORKSPACE-7f3a"
+OUTSIDE_MEMORY = f"# Memory\n\n- [decision] outside-entry: {OUTSIDE_MARKER} use the outside tool\n"
+
+
+def outside_tree(base: Path) -> Path:
+    """A folder outside the workspace, with files a link could make memory read or overwrite."""
+
+    out = base / "outside"
+    (out / "store").mkdir(parents=True)
+    (out / "MEMORY.md").write_text(OUTSIDE_MEMORY)
+    (out / "memory_summary.md").write_text(OUTSIDE_MEMORY)
+    (out / "store" / "layout.json").write_text('{"version": 0, "entries": {}}')
+    (out / "SKILL.md").write_text(f"# outside skill {OUTSIDE_MARKER}\n")
+    (out / "conv.jsonl").write_text("")
+    return out
+
+
+def tree_bytes(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    }
+
+
+def place_link(root: Path, target: str, outside: Path) -> None:
+    """Replace ``target`` (relative to the workspace) with a link to the outside folder."""
+
+    link = root / target
+    if link.is_dir() and not link.is_symlink():
+        shutil.rmtree(link)
+    elif link.exists() or link.is_symlink():
+        link.unlink()
+    link.parent.mkdir(parents=True, exist_ok=True)
+    points_to = {
+        "memories/MEMORY.md": outside / "MEMORY.md",
+        "sessions/now.jsonl": outside / "conv.jsonl",
+        "memories/skills/run-tests": outside,
+    }.get(target, outside)
+    link.symlink_to(points_to)
+
+
+async def run_in_session(client: Any, manifest: Any, memory: Memory, model: Any, text: str) -> None:
+    sandbox = await client.create(manifest=manifest)
+    async with sandbox:
+        await Runner.run(sandbox_agent(model, memory), text, run_config=rc(sandbox, group_id="now"))
+
+
+async def memory_with_a_procedure(
+    client: Any, manifest: Any, monkeypatch: pytest.MonkeyPatch, path_kind: str
+) -> Memory:
+    """Memory over the local fast path or the session API, after one run whose offline
+    extraction yields a procedure (so ``skills/<key>/`` exists)."""
+
+    from helpers import bug_fix_script
+    from sandbox_memory import _sdk
+    from sandbox_memory.workspace import SessionWorkspace
+
+    if path_kind == "session":
+        monkeypatch.setattr(_sdk, "workspace_for_session", SessionWorkspace)
+    memory = Memory(generate=MemoryGenerateConfig(engine="offline"))
+    await run_in_session(
+        client, manifest, memory, ScriptedModel(bug_fix_script()), "Fix the failing test."
+    )
+    return memory
+
+
+@pytest.mark.parametrize("path_kind", ["local", "session"])
+@pytest.mark.parametrize(
+    "target",
+    ["memories", "memories/store", "memories/MEMORY.md", "sessions/now.jsonl", "sessions"],
+)
+async def test_a_link_placed_beforehand_never_takes_memory_out_of_the_workspace(
+    client: Any,
+    manifest: Any,
+    workspace_root: Path,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    path_kind: str,
+    target: str,
+) -> None:
+    memory = await memory_with_a_procedure(client, manifest, monkeypatch, path_kind)
+    outside = outside_tree(tmp_path)
+    place_link(workspace_root, target, outside)
+    before = tree_bytes(outside)
+    agent_model = ScriptedModel([[assistant_message("Done.")]])
+    with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
+        await run_in_session(client, manifest, memory, agent_model, "Run the tests again.")
+    assert tree_bytes(outside) == before, "memory wrote outside the workspace"
+    assert OUTSIDE_MARKER not in (agent_model.calls[0].system_instructions or "")
+    inside = memory_text_inside(workspace_root)
+    assert OUTSIDE_MARKER not in inside, "memory read a file outside the workspace"
+    refusals = [w for w in warnings_from(caplog) if "symbolic link" in w]
+    assert refusals, "the refusal is not logged"
+    figure(f"workspace.link_{path_kind}_{target.replace('/', '_')}_paths_escaped", 0)
+
+
+def memory_text_inside(root: Path) -> str:
+    parts: list[str] = []
+    for d in ("memories", "sessions"):
+        base = root / d
+        if base.is_symlink() or not base.is_dir():
+            continue
+        for p in base.rglob("*"):
+            if p.is_file() and not any(q.is_symlink() for q in [p, *p.parents]):
+                parts.append(p.read_text(errors="replace"))
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("path_kind", ["local", "session"])
+async def test_links_the_agent_makes_during_its_run_are_never_followed(
+    client: Any,
+    manifest: Any,
+    workspace_root: Path,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    path_kind: str,
+) -> None:
+    from helpers import shell
+
+    memory = await memory_with_a_procedure(client, manifest, monkeypatch, path_kind)
+    assert (workspace_root / "memories/skills").is_dir()
+    outside = outside_tree(tmp_path)
+    before = tree_bytes(outside)
+    script = (
+        f"rm -rf memories/skills/run-tests && ln -s {outside} memories/skills/run-tests; "
+        f"rm -rf memories/raw_memories && ln -s {outside} memories/raw_memories; "
+        f"rm -f memories/memory_summary.md && ln -s {outside}/memory_summary.md "
+        "memories/memory_summary.md; "
+        f"mv memories/store/layout.json memories/store/old && ln -s {outside}/store/layout.json "
+        "memories/store/layout.json"
+    )
+    agent_model = ScriptedModel([[shell(script, "ln1")], [assistant_message("Linked.")]])
+    with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
+        await run_in_session(client, manifest, memory, agent_model, "Tidy the memory folder.")
+    assert tree_bytes(outside) == before, "memory wrote outside the workspace"
+    assert any("symbolic link" in w for w in warnings_from(caplog))
+    figure(f"workspace.agent_links_{path_kind}_paths_escaped", 0)
+
+
+# ------------------------------------------------------------------ appends
+
+
+@pytest.mark.parametrize("path_kind", ["local", "session"])
+def test_a_run_cut_short_by_a_full_disk_is_logged_as_lost_and_never_glued_to_the_next(
+    tmp_path: Path, path_kind: str
+) -> None:
+    root = tmp_path / "workspace"
+    root.mkdir()
+    out = run_scenario("nearly-full-disk", str(root), path_kind, str(12 * 1024))
+    # Every line of the rollout is a whole run: the cut run was undone, the next one is whole.
+    assert out["runs"] == ["First run: a", "Third."], out
+    assert out["tail"] == ""
+    lost = [m for m in out["messages"] if "could not record a run of conversation full" in m]
+    assert len(lost) == 1, out["messages"]
+    assert "The run is not in sessions" in lost[0]
+    # The kernel's short write, caught and undone.
+    assert ("wrote only" if path_kind == "local" else "did not write them all") in lost[0]
+    figure(f"appends.full_disk_{path_kind}_torn_lines_left", 0)
+
+
+async def test_concurrent_appends_through_the_session_api_are_written_whole(
+    client: Any, tmp_path: Path
+) -> None:
+    from agents.sandbox import Manifest
+
+    from sandbox_memory.workspace import SessionWorkspace
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    size = 1 << 20
+    sandbox = await client.create(manifest=Manifest(root=str(root)))
+    async with sandbox:
+        ws = SessionWorkspace(sandbox)
+        lines = [(f'{{"n":{n},"pad":"' + chr(97 + n) * size + '"}\n').encode() for n in range(8)]
+        await asyncio.gather(*(ws.append_line("sessions/c.jsonl", line) for line in lines))
+    got = (root / "sessions/c.jsonl").read_bytes().split(b"\n")
+    assert got[-1] == b""
+    assert sorted(json.loads(line)["n"] for line in got[:-1]) == list(range(8))
+    assert sorted(got[:-1]) == sorted(line[:-1] for line in lines)
+    figure("appends.session_api_concurrent_1mb_segments_whole", "8 of 8")
+
+
+# ------------------------------------------------------------------ folders where files belong
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["lock", "progress/second.json", "layout.json", "registry.json", "rendered.json"],
+)
+async def test_a_folder_where_a_state_file_belongs_is_set_aside_and_memory_goes_on(
+    workspace_root: Path, caplog: pytest.LogCaptureFixture, name: str
+) -> None:
+    await record_conversations(workspace_root, ["first"])
+    await runtime(workspace_root, engine="offline").close()
+    state = workspace_root / STORE / name
+    await record_conversations(workspace_root, ["second"])
+    if state.exists():
+        state.unlink()
+    state.mkdir(parents=True)
+    (state / "kept.txt").write_text("something a person put here")
+    with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
+        await runtime(workspace_root, engine="offline").close()
+    done = progress(workspace_root)
+    sizes = {p.stem: p.stat().st_size for p in (workspace_root / "sessions").glob("*.jsonl")}
+    assert {rid: p["offset"] for rid, p in done.items()} == sizes
+    assert "second" in (workspace_root / "memories/MEMORY.md").read_text()
+    kept = list(state.parent.glob(f"{state.name}.broken-*/kept.txt"))
+    assert len(kept) == 1 and kept[0].read_text() == "something a person put here"
+    assert len([w for w in warnings_from(caplog) if "found a folder" in w]) == 1
+    assert not state.is_dir()

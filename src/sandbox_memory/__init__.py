@@ -24,7 +24,13 @@ if TYPE_CHECKING:
     )
     from .config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
     from .engines.base import Candidate, Extraction, ExtractionEngine, ExtractionRequest
-    from .errors import MemoryConfigError, MemoryConflict, MemoryLockTimeout, SandboxMemoryError
+    from .errors import (
+        MemoryConfigError,
+        MemoryConflict,
+        MemoryLockTimeout,
+        MemoryPathError,
+        SandboxMemoryError,
+    )
     from .public_route import record_run
     from .search import SearchHit
     from .store import Entry, LogRecord, Source
@@ -53,6 +59,7 @@ _WHERE: dict[str, str] = {
     "MemoryConfigError": "errors",
     "MemoryConflict": "errors",
     "MemoryLockTimeout": "errors",
+    "MemoryPathError": "errors",
     "SandboxMemoryError": "errors",
     "record_run": "public_route",
     "SearchHit": "search",
@@ -81,6 +88,7 @@ __all__ = [
     "MemoryGenerateConfig",
     "MemoryLayoutConfig",
     "MemoryLockTimeout",
+    "MemoryPathError",
     "MemoryReadConfig",
     "Refresh",
     "Remember",

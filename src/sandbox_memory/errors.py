@@ -5,7 +5,8 @@
     MemoryError_ (base, subclass of Exception)
     ├── MemoryConfigError (also ValueError)   bad configuration or argument; names field and value
     ├── MemoryConflict                        stale version, unknown key, refused command (409)
-    └── MemoryLockTimeout                     the layout lock could not be taken in time
+    ├── MemoryLockTimeout                     the layout lock could not be taken in time
+    └── MemoryPathError (also PermissionError) a memory path goes through a symbolic link
 
 Every message says what was wrong, with the value, and what to do.
 """
@@ -40,3 +41,14 @@ class MemoryConflict(SandboxMemoryError):
 
 class MemoryLockTimeout(SandboxMemoryError):
     """Another process held the layout lock for longer than the configured wait."""
+
+
+class MemoryPathError(SandboxMemoryError, PermissionError):
+    """A memory path goes through a symbolic link: it could lead outside the workspace.
+
+    Memory never follows one; the read or write is refused and nothing is changed.
+    """
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        super().__init__(f"memory path {path!r} {problem}; refused (memory never follows links)")

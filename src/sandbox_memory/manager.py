@@ -519,9 +519,11 @@ class LayoutRuntime:
         everything = [*layout.entries.values(), *registry.entries()]
         memory_md = render_memory_md(everything, refs)
         await self.ws.write_text(f"{mdir}/MEMORY.md", memory_md)
-        await self.store.ws.write_text(
+        await self.store.write_state(
             f"{self.store.dir}/rendered.json",
-            json.dumps({"memory_md_sha256": hashlib.sha256(memory_md.encode()).hexdigest()}),
+            json.dumps(
+                {"memory_md_sha256": hashlib.sha256(memory_md.encode()).hexdigest()}
+            ).encode(),
         )
         await self.ws.write_text(
             f"{mdir}/memory_summary.md",
@@ -573,7 +575,8 @@ class LayoutRuntime:
         current = await self.ws.read_text(f"{mdir}/MEMORY.md")
         if current is None:
             return
-        stamp_raw = await self.ws.read_text(f"{self.store.dir}/rendered.json")
+        stamp_bytes = await self.store.read_state(f"{self.store.dir}/rendered.json")
+        stamp_raw = None if stamp_bytes is None else stamp_bytes.decode("utf-8", "replace")
         try:
             rendered = json.loads(stamp_raw or "{}").get("memory_md_sha256")
         except (ValueError, AttributeError):

@@ -34,7 +34,7 @@ from pydantic import BaseModel, Field, ValidationError
 from .engines.base import EntryKind
 from .errors import MemoryConfigError
 from .rollouts import ROLLOUT_ID_RE
-from .workspace import LeaseLock, Workspace
+from .workspace import LeaseLock, Workspace, set_aside_folder
 
 logger = logging.getLogger("sandbox_memory")
 
@@ -312,8 +312,26 @@ class Store(MemoryStore):
     def lease(self, *, timeout: float, lease: float) -> LeaseLock:
         return LeaseLock(self.ws, self.lock_path, timeout=timeout, lease=lease)
 
+    async def read_state(self, path: str) -> bytes | None:
+        """A state file's bytes, ``None`` when missing; a folder in its place is set aside."""
+
+        try:
+            return await self.ws.read_bytes(path)
+        except IsADirectoryError:
+            await set_aside_folder(self.ws, path)
+            return None
+
+    async def write_state(self, path: str, data: bytes) -> None:
+        """Replace a state file atomically; a folder in its place is set aside first."""
+
+        try:
+            await self.ws.write_atomic(path, data)
+        except IsADirectoryError:
+            await set_aside_folder(self.ws, path)
+            await self.ws.write_atomic(path, data)
+
     async def _load(self, path: str, model: type[BaseModel], default: BaseModel) -> Any:
-        raw = await self.ws.read_bytes(path)
+        raw = await self.read_state(path)
         if raw is None:
             return default
         try:
@@ -339,7 +357,7 @@ class Store(MemoryStore):
         )
 
     async def layout_needs_rebuild(self) -> bool:
-        raw = await self.ws.read_bytes(f"{self.dir}/layout.json")
+        raw = await self.read_state(f"{self.dir}/layout.json")
         if raw is None:
             return True
         try:
@@ -349,7 +367,7 @@ class Store(MemoryStore):
         return False
 
     async def _save(self, path: str, value: BaseModel) -> None:
-        await self.ws.write_atomic(path, value.model_dump_json(indent=1).encode("utf-8"))
+        await self.write_state(path, value.model_dump_json(indent=1).encode("utf-8"))
 
     async def load_layout(self) -> LayoutMemory:
         value: LayoutMemory = await self._load(
@@ -417,7 +435,7 @@ class Store(MemoryStore):
         return f"{self.dir}/pending/{rollout_id}"
 
     async def _read_progress(self, path: str) -> RolloutProgress | None:
-        raw = await self.ws.read_bytes(path)
+        raw = await self.read_state(path)
         if raw is None:
             return None
         try:
@@ -441,7 +459,7 @@ class Store(MemoryStore):
     async def put_progress(self, rollout_id: str, progress: RolloutProgress) -> None:
         revived = progress.forgotten
         data = progress.model_copy(update={"forgotten": False})
-        await self.ws.write_atomic(
+        await self.write_state(
             self.progress_path(rollout_id), data.model_dump_json().encode("utf-8")
         )
         if revived:
@@ -451,7 +469,7 @@ class Store(MemoryStore):
 
     async def forget_progress(self, rollout_id: str, progress: RolloutProgress) -> None:
         kept = RolloutProgress(offset=progress.offset, updated_at=progress.updated_at)
-        await self.ws.write_atomic(
+        await self.write_state(
             self.forgotten_path(rollout_id),
             kept.model_dump_json(include={"offset", "updated_at"}).encode("utf-8"),
         )
@@ -502,7 +520,7 @@ class Store(MemoryStore):
         return pending
 
     async def mark_pending(self, rollout_id: str) -> None:
-        await self.ws.write_atomic(self.pending_flag(rollout_id), b"")
+        await self.write_state(self.pending_flag(rollout_id), b"")
 
     async def _grew(self, rollout_id: str) -> bool:
         """Whether a flagged rollout holds bytes past its progress; clears a stale flag."""
@@ -528,7 +546,7 @@ class Store(MemoryStore):
     async def thread_for(self, fingerprint: str) -> str | None:
         await self._split_legacy()
         path = self.thread_path(fingerprint)
-        raw = await self.ws.read_bytes(path)
+        raw = await self.read_state(path)
         if raw is None:
             return None
         rid = raw.decode("utf-8", errors="replace").strip()
@@ -541,7 +559,7 @@ class Store(MemoryStore):
         return None
 
     async def index_thread(self, fingerprint: str, rollout_id: str) -> None:
-        await self.ws.write_atomic(self.thread_path(fingerprint), rollout_id.encode("utf-8"))
+        await self.write_state(self.thread_path(fingerprint), rollout_id.encode("utf-8"))
 
     # --------------------------------------------------------------- legacy
 
@@ -576,7 +594,7 @@ class Store(MemoryStore):
             await self.ws.remove(threads)
 
     async def _load_legacy_threads(self, path: str) -> dict[str, str]:
-        raw = await self.ws.read_bytes(path)
+        raw = await self.read_state(path)
         if not raw:
             return {}
         try:
@@ -600,7 +618,7 @@ class Store(MemoryStore):
         )
 
     async def read_log(self) -> list[LogRecord]:
-        raw = await self.ws.read_bytes(f"{self.dir}/log.jsonl")
+        raw = await self.read_state(f"{self.dir}/log.jsonl")
         records: list[LogRecord] = []
         for line in (raw or b"").splitlines():
             if not line.strip():

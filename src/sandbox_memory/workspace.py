@@ -9,32 +9,42 @@ Two workspaces share one interface (:class:`Workspace`):
 
 Paths are POSIX strings relative to the workspace root. Every whole-file write is atomic (write
 a temporary sibling, then rename): a crash leaves the old file or the new one, never half.
+
+No read or write leaves the workspace root: memory's paths never go through a symbolic link.
+The local folder is walked one component at a time from a descriptor of the root, each opened
+with ``O_NOFOLLOW`` (no window between a check and the use); through a session every
+component is checked by the same shell command that then does the work. A link anywhere on
+the path raises :class:`~sandbox_memory.errors.MemoryPathError`, which names the path.
 """
 
 from __future__ import annotations
 
 import abc
 import asyncio
+import errno
+import fcntl
 import io
 import json
 import logging
 import os
 import posixpath
 import secrets
+import stat
 import time
+import weakref
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import aiofiles
-import aiofiles.os
-
-from .errors import MemoryConfigError, MemoryLockTimeout
+from .errors import MemoryConfigError, MemoryLockTimeout, MemoryPathError
 
 if TYPE_CHECKING:
     from agents.sandbox.session.base_sandbox_session import BaseSandboxSession
 
 logger = logging.getLogger("sandbox_memory")
+
+_T = TypeVar("_T")
 
 TMP_SUFFIX = ".tmp-sbm"
 """Suffix of temporary files written before a rename; leftovers are ignored by readers."""
@@ -42,6 +52,9 @@ TMP_SUFFIX = ".tmp-sbm"
 APPEND_ARG_MAX_BYTES = 96 * 1024
 """Largest line a session append passes as a shell argument (Linux caps one at 128 KiB);
 longer lines are written to a temporary file first, one more call."""
+
+BIG_WRITE_BYTES = 1 << 20
+"""Writes and reads at least this big leave the event loop (a thread does the system call)."""
 
 
 def _check_rel(path: str) -> str:
@@ -51,12 +64,19 @@ def _check_rel(path: str) -> str:
     return str(p)
 
 
+class ShortWriteError(OSError):
+    """An append wrote fewer bytes than it was given (a full disk); what it wrote is undone."""
+
+
 class Workspace(abc.ABC):
     """The file operations memory needs, whatever holds the files."""
 
     @abc.abstractmethod
     async def read_bytes(self, path: str) -> bytes | None:
-        """Whole file, or ``None`` when it does not exist."""
+        """Whole file, or ``None`` when it does not exist.
+
+        A folder where the file belongs raises ``IsADirectoryError``.
+        """
 
     @abc.abstractmethod
     async def read_range(self, path: str, offset: int, length: int) -> bytes | None:
@@ -72,13 +92,15 @@ class Workspace(abc.ABC):
 
     @abc.abstractmethod
     async def append_line(self, path: str, data: bytes, *, flag: str | None = None) -> bool:
-        """Append ``data`` (one line ending in ``\\n``), in O(len(data)); ``True`` when the file
-        was absent or empty before.
+        """Append ``data`` (one line ending in ``\\n``) whole, in O(len(data)); ``True`` when
+        the file was absent or empty before.
 
         If the file ends with a torn line (no final newline), a newline is written first so
-        the new line is never glued to the torn one. ``flag``, when given, is a file created
-        empty before and again after the append: it tells a reader that ``path`` grew, without
-        the reader sizing every file (a crash after the append still leaves the first).
+        the new line is never glued to the torn one. Concurrent appends never interleave.
+        An append that could not be written whole (a full disk) is undone where possible
+        and raises :class:`ShortWriteError`. ``flag``, when given, is a file created empty
+        before and again after the append: it tells a reader that ``path`` grew, without the
+        reader sizing every file (a crash after the append still leaves the first).
         """
 
     @abc.abstractmethod
@@ -99,7 +121,8 @@ class Workspace(abc.ABC):
 
     @abc.abstractmethod
     async def rename(self, source: str, destination: str) -> bool:
-        """Rename a file, replacing the destination; ``False`` when the source is missing."""
+        """Rename a file or folder; a destination file is replaced, a destination folder is
+        refused (``IsADirectoryError``); ``False`` when the source is missing."""
 
     async def sizes(self, path: str) -> dict[str, int]:
         """Size of every file in a folder (not recursive), by name; ``{}`` when it does not
@@ -123,6 +146,115 @@ class Workspace(abc.ABC):
         return type(self).__name__
 
 
+# ------------------------------------------------------------------------------- local folder
+
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _O_CLOEXEC
+
+
+def _is_link(name: str, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+class _Walk:
+    """Descriptors of the folders on a path, opened from the root without following links."""
+
+    def __init__(self, root: Path, rel: str, *, create: bool, whole: bool = False) -> None:
+        self.rel = _check_rel(rel)
+        parts = PurePosixPath(self.rel).parts
+        self.name = parts[-1]
+        self.fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | _O_CLOEXEC)
+        try:
+            for part in parts if whole else parts[:-1]:
+                self.fd = self._enter(part, create=create)
+        except BaseException:
+            os.close(self.fd)
+            raise
+
+    def _enter(self, part: str, *, create: bool) -> int:
+        try:
+            child = self._open_dir(part)
+        except FileNotFoundError:
+            if not create:
+                raise
+            try:
+                os.mkdir(part, 0o755, dir_fd=self.fd)
+            except FileExistsError:
+                pass
+            child = self._open_dir(part)
+        os.close(self.fd)
+        return child
+
+    def _open_dir(self, part: str) -> int:
+        try:
+            return os.open(part, _DIR_FLAGS, dir_fd=self.fd)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(part, self.fd):
+                raise MemoryPathError(self.rel, "goes through a symbolic link") from None
+            raise
+
+    def open(self, flags: int, mode: int = 0o644) -> int:
+        """Open the last component (never through a link)."""
+
+        try:
+            return os.open(self.name, flags | os.O_NOFOLLOW | _O_CLOEXEC, mode, dir_fd=self.fd)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP or (
+                exc.errno == errno.ENOTDIR and _is_link(self.name, self.fd)
+            ):
+                raise MemoryPathError(self.rel, "is a symbolic link") from None
+            raise
+
+    def lstat(self) -> os.stat_result:
+        return os.stat(self.name, dir_fd=self.fd, follow_symlinks=False)
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+    def __enter__(self) -> _Walk:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _read_fd(fd: int, length: int | None) -> bytes:
+    info = os.fstat(fd)
+    if stat.S_ISDIR(info.st_mode):
+        raise IsADirectoryError(errno.EISDIR, "is a directory")
+    chunks: list[bytes] = []
+    left = info.st_size if length is None else length
+    while left > 0:
+        chunk = os.read(fd, min(left, 8 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    if length is None:  # the file may have grown since fstat
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _write_all(fd: int, data: bytes) -> tuple[int, OSError | None]:
+    """Write ``data``; return how many bytes were written and the error that stopped it."""
+
+    view = memoryview(data)
+    written = 0
+    while written < len(data):
+        try:
+            n = os.write(fd, view[written:])
+        except OSError as exc:
+            return written, exc
+        if n <= 0:
+            break
+        written += n
+    return written, None
+
+
 class LocalWorkspace(Workspace):
     """A workspace that is a folder on this machine."""
 
@@ -132,84 +264,126 @@ class LocalWorkspace(Workspace):
     def describe(self) -> str:
         return f"folder {self.root}"
 
-    def _p(self, path: str) -> Path:
-        return self.root / _check_rel(path)
+    def _walk(self, path: str, *, create: bool = False) -> _Walk:
+        return _Walk(self.root, path, create=create)
+
+    @staticmethod
+    async def _call(big: bool, func: Callable[..., _T], *args: Any) -> _T:
+        """``func(*args)``: in a thread when it moves a lot of bytes, else on the loop."""
+
+        if big:
+            return await asyncio.to_thread(func, *args)
+        return func(*args)
+
+    def _read_sync(self, path: str, offset: int, length: int | None) -> bytes | None:
+        try:
+            with self._walk(path) as walk:
+                fd = walk.open(os.O_RDONLY)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        try:
+            if offset:
+                os.lseek(fd, offset, os.SEEK_SET)
+            return _read_fd(fd, length)
+        finally:
+            os.close(fd)
 
     async def read_bytes(self, path: str) -> bytes | None:
-        try:
-            async with aiofiles.open(self._p(path), "rb") as fh:
-                return await fh.read()
-        except (FileNotFoundError, NotADirectoryError):
-            return None
+        size = await self.size(path, follow_dirs=True)
+        big = size is not None and size >= BIG_WRITE_BYTES
+        return await self._call(big, self._read_sync, path, 0, None)
 
     async def read_range(self, path: str, offset: int, length: int) -> bytes | None:
-        try:
-            async with aiofiles.open(self._p(path), "rb") as fh:
-                await fh.seek(offset)
-                return await fh.read(length)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
+        big = length >= BIG_WRITE_BYTES
+        return await self._call(big, self._read_sync, path, offset, length)
 
-    async def size(self, path: str) -> int | None:
+    async def size(self, path: str, *, follow_dirs: bool = False) -> int | None:
         try:
-            return self._p(path).stat().st_size
+            with self._walk(path) as walk:
+                info = walk.lstat()
         except (FileNotFoundError, NotADirectoryError):
             return None
+        if stat.S_ISLNK(info.st_mode):
+            raise MemoryPathError(_check_rel(path), "is a symbolic link")
+        if stat.S_ISDIR(info.st_mode) and not follow_dirs:
+            return None
+        return info.st_size
+
+    def _write_atomic_sync(self, path: str, data: bytes) -> None:
+        with self._walk(path, create=True) as walk:
+            tmp = f".{walk.name}.{secrets.token_hex(4)}{TMP_SUFFIX}"
+            fd = os.open(
+                tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_CLOEXEC, 0o644, dir_fd=walk.fd
+            )
+            try:
+                try:
+                    written, failure = _write_all(fd, data)
+                    if failure is not None:
+                        raise failure
+                    if written != len(data):
+                        raise ShortWriteError(errno.ENOSPC, f"short write of {walk.rel}")
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                os.replace(tmp, walk.name, src_dir_fd=walk.fd, dst_dir_fd=walk.fd)
+            except BaseException:
+                try:
+                    os.unlink(tmp, dir_fd=walk.fd)
+                except FileNotFoundError:
+                    pass
+                raise
 
     async def write_atomic(self, path: str, data: bytes) -> None:
-        target = self._p(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}{TMP_SUFFIX}")
-        try:
-            async with aiofiles.open(tmp, "wb") as fh:
-                await fh.write(data)
-                await fh.flush()
-                await asyncio.to_thread(os.fsync, fh.fileno())
-            os.replace(tmp, target)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
+        # Small writes stay on the loop: a thread hop costs more than writing a few kilobytes.
+        big = len(data) >= BIG_WRITE_BYTES
+        await self._call(big, self._write_atomic_sync, path, data)
 
-    async def append_line(self, path: str, data: bytes, *, flag: str | None = None) -> bool:
-        # Plain os calls on purpose: an append is a few kilobytes, and a thread hop (aiofiles)
-        # would cost more than the write itself. O_APPEND makes concurrent appends whole.
-        target = self._p(path)
-        flag_path = self._p(flag) if flag is not None else None
-        flagged = flag_path is None or self._touch(flag_path)
+    def _append_sync(self, path: str, data: bytes) -> bool:
+        with self._walk(path, create=True) as walk:
+            fd = walk.open(os.O_RDWR | os.O_CREAT | os.O_APPEND)
         try:
-            fd = os.open(target, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        except FileNotFoundError:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(target, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
+            # The lock keeps a mend and the line together, and a line written in several
+            # system calls (a huge one) whole among other processes appending.
+            fcntl.flock(fd, fcntl.LOCK_EX)
             end = os.lseek(fd, 0, os.SEEK_END)
             if end > 0 and os.pread(fd, 1, end - 1) != b"\n":
                 data = b"\n" + data
-            os.write(fd, data)
+            written, failure = _write_all(fd, data)
+            if written != len(data):
+                # Undo the torn piece: the run is refused whole, never kept half.
+                os.ftruncate(fd, end)
+                raise ShortWriteError(
+                    failure.errno if failure is not None else errno.ENOSPC,
+                    f"appending {len(data)} bytes to {path} wrote only {written} "
+                    f"({failure.strerror if failure is not None else 'disk full?'}); "
+                    "the partial line was removed",
+                )
         finally:
             os.close(fd)
-        if flag_path is not None:
-            flagged = self._touch(flag_path) and flagged
-        if not flagged:
-            _flag_failed(path, str(flag))
         return end == 0
 
-    @staticmethod
-    def _touch(path: Path) -> bool:
+    def _touch(self, path: str) -> bool:
         try:
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
-            except FileNotFoundError:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+            with self._walk(path, create=True) as walk:
+                os.close(walk.open(os.O_WRONLY | os.O_CREAT))
         except OSError:
             return False
-        os.close(fd)
         return True
+
+    async def append_line(self, path: str, data: bytes, *, flag: str | None = None) -> bool:
+        flagged = flag is None or self._touch(flag)
+        big = len(data) >= BIG_WRITE_BYTES
+        was_empty = await self._call(big, self._append_sync, path, data)
+        if flag is not None:
+            flagged = self._touch(flag) and flagged
+            if not flagged:
+                _flag_failed(path, flag)
+        return was_empty
 
     async def listdir(self, path: str) -> list[str]:
         try:
-            return sorted(os.listdir(self._p(path)))
+            with _Walk(self.root, path, create=False, whole=True) as walk:
+                return sorted(os.listdir(walk.fd))
         except (FileNotFoundError, NotADirectoryError):
             return []
 
@@ -222,20 +396,21 @@ class LocalWorkspace(Workspace):
 
     async def remove(self, path: str) -> None:
         try:
-            self._p(path).unlink()
+            with self._walk(path) as walk:
+                os.unlink(walk.name, dir_fd=walk.fd)
         except FileNotFoundError:
             pass
 
     async def mkdir(self, path: str) -> None:
-        self._p(path).mkdir(parents=True, exist_ok=True)
+        with _Walk(self.root, path, create=True, whole=True):
+            pass
 
     async def create_exclusive(self, path: str, data: bytes) -> bool:
-        target = self._p(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            return False
+        with self._walk(path, create=True) as walk:
+            try:
+                fd = walk.open(os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+            except FileExistsError:
+                return False
         try:
             os.write(fd, data)
         finally:
@@ -243,11 +418,49 @@ class LocalWorkspace(Workspace):
         return True
 
     async def rename(self, source: str, destination: str) -> bool:
-        try:
-            os.replace(self._p(source), self._p(destination))
-        except FileNotFoundError:
-            return False
+        with self._walk(source) as src:
+            try:
+                src.lstat()
+            except FileNotFoundError:
+                return False
+            with self._walk(destination, create=True) as dst:
+                if stat.S_ISDIR(_lstat_mode(dst.name, dst.fd)):
+                    raise IsADirectoryError(errno.EISDIR, f"{dst.rel} is a directory")
+                try:
+                    os.replace(src.name, dst.name, src_dir_fd=src.fd, dst_dir_fd=dst.fd)
+                except FileNotFoundError:
+                    return False
         return True
+
+
+def _lstat_mode(name: str, dir_fd: int) -> int:
+    try:
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        return 0
+
+
+# ------------------------------------------------------------------------------ session API
+
+_SH_PRELUDE = r"""
+nolink() {
+  p=$ROOT; rest=$1
+  while [ -n "$rest" ]; do
+    c=${rest%%/*}
+    if [ "$c" = "$rest" ]; then rest=; else rest=${rest#*/}; fi
+    p=$p/$c
+    if [ -L "$p" ]; then printf '%s\n' "$1" >&2; exit 40; fi
+  done
+}
+"""
+"""Shell functions every session command starts with: ``nolink REL`` exits 40 when any
+component of the workspace path ``REL`` is a symbolic link."""
+
+_APPEND_LOCKS: weakref.WeakKeyDictionary[object, dict[str, asyncio.Lock]] = (
+    weakref.WeakKeyDictionary()
+)
+"""Appends through one session, by file: serialised in this process (where ``flock`` is
+missing from the sandbox, this is what keeps concurrent runs' segments whole)."""
 
 
 class SessionWorkspace(Workspace):
@@ -259,18 +472,44 @@ class SessionWorkspace(Workspace):
     def describe(self) -> str:
         return f"sandbox session {type(self.session).__name__}"
 
-    def _abs(self, path: str) -> str:
-        return str(self.session.normalize_path(Path(_check_rel(path))))
+    def _root(self) -> str:
+        return str(self.session.state.manifest.root).rstrip("/") or "/"
 
-    async def _sh(self, script: str, *args: str) -> tuple[int, bytes]:
-        result = await self.session.exec("sh", "-c", script, "sh", *args, shell=False)
+    async def _sh(self, script: str, *rels: str, extra: tuple[str, ...] = ()) -> tuple[int, bytes]:
+        """Run ``script`` with ``$1..`` the absolute paths of ``rels``, then ``extra``.
+
+        Every path is first checked not to go through a link, by the same command (exit code
+        40 raises :class:`MemoryPathError`).
+        """
+
+        checked = [_check_rel(r) for r in rels]
+        n = len(checked)
+        head = "ROOT=$1; shift; " + "".join(
+            f'nolink "${i}"; a{i}=$ROOT/${i}; ' for i in range(1, n + 1)
+        )
+        if n:
+            head += f"shift {n}; set -- " + " ".join(f'"$a{i}"' for i in range(1, n + 1))
+            head += ' "$@"; '
+        body = f"{_SH_PRELUDE}\n{head}\n{script}"
+        result = await self.session.exec(
+            "sh", "-c", body, "sh", self._root(), *checked, *extra, shell=False
+        )
+        if result.exit_code == 40:
+            bad = result.stderr.decode("utf-8", "replace").strip() or ", ".join(checked)
+            raise MemoryPathError(bad, "goes through a symbolic link")
         return result.exit_code, result.stdout
 
     async def read_bytes(self, path: str) -> bytes | None:
         from agents.sandbox.errors import WorkspaceReadNotFoundError
 
+        rel = _check_rel(path)
+        code, _ = await self._sh('[ -d "$1" ] && exit 21; [ -f "$1" ] || exit 3; exit 0', rel)
+        if code == 3:
+            return None
+        if code == 21:
+            raise IsADirectoryError(errno.EISDIR, f"{rel} is a directory")
         try:
-            handle = await self.session.read(Path(_check_rel(path)))
+            handle = await self.session.read(Path(rel))
         except WorkspaceReadNotFoundError:
             return None
         try:
@@ -282,9 +521,8 @@ class SessionWorkspace(Workspace):
     async def read_range(self, path: str, offset: int, length: int) -> bytes | None:
         code, out = await self._sh(
             '[ -f "$1" ] || exit 3; tail -c +"$2" -- "$1" | head -c "$3"',
-            self._abs(path),
-            str(offset + 1),
-            str(length),
+            path,
+            extra=(str(offset + 1), str(length)),
         )
         if code == 3:
             return None
@@ -293,69 +531,106 @@ class SessionWorkspace(Workspace):
         return out
 
     async def size(self, path: str) -> int | None:
-        code, out = await self._sh('[ -f "$1" ] || exit 3; wc -c < "$1"', self._abs(path))
+        code, out = await self._sh('[ -f "$1" ] || exit 3; wc -c < "$1"', path)
         if code != 0:
             return None
         return int(out.strip() or b"0")
 
-    async def write_atomic(self, path: str, data: bytes) -> None:
-        rel = _check_rel(path)
+    async def _mkparent(self, rel: str) -> str:
         parent = posixpath.dirname(rel)
         if parent:
-            await self.session.mkdir(Path(parent), parents=True)
+            code, _ = await self._sh('mkdir -p -- "$1"', parent)
+            if code != 0:
+                raise OSError(f"could not create folder {parent} (exit code {code})")
+        return parent
+
+    async def write_atomic(self, path: str, data: bytes) -> None:
+        rel = _check_rel(path)
+        parent = await self._mkparent(rel)
         tmp = posixpath.join(
             parent, f".{posixpath.basename(rel)}.{secrets.token_hex(4)}{TMP_SUFFIX}"
         )
         await self.session.write(Path(tmp), io.BytesIO(data))
-        await self.session.mv(Path(tmp), Path(rel))
+        code, _ = await self._sh(
+            '[ "$(wc -c < "$1")" -eq "$3" ] || { rm -f -- "$1"; exit 28; }; '
+            '[ -d "$2" ] && { rm -f -- "$1"; exit 21; }; mv -f -- "$1" "$2"',
+            tmp,
+            rel,
+            extra=(str(len(data)),),
+        )
+        if code == 28:
+            raise ShortWriteError(errno.ENOSPC, f"short write of {rel} (disk full?)")
+        if code == 21:
+            raise IsADirectoryError(errno.EISDIR, f"{rel} is a directory")
+        if code != 0:
+            raise OSError(f"writing {rel} failed with exit code {code}")
 
     async def append_line(self, path: str, data: bytes, *, flag: str | None = None) -> bool:
+        rel = _check_rel(path)
+        locks = _APPEND_LOCKS.setdefault(self.session, {})
+        lock = locks.setdefault(rel, asyncio.Lock())
+        async with lock:
+            return await self._append(rel, data, flag)
+
+    async def _append(self, rel: str, data: bytes, flag: str | None) -> bool:
         # One exec per append: a line travels as an argument; one beyond what an argument
         # holds (or not UTF-8) is written to a temporary sibling first, one more call.
-        rel = _check_rel(path)
-        parent = posixpath.dirname(rel)
         try:
             payload = data.decode("utf-8") if len(data) <= APPEND_ARG_MAX_BYTES else None
         except UnicodeDecodeError:
             payload = None
-        tmp_abs = ""
+        parent = posixpath.dirname(rel)
+        tmp = ""
         if payload is None:
-            if parent:
-                await self.session.mkdir(Path(parent), parents=True)
+            await self._mkparent(rel)
             tmp = posixpath.join(parent, f".append.{secrets.token_hex(6)}{TMP_SUFFIX}")
             await self.session.write(Path(tmp), io.BytesIO(data))
-            tmp_abs = self._abs(tmp)
             payload = ""
-        flag_abs = self._abs(flag) if flag is not None else ""
-        flag_dir = posixpath.dirname(flag_abs) if flag is not None else ""
-        source = 'cat -- "$6"' if tmp_abs else 'printf "%s" "$5"'
+        # $1 the rollout, $2 the flag (or the rollout again), $3 the temporary copy (or the
+        # rollout again), $4 the byte count, $5 the line, $6 1 when there is a flag, $7 1 when
+        # there is a temporary copy. Under flock where the sandbox has it; the size check
+        # catches a short write, which is undone (truncate) so no torn run is left.
         script = (
-            '[ -d "$2" ] || mkdir -p -- "$2" || exit 4; '
-            'flag() { [ -z "$3" ] || { { [ -d "$4" ] || mkdir -p -- "$4"; } && : >> "$3"; } '
-            '2>/dev/null || flagged=0; }; flagged=1; flag "$@"; '
-            'new=1; if [ -s "$1" ]; then new=0; '
-            '[ -z "$(tail -c 1 -- "$1")" ] || printf "\\n" >> "$1"; fi; '
-            f'{source} >> "$1"; rc=$?; [ -z "$6" ] || rm -f -- "$6"; [ $rc -eq 0 ] || exit $rc; '
+            # A file-size limit must fail the write, not kill the shell mid-line.
+            "trap '' XFSZ 2>/dev/null; "
+            '[ "$7" = 1 ] && trap \'rm -f -- "$3"\' EXIT; '
+            'mkdir -p -- "$(dirname -- "$1")" || exit 4; '
+            'flag() { [ "$6" = 1 ] || return 0; '
+            '{ mkdir -p -- "$(dirname -- "$2")" && : >> "$2"; } 2>/dev/null || flagged=0; }; '
+            'flagged=1; flag "$@"; '
+            'if [ "$7" = 1 ]; then [ "$(wc -c < "$3")" -eq "$4" ] || exit 28; fi; '
+            ': >> "$1" || exit 28; '
+            'if command -v flock >/dev/null 2>&1; then exec 9>>"$1"; flock 9; fi; '
+            'before=$(wc -c < "$1"); new=0; [ "$before" -gt 0 ] || new=1; '
+            'if [ "$before" -gt 0 ] && [ -n "$(tail -c 1 -- "$1")" ]; then '
+            '  printf "\\n" >> "$1" || exit 28; before=$((before + 1)); fi; '
+            'if [ "$7" = 1 ]; then cat -- "$3" >> "$1"; else printf "%s" "$5" >> "$1"; fi; '
+            'rc=$?; after=$(wc -c < "$1"); '
+            'if [ $rc -ne 0 ] || [ $((after - before)) -ne "$4" ]; then '
+            '  truncate -s "$before" -- "$1" 2>/dev/null; exit 28; fi; '
             'flag "$@"; echo "$new $flagged"'
         )
         code, out = await self._sh(
             script,
-            self._abs(rel),
-            posixpath.dirname(self._abs(rel)),
-            flag_abs,
-            flag_dir,
-            payload,
-            tmp_abs,
+            rel,
+            flag if flag is not None else rel,
+            tmp or rel,
+            extra=(str(len(data)), payload, "1" if flag else "0", "1" if tmp else "0"),
         )
+        if code == 28:
+            raise ShortWriteError(
+                errno.ENOSPC,
+                f"appending {len(data)} bytes to {rel} did not write them all (disk full?)",
+            )
         if code != 0:
-            raise OSError(f"appending to {path} failed with exit code {code}")
+            raise OSError(f"appending to {rel} failed with exit code {code}")
         new, _, flagged = out.strip().partition(b" ")
         if flag is not None and flagged != b"1":
-            _flag_failed(path, flag)
+            _flag_failed(rel, flag)
         return new == b"1"
 
     async def listdir(self, path: str) -> list[str]:
-        code, out = await self._sh('[ -d "$1" ] || exit 0; ls -1A -- "$1"', self._abs(path))
+        code, out = await self._sh('[ -d "$1" ] || exit 0; ls -1A -- "$1"', path)
         if code != 0:
             return []
         return sorted(line for line in out.decode("utf-8", "replace").splitlines() if line)
@@ -382,26 +657,30 @@ class SessionWorkspace(Workspace):
         return found
 
     async def remove(self, path: str) -> None:
-        await self._sh('rm -f -- "$1"', self._abs(path))
+        await self._sh('rm -f -- "$1"', path)
 
     async def mkdir(self, path: str) -> None:
-        await self.session.mkdir(Path(_check_rel(path)), parents=True)
+        code, _ = await self._sh('mkdir -p -- "$1"', path)
+        if code != 0:
+            raise OSError(f"could not create folder {path} (exit code {code})")
 
     async def create_exclusive(self, path: str, data: bytes) -> bool:
         rel = _check_rel(path)
-        parent = posixpath.dirname(rel)
-        if parent:
-            await self.session.mkdir(Path(parent), parents=True)
+        await self._mkparent(rel)
         # noclobber makes the shell open the file with O_EXCL: atomic on POSIX filesystems.
         code, _ = await self._sh(
-            'set -C; printf "%s" "$2" > "$1" 2>/dev/null', self._abs(rel), data.decode("utf-8")
+            'set -C; printf "%s" "$2" > "$1" 2>/dev/null', rel, extra=(data.decode("utf-8"),)
         )
         return code == 0
 
     async def rename(self, source: str, destination: str) -> bool:
         code, _ = await self._sh(
-            '[ -f "$1" ] || exit 3; mv -f -- "$1" "$2"', self._abs(source), self._abs(destination)
+            '[ -e "$1" ] || exit 3; [ -d "$2" ] && exit 21; mv -f -- "$1" "$2"',
+            source,
+            destination,
         )
+        if code == 21:
+            raise IsADirectoryError(errno.EISDIR, f"{destination} is a directory")
         return code == 0
 
 
@@ -412,6 +691,23 @@ def _flag_failed(path: str, flag: str) -> None:
         path,
         flag,
     )
+
+
+async def set_aside_folder(workspace: Workspace, path: str) -> str:
+    """Move a folder found where a file belongs to ``<path>.broken-<ms>``, and log it.
+
+    Like an unreadable state file, it is kept (nothing in it is lost) and memory goes on with
+    a fresh file.
+    """
+
+    aside = f"{path}.broken-{int(time.time() * 1000)}-{secrets.token_hex(2)}"
+    await workspace.rename(path, aside)
+    logger.error(
+        "memory found a folder where its file %s belongs; kept as %s and starting it afresh",
+        path,
+        aside,
+    )
+    return aside
 
 
 def _pid_space() -> str | None:
@@ -495,7 +791,11 @@ class LeaseLock:
                 if warned:
                     logger.warning("took memory lock %s after waiting %.1fs", self.path, waited)
                 return
-            raw = await self.workspace.read_bytes(self.path)
+            try:
+                raw = await self.workspace.read_bytes(self.path)
+            except IsADirectoryError:
+                await set_aside_folder(self.workspace, self.path)
+                continue
             expired = False
             try:
                 info = json.loads(raw or b"{}")
