@@ -289,7 +289,7 @@ class LocalWorkspace(Workspace):
             os.close(fd)
 
     async def read_bytes(self, path: str) -> bytes | None:
-        size = await self.size(path, follow_dirs=True)
+        size = self._size(path, dirs=True)
         big = size is not None and size >= BIG_WRITE_BYTES
         return await self._call(big, self._read_sync, path, 0, None)
 
@@ -297,7 +297,7 @@ class LocalWorkspace(Workspace):
         big = length >= BIG_WRITE_BYTES
         return await self._call(big, self._read_sync, path, offset, length)
 
-    async def size(self, path: str, *, follow_dirs: bool = False) -> int | None:
+    def _size(self, path: str, *, dirs: bool) -> int | None:
         try:
             with self._walk(path) as walk:
                 info = walk.lstat()
@@ -305,9 +305,12 @@ class LocalWorkspace(Workspace):
             return None
         if stat.S_ISLNK(info.st_mode):
             raise MemoryPathError(_check_rel(path), "is a symbolic link")
-        if stat.S_ISDIR(info.st_mode) and not follow_dirs:
+        if stat.S_ISDIR(info.st_mode) and not dirs:
             return None
         return info.st_size
+
+    async def size(self, path: str) -> int | None:
+        return self._size(path, dirs=False)
 
     def _write_atomic_sync(self, path: str, data: bytes) -> None:
         with self._walk(path, create=True) as walk:
