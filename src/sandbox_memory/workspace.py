@@ -392,8 +392,13 @@ class LocalWorkspace(Workspace):
 
     async def sizes(self, path: str) -> dict[str, int]:
         try:
-            with os.scandir(self._p(path)) as entries:
-                return {e.name: e.stat().st_size for e in entries if e.is_file()}
+            with _Walk(self.root, path, create=False, whole=True) as walk:
+                with os.scandir(walk.fd) as entries:
+                    return {
+                        e.name: e.stat(follow_symlinks=False).st_size
+                        for e in entries
+                        if e.is_file(follow_symlinks=False)
+                    }
         except (FileNotFoundError, NotADirectoryError):
             return {}
 
@@ -642,10 +647,10 @@ class SessionWorkspace(Workspace):
         # One wc over every regular file: a fork per file would cost a second per 200 files.
         script = (
             '[ -d "$1" ] || exit 0; cd -- "$1" || exit 1; set --; '
-            'for f in * .[!.]*; do [ -f "$f" ] && set -- "$@" "$f"; done; '
+            'for f in * .[!.]*; do [ -f "$f" ] && [ ! -L "$f" ] && set -- "$@" "$f"; done; '
             '[ $# -gt 0 ] || exit 0; echo "$#"; wc -c -- "$@"'
         )
-        code, out = await self._sh(script, self._abs(path))
+        code, out = await self._sh(script, path)
         if code != 0:
             raise OSError(f"listing {path} failed with exit code {code}")
         lines = out.decode("utf-8", "replace").splitlines()
