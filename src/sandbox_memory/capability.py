@@ -194,6 +194,13 @@ class Memory(_SDKMemory):
             memory_dir=memory_dir, summary=summary, live_update=self.read.live_update
         )
 
+    async def current_conversation(self) -> str | None:
+        """The rollout id of the conversation this bound run belongs to, if it has memory."""
+
+        if self.session is None:
+            return None
+        return await self._conversation_id(_sdk.runtime_for(self.session, self))
+
     async def _conversation_id(self, runtime: Any) -> str | None:
         """This run's conversation: the id the SDK resolved for it, else its history's."""
 

@@ -19,10 +19,11 @@ from .config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
 from .engines.base import ITEM_ID_FIELD, EntryKind
 from .errors import MemoryConfigError, MemoryConflict
 from .manager import LayoutRuntime
-from .phase_two import secret_problem
+from .phase_two import retract, secret_problem
 from .rollouts import append_segment, build_segment, parse_segments, rollout_path, safe_rollout_id
 from .store import (
     MAX_CONTENT_CHARS,
+    Cause,
     ConversationMemory,
     Entry,
     LogRecord,
@@ -137,10 +138,7 @@ def _edit(
             person=command.person,
         )
         return
-    entry = entries[command.key]
-    entry.status = "retracted"
-    entry.updated_at = stamp
-    entry.sources = [*entry.sources, source]
+    retract(entries[command.key], [source], stamp)
 
 
 class MemoryClient:
@@ -307,6 +305,28 @@ class MemoryClient:
             overrides=memory.overrides.model_dump(exclude_none=True),
         )
 
+    async def holders(self, key: str, *, conversation: str | None = None) -> list[str | None]:
+        """Where an active entry ``key`` is shown: ``conversation`` (the run's own), layout
+        memory (``None``), and the conversations whose facts ``MEMORY.md`` lists.
+
+        What a Forget of "the entry the agent sees" has to reach.
+        """
+
+        validate_key(key)
+        found: list[str | None] = []
+        if conversation is not None:
+            memory = await self.store.load_conversation(safe_rollout_id(conversation))
+            if key in memory.entries and memory.entries[key].status == "active":
+                found.append(memory.rollout_id)
+        layout = await self.store.load_layout()
+        if key in layout.entries and layout.entries[key].status == "active":
+            found.append(None)
+        registry = await self.store.load_registry()
+        for rid, group in registry.conversations.items():
+            if rid not in found and any(e.key == key for e in group):
+                found.append(rid)
+        return found
+
     async def log(self) -> list[LogRecord]:
         records: list[LogRecord] = await self.store.read_log()
         return records
@@ -374,7 +394,7 @@ class MemoryClient:
         rt.bump()
         return await self.view(rid)
 
-    async def _apply_layout(self, command: Command, *, expected: int, cause: str) -> None:
+    async def _apply_layout(self, command: Command, *, expected: int, cause: Cause) -> None:
         store = self.store
         layout = await store.load_layout()
         if layout.version != expected:
@@ -409,9 +429,15 @@ class MemoryClient:
                 detail=json.dumps({"command": command.model_dump(by_alias=True), "item": edit_id}),
             )
         )
+        if isinstance(command, Forget):
+            # The conversations it was promoted from hold the same entry: it goes there too.
+            for record in await self.runtime.retract_copies(
+                layout.entries[command.key], source, stamp=stamp, cause=cause
+            ):
+                await store.append_log(record)
 
     async def _apply_conversation(
-        self, command: Command, rid: str, *, expected: int, cause: str
+        self, command: Command, rid: str, *, expected: int, cause: Cause
     ) -> None:
         rt = self.runtime
         store = self.store
@@ -489,15 +515,16 @@ class MemoryClient:
                 detail=json.dumps({"command": command.model_dump(by_alias=True), "item": item_id}),
             )
         )
-        if isinstance(command, Remember):
 
-            def unconsolidate(p: Any) -> None:
-                p.consolidated = False
-                if p.slug is None:
-                    p.slug = "edits"
-                    p.updated_at = str(segment["updated_at"])
+        # Remember or Forget: phase 2 (run by apply, right after) takes this conversation in
+        # again, so the registry, the layout's promoted copy and the rendered files follow.
+        def unconsolidate(p: Any) -> None:
+            p.consolidated = False
+            if p.slug is None:
+                p.slug = "edits"
+                p.updated_at = str(segment["updated_at"])
 
-            await rt.update_progress(rid, unconsolidate)
+        await rt.update_progress(rid, unconsolidate)
 
     async def _refresh(self, conversation: str | None) -> ConversationView | LayoutView:
         rt = self.runtime

@@ -24,7 +24,14 @@ from .config import (
 )
 from .engines.base import ExtractionEngine
 from .phase_one import Budget, extract_rollout
-from .phase_two import forget_conversations, promote, secret_problem, select_rollouts
+from .phase_two import (
+    forget_conversations,
+    promote,
+    retract,
+    same_fact,
+    secret_problem,
+    select_rollouts,
+)
 from .render import (
     RolloutRef,
     parse_registry,
@@ -42,6 +49,7 @@ from .rollouts import (
 from .search import SearchIndex
 from .store import (
     LONG_LIVED_KINDS,
+    Cause,
     Defaults,
     Entry,
     LayoutMemory,
@@ -568,6 +576,38 @@ class LayoutRuntime:
             if text is not None and "\nLearned from: " in text:
                 await self.ws.remove(f"{mdir}/skills/{stale}/SKILL.md")
 
+    async def retract_copies(
+        self, entry: Entry, source: Source, *, stamp: int, cause: Cause
+    ) -> list[LogRecord]:
+        """Retract, in the conversations a retracted layout entry came from, their copies of it.
+
+        A promoted entry lives in its conversation too (shown there as *This conversation*);
+        forgetting it in layout memory must not leave it there. Returns the log records.
+        """
+
+        records: list[LogRecord] = []
+        for rid in dict.fromkeys(s.conversation for s in entry.sources):
+            if not await self.store.conversation_exists(rid):
+                continue  # "person" or "live": an edit, not a conversation
+            conversation = await self.store.load_conversation(rid)
+            copy = conversation.entries.get(entry.key)
+            if copy is None or copy.status != "active" or not same_fact(copy, entry):
+                continue
+            retract(copy, [source], stamp)
+            conversation.version += 1
+            await self.store.save_conversation(conversation)
+            records.append(
+                LogRecord(
+                    version=conversation.version,
+                    at=stamp,
+                    cause=cause,
+                    scope=f"conversation:{rid}",
+                    keys=[entry.key],
+                    detail="retracted with its layout copy",
+                )
+            )
+        return records
+
     async def _take_live_edits(self, layout: LayoutMemory, changes: list[LogRecord]) -> None:
         """Keep edits made to MEMORY.md since the last render, as changes with sources."""
 
@@ -597,7 +637,7 @@ class LayoutRuntime:
             )
             return
         source = await self._live_edit_source()
-        cause = "live_update" if source.conversation != "person" else "person"
+        cause: Cause = "live_update" if source.conversation != "person" else "person"
         keys: list[str] = []
         stamp = now_ms()
         from .engines.base import ENTRY_KINDS
@@ -658,9 +698,7 @@ class LayoutRuntime:
         if parsed:
             for key, entry in layout.entries.items():
                 if entry.status == "active" and entry.person is None and key not in parsed:
-                    entry.status = "retracted"
-                    entry.updated_at = stamp
-                    entry.sources = [*entry.sources, source]
+                    retract(entry, [source], stamp)
                     keys.append(key)
             for key, rid in owner.items():
                 if key in parsed:
@@ -668,9 +706,7 @@ class LayoutRuntime:
                 conv = await conversation(rid)
                 gone = conv.entries.get(key)
                 if gone is not None and gone.status == "active":
-                    gone.status = "retracted"
-                    gone.updated_at = stamp
-                    gone.sources = [*gone.sources, source]
+                    retract(gone, [source], stamp)
                     conv_keys.append(key)
                 registry.conversations[rid] = [
                     e for e in registry.conversations[rid] if e.key != key
@@ -689,6 +725,12 @@ class LayoutRuntime:
             )
         if conversations:
             await self.store.save_registry(registry)
+        for key in keys:
+            if layout.entries[key].status == "retracted":
+                # A deleted line is a Forget: the conversations holding the entry lose it too.
+                changes += await self.retract_copies(
+                    layout.entries[key], source, stamp=stamp, cause=cause
+                )
         if keys:
             layout.version += 1
             changes.append(

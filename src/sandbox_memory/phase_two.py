@@ -180,9 +180,7 @@ def apply_to_conversation(
             entry = memory.entries.get(cand.key)
             if entry is None or entry.status == "retracted":
                 continue
-            entry.status = "retracted"
-            entry.updated_at = stamp
-            entry.sources = entry.sources + sources
+            retract(entry, sources, stamp)
         else:
             memory.entries[cand.key] = Entry(
                 key=cand.key,
@@ -197,6 +195,21 @@ def apply_to_conversation(
     if changed:
         memory.version += 1
     return changed
+
+
+def same_fact(a: Entry, b: Entry) -> bool:
+    """Whether ``a`` and ``b`` are copies of one entry (promoted, or copied back): they share a
+    source. Entries of one key learned apart share none."""
+
+    return a.key == b.key and any(source in b.sources for source in a.sources)
+
+
+def retract(entry: Entry, sources: list[Source], stamp: int | None = None) -> None:
+    """Mark ``entry`` retracted, citing what retracted it (a Forget, a live edit, a run)."""
+
+    entry.status = "retracted"
+    entry.updated_at = now_ms() if stamp is None else stamp
+    entry.sources = [*entry.sources, *sources]
 
 
 def promote(layout: LayoutMemory, conversation: ConversationMemory, since: int) -> list[str]:
@@ -215,12 +228,11 @@ def promote(layout: LayoutMemory, conversation: ConversationMemory, since: int) 
                 and current.person == entry.person
                 and current.updated_at < entry.updated_at
             ):
-                current.status = "retracted"
-                current.updated_at = entry.updated_at
-                current.sources = [
-                    *current.sources,
-                    *(s for s in entry.sources if s not in current.sources),
-                ]
+                retract(
+                    current,
+                    [s for s in entry.sources if s not in current.sources],
+                    entry.updated_at,
+                )
                 promoted.append(entry.key)
             continue
         if entry.kind not in LONG_LIVED_KINDS or entry.status != "active":

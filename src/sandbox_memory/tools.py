@@ -59,9 +59,22 @@ def live_update_tools(memory: Memory) -> list[Tool]:
             key: the key of the entry, as shown in MEMORY.md.
         """
         c = client()
-        view = await c.view(None)
+        assert memory.session is not None
+        here = await memory.current_conversation()
         try:
-            await c.apply(Forget(key=key), expected=view.version, cause="live_update")
+            scopes = await c.holders(key, conversation=here)
+            if not scopes:
+                raise MemoryConflict(f"Forget: no active entry with key {key!r} in memory")
+            while scopes:  # one Forget can retract copies elsewhere: look again after each
+                view = await c.view(scopes[0])
+                await c.apply(
+                    Forget(key=key),
+                    expected=view.version,
+                    conversation=scopes[0],
+                    cause="live_update",
+                )
+                left = await c.holders(key, conversation=here)
+                scopes = [s for s in left if s != scopes[0]]
         except (MemoryConflict, MemoryConfigError) as exc:
             return f"refused: {exc}"
         return f"retracted {key!r} (call {ctx.tool_call_id})"
