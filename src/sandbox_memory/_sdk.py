@@ -185,6 +185,7 @@ class SessionMemoryManager:
             generate=memory.generate,
             read=memory.read,
             engine=memory.engine,
+            store=memory.store,
         )
         self._tasks: set[asyncio.Task[None]] = set()
         """The workers extracting after runs: at most ``generate.phase_one_concurrency``."""
@@ -395,5 +396,6 @@ def runtime_for(session: BaseSandboxSession, memory: Memory) -> LayoutRuntime:
         generate=memory.generate,
         read=memory.read,
         engine=memory.engine,
+        store=memory.store,
     )
     return runtime

@@ -66,10 +66,15 @@ class Memory(_SDKMemory):
     """Default person runs are for (``for_person`` overrides it per run)."""
     engine: ExtractionEngine | None = Field(default=None, exclude=True)
     """An engine object overriding ``generate.engine`` (tests, custom extractors)."""
+    store: Any = Field(default=None, exclude=True)
+    """A shared store (``sandbox_memory.stores.PostgresStore``) holding this layout's memory
+    for sandboxes on many machines; the workspace keeps a working copy. ``None``: the
+    workspace alone (the default)."""
 
     _fingerprint: str | None = PrivateAttr(default=None)
     _rollout_id: str | None = PrivateAttr(default=None)
     _cache: tuple[Any, str | None] | None = PrivateAttr(default=None)
+    _started: bool = PrivateAttr(default=False)
 
     @field_validator("layout", "read", "generate", mode="before")
     @classmethod
@@ -107,6 +112,13 @@ class Memory(_SDKMemory):
             raise MemoryConfigError(
                 "generate", self.generate, "must be a sandbox_memory.MemoryGenerateConfig or None"
             )
+        if self.store is not None:
+            from .stores.postgres import PostgresStore
+
+            if not isinstance(self.store, PostgresStore):
+                raise MemoryConfigError(
+                    "store", self.store, "must be a sandbox_memory.stores.PostgresStore or None"
+                )
 
     def clone(self) -> Memory:
         return self.model_copy(deep=False, update={"session": None})
@@ -121,6 +133,7 @@ class Memory(_SDKMemory):
     def bind(self, session: BaseSandboxSession) -> None:
         self.session = session
         self._cache = None
+        self._started = False
         self._rollout_id = _sdk.current_rollout_id()
         if self.generate is not None:
             _sdk.check_sdk()
@@ -145,6 +158,9 @@ class Memory(_SDKMemory):
                 wait,
             )
         runtime = _sdk.runtime_for(self.session, self)
+        if not self._started:
+            self._started = True
+            await runtime.start_run()
         person = _sdk.current_person.get() or self.person
         cache_key = (runtime.generation, id(runtime), self._rollout_id, self._fingerprint, person)
         if self._cache is not None and self._cache[0] == cache_key:

@@ -8,6 +8,7 @@ conversation's memory (the specification's session memory).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from pathlib import Path
@@ -17,7 +18,7 @@ from pydantic import BaseModel, Field
 
 from .config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
 from .engines.base import ITEM_ID_FIELD, EntryKind
-from .errors import MemoryConfigError, MemoryConflict
+from .errors import MemoryConfigError, MemoryConflict, MemoryStoreUnavailable
 from .manager import LayoutRuntime
 from .phase_two import retract, secret_problem
 from .rollouts import append_segment, build_segment, parse_segments, rollout_path, safe_rollout_id
@@ -148,12 +149,18 @@ class MemoryClient:
     >>> view = await client.view()                       # layout memory
     >>> await client.apply(Remember(key="budget", content="...", kind="fact"),
     ...                    expected=view.version)
+
+    With ``store=`` (a :class:`~sandbox_memory.stores.PostgresStore`) the client works on the
+    shared store: views are read from it and commands are written to it, conditional on the
+    version given; ``workspace`` is then only a local working copy (a temporary folder when
+    omitted), so no sandbox is needed.
     """
 
     def __init__(
         self,
-        workspace: Workspace | Path | str,
+        workspace: Workspace | Path | str | None = None,
         *,
+        store: Any = None,
         layout: MemoryLayoutConfig | None = None,
         read: MemoryReadConfig | None = None,
         generate: MemoryGenerateConfig | None = None,
@@ -164,6 +171,15 @@ class MemoryClient:
         """``use_default``/``generate_default``: the switches' defaults; ``None`` takes the ones
         the workspace's ``Memory`` was configured with (recorded in the store), else on."""
 
+        self._scratch: str | None = None
+        if workspace is None:
+            if store is None and runtime is None:
+                raise MemoryConfigError(
+                    "workspace", None, "is needed unless a store= or runtime= is given"
+                )
+            import tempfile
+
+            self._scratch = workspace = tempfile.mkdtemp(prefix="sandbox-memory-copy-")
         ws = workspace if isinstance(workspace, Workspace) else LocalWorkspace(Path(workspace))
         self._pending_defaults: tuple[bool | None, bool | None, bool] | None = None
         if runtime is None:
@@ -174,6 +190,7 @@ class MemoryClient:
                 if generate_default is not False
                 else None,
                 read=(read or MemoryReadConfig()) if use_default is not False else None,
+                store=store,
             )
             if use_default is None or generate_default is None:
                 self._pending_defaults = (use_default, generate_default, read is not None)
@@ -272,6 +289,11 @@ class MemoryClient:
         return await self.view(conversation)
 
     async def view(self, conversation: str | None = None) -> ConversationView | LayoutView:
+        if self.runtime.shared is not None:
+            await self.runtime.shared.refresh()
+        return await self._local_view(conversation)
+
+    async def _local_view(self, conversation: str | None) -> ConversationView | LayoutView:
         await self._defaults()
         if conversation is None:
             layout = await self.store.load_layout()
@@ -328,6 +350,8 @@ class MemoryClient:
         return found
 
     async def log(self) -> list[LogRecord]:
+        if self.runtime.shared is not None:
+            await self.runtime.shared.refresh()
         records: list[LogRecord] = await self.store.read_log()
         return records
 
@@ -385,14 +409,23 @@ class MemoryClient:
         if isinstance(command, Forget):
             validate_key(command.key)
         rt = self.runtime
-        async with rt.write_lock():
-            if rid is None:
-                await self._apply_layout(command, expected=expected, cause=cause)
-            else:
-                await self._apply_conversation(command, rid, expected=expected, cause=cause)
-            await rt.consolidate_layout()
+        async with contextlib.AsyncExitStack() as stack:
+            if rt.shared is not None:
+                # Under the store's lease, on a copy brought up to date: the version checked
+                # is the store's, and the change goes back with a conditional write.
+                fence = await stack.enter_async_context(rt.shared.session())
+                if fence is None:
+                    raise MemoryStoreUnavailable(
+                        f"{rt.shared.store.describe()} is unreachable; the command was not applied"
+                    )
+            async with rt.write_lock():
+                if rid is None:
+                    await self._apply_layout(command, expected=expected, cause=cause)
+                else:
+                    await self._apply_conversation(command, rid, expected=expected, cause=cause)
+                await rt.consolidate_layout()
         rt.bump()
-        return await self.view(rid)
+        return await self._local_view(rid)
 
     async def _apply_layout(self, command: Command, *, expected: int, cause: Cause) -> None:
         store = self.store
@@ -532,7 +565,7 @@ class MemoryClient:
             if rt.generate_enabled:
                 self._require_model()
             await rt.close()
-            return await self.view(None)
+            return await self._local_view(None)
         rid = safe_rollout_id(conversation)
         memory = await self.store.load_conversation(rid)
         if not rt.switch(memory.overrides.generate, "generate"):
@@ -548,7 +581,7 @@ class MemoryClient:
         await rt.update_progress(rid, retry)
         await self.store.mark_pending(rid)
         await rt.close(only=[rid])
-        return await self.view(rid)
+        return await self._local_view(rid)
 
     def _require_model(self) -> None:
         """Refresh needs a model: the specification's 409 when none is available."""

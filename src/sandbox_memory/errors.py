@@ -8,6 +8,10 @@
     ├── MemoryLockTimeout                     the layout lock could not be taken in time
     └── MemoryPathError (also PermissionError) a memory path goes through a symbolic link
 
+    │   └── MemoryLeaseLost                   a shared store's lease ran out or was taken over
+    ├── MemoryLockTimeout                     the layout lock could not be taken in time
+    └── MemoryStoreUnavailable                a shared store cannot be reached (no password shown)
+
 Every message says what was wrong, with the value, and what to do.
 """
 
@@ -52,3 +56,15 @@ class MemoryPathError(SandboxMemoryError, PermissionError):
     def __init__(self, path: str, problem: str) -> None:
         self.path = path
         super().__init__(f"memory path {path!r} {problem}; refused (memory never follows links)")
+
+
+class MemoryLeaseLost(MemoryConflict):
+    """The caller's lease on a shared store's layout ran out or was taken over (fencing).
+
+    A holder that lost its lease cannot write: its write is refused and nothing changed.
+    """
+
+
+class MemoryStoreUnavailable(SandboxMemoryError):
+    """A shared store (PostgreSQL) could not be reached or failed; the message never holds a
+    password. A sandbox keeps working from its workspace copy and catches up later."""

@@ -45,6 +45,7 @@ from .rollouts import (
     history_fingerprint,
     rollout_path,
     safe_rollout_id,
+    segment_line,
 )
 from .search import SearchIndex
 from .store import (
@@ -64,6 +65,8 @@ from .workspace import LeaseLock, Workspace
 
 if TYPE_CHECKING:
     from .redact import Redactor
+    from .stores.postgres import PostgresStore
+    from .stores.sync import SharedCopy
 
 logger = logging.getLogger("sandbox_memory")
 
@@ -121,6 +124,7 @@ class LayoutRuntime:
         generate: MemoryGenerateConfig | None,
         read: MemoryReadConfig | None,
         engine: ExtractionEngine | None = None,
+        store: PostgresStore | None = None,
     ) -> None:
         self.ws = workspace
         self.layout = layout
@@ -148,6 +152,13 @@ class LayoutRuntime:
             sessions_dir=layout.sessions_dir,
         )
         """The derived full-text index (``search.py``), synced after runs and at close."""
+        self._file_locks: dict[str, asyncio.Lock] = {}
+        self.shared: SharedCopy | None = None
+        """With a shared store: keeps this workspace's copy in step with it (stores/sync.py)."""
+        if store is not None:
+            from .stores.sync import SharedCopy
+
+            self.shared = SharedCopy(self, store)
 
     @property
     def engine(self) -> ExtractionEngine:
@@ -189,6 +200,20 @@ class LayoutRuntime:
         if override is not None:
             return override
         return self.generate_enabled if name == "generate" else self.read is not None
+
+    def session_file_lock(self, rollout_id: str) -> asyncio.Lock:
+        """In-process: an append to a rollout's file never races a rewrite of it (shared copy)."""
+
+        lock = self._file_locks.get(rollout_id)
+        if lock is None:
+            lock = self._file_locks[rollout_id] = asyncio.Lock()
+        return lock
+
+    async def start_run(self) -> None:
+        """Run start: with a shared store, bring the workspace copy up to date (never raises)."""
+
+        if self.shared is not None:
+            await self.shared.refresh()
 
     def rollout_lock(self, rollout_id: str) -> asyncio.Lock:
         """In-process: one extraction of a rollout at a time."""
@@ -235,13 +260,16 @@ class LayoutRuntime:
         redacted = self.redactor.total - before
         if redacted:
             logger.info("redacted %d secret(s) from a run of conversation %s", redacted, rid)
-        is_new = await append_segment(
-            self.ws,
-            sessions_dir=self.layout.sessions_dir,
-            rollout_id=rid,
-            segment=segment,
-            flag=self.store.pending_flag(rid),
-        )
+        async with self.session_file_lock(rid):
+            is_new = await append_segment(
+                self.ws,
+                sessions_dir=self.layout.sessions_dir,
+                rollout_id=rid,
+                segment=segment,
+                flag=self.store.pending_flag(rid),
+            )
+        if self.shared is not None:
+            await self.shared.after_record(rid, segment, segment_line(segment))
         if is_new:
             fp = history_fingerprint(
                 [*(segment.get("input") or []), *(segment.get("generated_items") or [])]
@@ -354,8 +382,16 @@ class LayoutRuntime:
 
         Model work stops at ``deadline`` (``time.monotonic()``; default: now plus
         ``max_seconds_per_close``); what it leaves stays pending for the next close.
+        With a shared store, under its lease and between catching up and sending changes.
         """
 
+        if self.shared is not None:
+            return await self.shared.close(lambda: self._close_local(only=only, deadline=deadline))
+        return await self._close_local(only=only, deadline=deadline)
+
+    async def _close_local(
+        self, *, only: list[str] | None = None, deadline: float | None = None
+    ) -> dict[str, Any]:
         g = self.generate
         spent = self._run_budget
         self._run_budget = None
@@ -607,6 +643,44 @@ class LayoutRuntime:
                 )
             )
         return records
+
+    async def memory_md_edited(self) -> bool:
+        """Whether ``MEMORY.md`` differs from what was last rendered (a live edit)."""
+
+        current = await self.ws.read_bytes(f"{self.layout.memories_dir}/MEMORY.md")
+        stamp_raw = await self.ws.read_text(f"{self.store.dir}/rendered.json")
+        try:
+            rendered = json.loads(stamp_raw or "{}").get("memory_md_sha256")
+        except (ValueError, AttributeError):
+            rendered = None
+        return (
+            current is not None
+            and rendered is not None
+            and hashlib.sha256(current).hexdigest() != rendered
+        )
+
+    async def take_live_edits(self) -> None:
+        """Take in live edits of ``MEMORY.md`` now, as changes of the stored layout memory."""
+
+        async with self.write_lock():
+            layout = await self.store.load_layout()
+            changes: list[LogRecord] = []
+            await self._take_live_edits(layout, changes)
+            if any(c.scope == "layout" for c in changes):
+                await self.store.save_layout(layout)
+            for record in changes:
+                await self.store.append_log(record)
+            if changes:
+                self.bump()
+
+    async def render_current(self) -> None:
+        """Render ``MEMORY.md``, the summary and skills from the stored state as it is."""
+
+        progress = await self.store.list_progress()
+        selection = select_rollouts(progress, self.generate.max_raw_memories_for_consolidation)
+        await self.render(
+            await self.store.load_layout(), await self.store.load_registry(), selection.selected
+        )
 
     async def _take_live_edits(self, layout: LayoutMemory, changes: list[LogRecord]) -> None:
         """Keep edits made to MEMORY.md since the last render, as changes with sources."""

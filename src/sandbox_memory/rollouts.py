@@ -164,10 +164,16 @@ async def append_segment(
     ``flag``: the store's pending flag for this rollout (see ``Workspace.append_line``).
     """
 
-    line = json.dumps(segment, separators=(",", ":"), ensure_ascii=False, default=str) + "\n"
     return await workspace.append_line(
-        rollout_path(sessions_dir, rollout_id), line.encode("utf-8"), flag=flag
+        rollout_path(sessions_dir, rollout_id), segment_line(segment), flag=flag
     )
+
+
+def segment_line(segment: dict[str, Any]) -> bytes:
+    """A segment as the JSON line recorded for it (in the file and in a shared store)."""
+
+    line = json.dumps(segment, separators=(",", ":"), ensure_ascii=False, default=str) + "\n"
+    return line.encode("utf-8")
 
 
 @dataclass

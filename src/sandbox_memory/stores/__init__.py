@@ -1,0 +1,14 @@
+"""Where a layout's memory lives besides the workspace: shared stores.
+
+Without a store, memory lives in the sandbox workspace (``memories/store/``, the embedded
+default). :class:`PostgresStore` keeps it in PostgreSQL, shared by sandboxes on many machines;
+the workspace then holds a working copy (:mod:`sandbox_memory.stores.sync`).
+
+``PostgresStore`` needs the ``postgres`` extra: ``pip install 'sandbox-memory[postgres]'``.
+"""
+
+from __future__ import annotations
+
+from .postgres import Fence, PostgresStore, redact_dsn
+
+__all__ = ["Fence", "PostgresStore", "redact_dsn"]

@@ -1,0 +1,854 @@
+"""A shared memory store on PostgreSQL: one memory for sandboxes on many machines.
+
+PostgreSQL holds the source of truth of every layout (a *namespace*): entries with their
+sources, versions and status, the append-only change log, switches (conversation overrides),
+phase-1 progress as a watermark per rollout, leases with fencing tokens, the recorded
+(redacted) run segments, and the derived notes phase 1 writes (raw memories, rollout
+summaries). The sandbox workspace keeps the seed's file layout as a working copy
+(:mod:`sandbox_memory.stores.sync`).
+
+Every write is conditional: on the version of the scope (a command) or of each entry it
+read (a consolidation's changes), and, for writes made under the layout's lease, on the
+lease's fencing token. A stale write raises :class:`~sandbox_memory.errors.MemoryConflict`
+and changes nothing; a holder whose lease ran out raises
+:class:`~sandbox_memory.errors.MemoryLeaseLost`.
+
+The schema is created on first use and migrated by the version in ``sbm_schema``. Tables are
+unqualified, so a tenant's role whose ``search_path`` is its own schema gets its own tables
+(see ``docs/sharing.md``); within one set of tables, every row carries its namespace.
+
+.. versionadded:: 0.1.0
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import secrets
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import (
+    MemoryConfigError,
+    MemoryConflict,
+    MemoryLeaseLost,
+    MemoryLockTimeout,
+    MemoryStoreUnavailable,
+)
+from ..store import Entry, LogRecord, Overrides
+
+if TYPE_CHECKING:
+    import psycopg
+
+logger = logging.getLogger("sandbox_memory")
+
+NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+"""A namespace names a tenant's layout: short, printable, no spaces or slashes."""
+
+DEFAULT_CONNECT_TIMEOUT_SECONDS = 5.0
+"""How long a connection attempt may take before the store counts as unreachable: a sandbox
+that cannot reach the store goes on from its copy instead of hanging its run."""
+
+DEFAULT_LEASE_SECONDS = 30.0
+"""Lease of a layout's consolidation; renewed at a third of it while held, so only a holder
+that stopped (died, lost the network) loses it."""
+
+LAYOUT_LEASE = "layout"
+"""The one lease per namespace: one consolidation (or command) at a time."""
+
+LAYOUT_SCOPE = "layout"
+
+
+def conversation_scope(rollout_id: str) -> str:
+    return f"conversation:{rollout_id}"
+
+
+# --------------------------------------------------------------------------- credentials
+
+_URI_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^:/?#@\s]*):(?P<pw>[^@/?#\s]*)@", re.I)
+_PARAM_PASSWORD = re.compile(
+    r"(?P<head>(?:^|[?&\s])password\s*=\s*)(?P<pw>'(?:[^'\\]|\\.)*'|[^&\s]*)"
+)
+
+
+def redact_dsn(dsn: str) -> str:
+    """``dsn`` with any password replaced by ``***`` (URI form and ``key=value`` form)."""
+
+    out = _URI_PASSWORD.sub(lambda m: f"{m.group('head')}:***@", dsn)
+    return _PARAM_PASSWORD.sub(lambda m: f"{m.group('head')}***", out)
+
+
+def _passwords(dsn: str) -> list[str]:
+    found = [m.group("pw") for m in _URI_PASSWORD.finditer(dsn)]
+    found += [m.group("pw").strip("'") for m in _PARAM_PASSWORD.finditer(dsn)]
+    env = os.environ.get("PGPASSWORD")
+    if env:
+        found.append(env)
+    from urllib.parse import unquote
+
+    found += [unquote(p) for p in found]
+    return sorted({p for p in found if p}, key=len, reverse=True)
+
+
+def scrub(text: str, dsn: str) -> str:
+    """``text`` with the DSN's password (raw or URL-decoded) removed wherever it appears."""
+
+    out = redact_dsn(text)
+    for pw in _passwords(dsn):
+        out = out.replace(pw, "***")
+    return out
+
+
+# --------------------------------------------------------------------------- schema
+
+MIGRATIONS: list[str] = [
+    # 1: the first schema.
+    """
+    CREATE TABLE sbm_scopes (
+        namespace text NOT NULL,
+        scope text NOT NULL,
+        version bigint NOT NULL DEFAULT 0,
+        head text,
+        overrides jsonb NOT NULL DEFAULT '{}'::jsonb,
+        updated_at bigint NOT NULL DEFAULT 0,
+        PRIMARY KEY (namespace, scope)
+    );
+    CREATE TABLE sbm_entries (
+        namespace text NOT NULL,
+        scope text NOT NULL,
+        key text NOT NULL,
+        version bigint NOT NULL,
+        kind text NOT NULL,
+        content text NOT NULL,
+        sources jsonb NOT NULL,
+        status text NOT NULL,
+        person text,
+        keywords jsonb NOT NULL DEFAULT '[]'::jsonb,
+        updated_at bigint NOT NULL,
+        PRIMARY KEY (namespace, scope, key)
+    );
+    CREATE TABLE sbm_log (
+        namespace text NOT NULL,
+        seq bigserial,
+        version bigint NOT NULL,
+        at bigint NOT NULL,
+        cause text NOT NULL,
+        scope text NOT NULL,
+        keys jsonb NOT NULL,
+        detail text,
+        PRIMARY KEY (namespace, seq)
+    );
+    CREATE TABLE sbm_rollouts (
+        namespace text NOT NULL,
+        rollout_id text NOT NULL,
+        segments bigint NOT NULL DEFAULT 0,
+        watermark bigint NOT NULL DEFAULT 0,
+        progress jsonb NOT NULL DEFAULT '{}'::jsonb,
+        PRIMARY KEY (namespace, rollout_id)
+    );
+    CREATE TABLE sbm_segments (
+        namespace text NOT NULL,
+        rollout_id text NOT NULL,
+        n bigint NOT NULL,
+        segment_id text NOT NULL,
+        line text NOT NULL,
+        recorded_at timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (namespace, rollout_id, n),
+        UNIQUE (namespace, segment_id)
+    );
+    CREATE TABLE sbm_leases (
+        namespace text NOT NULL,
+        name text NOT NULL,
+        holder text,
+        token bigint NOT NULL,
+        expires_at timestamptz NOT NULL,
+        PRIMARY KEY (namespace, name)
+    );
+    CREATE TABLE sbm_threads (
+        namespace text NOT NULL,
+        fingerprint text NOT NULL,
+        rollout_id text NOT NULL,
+        PRIMARY KEY (namespace, fingerprint)
+    );
+    CREATE TABLE sbm_files (
+        namespace text NOT NULL,
+        path text NOT NULL,
+        content bytea NOT NULL,
+        PRIMARY KEY (namespace, path)
+    );
+    """,
+]
+"""Migration ``i`` takes the schema from version ``i`` to ``i + 1``; never edit a released one."""
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+# --------------------------------------------------------------------------- values
+
+
+@dataclass(frozen=True)
+class Fence:
+    """A lease held on a namespace: writes carrying it are refused once it is lost."""
+
+    holder: str
+    token: int
+    """Grows by one at every acquisition: a newer holder always has a larger token."""
+
+
+@dataclass
+class ScopeState:
+    """One scope (layout memory or one conversation's memory) as stored."""
+
+    scope: str
+    version: int
+    head: str | None
+    overrides: Overrides
+    entries: dict[str, Entry]
+    entry_versions: dict[str, int]
+    """The scope version at which each entry last changed: what a per-entry write expects."""
+
+
+@dataclass
+class RolloutState:
+    rollout_id: str
+    segments: int
+    """Segments recorded (they are numbered 1..segments, in the order they were stored)."""
+    watermark: int
+    """Segments 1..watermark are extracted; it never moves backwards."""
+    progress: dict[str, Any]
+
+
+class PostgresStore:
+    """A layout's memory in PostgreSQL, isolated by ``namespace``.
+
+    ``dsn`` is a libpq connection string or URI; its password never appears in a log line,
+    an error or memory. One store object holds one connection, opened on first use, used by
+    one operation at a time, and reopened after a failure.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        namespace: str,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_SECONDS,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+    ) -> None:
+        if not isinstance(dsn, str) or not dsn.strip():
+            raise MemoryConfigError("dsn", redact_dsn(str(dsn)), "must be a PostgreSQL DSN")
+        if not isinstance(namespace, str) or not NAMESPACE_RE.fullmatch(namespace):
+            raise MemoryConfigError(
+                "namespace",
+                namespace,
+                "must be 1-128 chars of letters, digits, '.', '_', ':' or '-', starting with a "
+                "letter or digit",
+            )
+        if connect_timeout <= 0:
+            raise MemoryConfigError("connect_timeout", connect_timeout, "must be > 0")
+        if lease_seconds <= 0:
+            raise MemoryConfigError("lease_seconds", lease_seconds, "must be > 0")
+        self._dsn = dsn
+        self.namespace = namespace
+        self.connect_timeout = connect_timeout
+        self.lease_seconds = lease_seconds
+        self._conn: psycopg.AsyncConnection[Any] | None = None
+        self._lock: asyncio.Lock | None = None
+        self._lock_loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def dsn(self) -> str:
+        """The DSN with its password replaced by ``***`` (safe to print)."""
+
+        return redact_dsn(self._dsn)
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.dsn!r}, namespace={self.namespace!r})"
+
+    def describe(self) -> str:
+        return f"PostgreSQL store {self.dsn} namespace {self.namespace}"
+
+    # ------------------------------------------------------------ connection
+
+    def _op_lock(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        if self._lock is None or self._lock_loop is not loop:
+            self._lock, self._lock_loop, self._conn = asyncio.Lock(), loop, None
+        return self._lock
+
+    def _unavailable(self, exc: BaseException, doing: str) -> MemoryStoreUnavailable:
+        return MemoryStoreUnavailable(
+            f"{self.describe()}: {doing} failed: {scrub(str(exc).strip(), self._dsn)}"
+        )
+
+    async def _connect(self) -> psycopg.AsyncConnection[Any]:
+        try:
+            import psycopg
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise MemoryConfigError(
+                "store", "PostgresStore", "needs psycopg: pip install 'sandbox-memory[postgres]'"
+            ) from exc
+        if self._conn is not None and not self._conn.closed:
+            return self._conn
+        try:
+            conn = await psycopg.AsyncConnection.connect(
+                self._dsn,
+                autocommit=True,
+                connect_timeout=max(1, round(self.connect_timeout)),
+                application_name="sandbox-memory",
+            )
+        except Exception as exc:
+            raise self._unavailable(exc, "connecting") from None
+        try:
+            await self._migrate(conn)
+        except Exception as exc:
+            await conn.close()
+            if isinstance(exc, MemoryStoreUnavailable):
+                raise
+            raise self._unavailable(exc, "creating or migrating the schema") from None
+        self._conn = conn
+        return conn
+
+    async def _migrate(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        async with conn.transaction():
+            # One migrator at a time across every process sharing the database.
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtext('sandbox_memory_schema'))")
+            await conn.execute(
+                "CREATE TABLE IF NOT EXISTS sbm_schema (version integer NOT NULL, "
+                "migrated_at timestamptz NOT NULL DEFAULT now())"
+            )
+            row = await (await conn.execute("SELECT max(version) FROM sbm_schema")).fetchone()
+            current = int(row[0]) if row and row[0] is not None else 0
+            if current > SCHEMA_VERSION:
+                raise MemoryStoreUnavailable(
+                    f"{self.describe()}: the database schema is at version {current}, newer "
+                    f"than this sandbox-memory knows ({SCHEMA_VERSION}); upgrade sandbox-memory"
+                )
+            for version in range(current, SCHEMA_VERSION):
+                await conn.execute(MIGRATIONS[version])
+                await conn.execute("INSERT INTO sbm_schema (version) VALUES (%s)", (version + 1,))
+                logger.info("memory store schema migrated to version %d", version + 1)
+
+    @asynccontextmanager
+    async def _tx(self, doing: str) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """One transaction on the store's connection; errors become clear store errors."""
+
+        import psycopg
+
+        async with self._op_lock():
+            conn = await self._connect()
+            try:
+                async with conn.transaction():
+                    yield conn
+            except (MemoryConflict, MemoryConfigError):
+                raise
+            except psycopg.Error as exc:
+                if conn.closed or isinstance(exc, psycopg.OperationalError):
+                    self._conn = None
+                    try:
+                        await conn.close()
+                    except Exception:  # noqa: BLE001 - the connection is gone anyway
+                        pass
+                raise self._unavailable(exc, doing) from None
+
+    async def ping(self) -> None:
+        """Raise :class:`MemoryStoreUnavailable` unless the store answers."""
+
+        async with self._tx("ping") as conn:
+            await conn.execute("SELECT 1")
+
+    async def aclose(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await conn.close()
+
+    # ------------------------------------------------------------ leases
+
+    async def acquire(self, *, timeout: float, holder: str | None = None) -> Fence:
+        """Take the namespace's lease, waiting up to ``timeout`` seconds; a lapsed lease is
+        taken over. The returned fence goes with every write made under it."""
+
+        who = holder or f"{os.uname().nodename}:{os.getpid()}:{secrets.token_hex(4)}"
+        start = time.monotonic()
+        warned = False
+        while True:
+            async with self._tx("taking the lease") as conn:
+                row = await (
+                    await conn.execute(
+                        """
+                        INSERT INTO sbm_leases AS l (namespace, name, holder, token, expires_at)
+                        VALUES (%s, %s, %s, 1, clock_timestamp() + make_interval(secs => %s))
+                        ON CONFLICT (namespace, name) DO UPDATE
+                          SET holder = EXCLUDED.holder, token = l.token + 1,
+                              expires_at = EXCLUDED.expires_at
+                          WHERE l.holder IS NULL OR l.expires_at < clock_timestamp()
+                        RETURNING token
+                        """,
+                        (self.namespace, LAYOUT_LEASE, who, self.lease_seconds),
+                    )
+                ).fetchone()
+            if row is not None:
+                if warned:
+                    logger.warning(
+                        "took the memory lease of namespace %s after %.1fs",
+                        self.namespace,
+                        time.monotonic() - start,
+                    )
+                return Fence(holder=who, token=int(row[0]))
+            waited = time.monotonic() - start
+            if waited > timeout:
+                raise MemoryLockTimeout(
+                    f"the memory lease of namespace {self.namespace} is held by another process "
+                    f"for more than {timeout:.0f}s (generate.lock_timeout_seconds); the work "
+                    "stays recorded and will be done at the next close"
+                )
+            if not warned and waited > 1.0:
+                logger.warning(
+                    "waiting for the memory lease of namespace %s held by another process",
+                    self.namespace,
+                )
+                warned = True
+            await asyncio.sleep(0.05)
+
+    async def renew(self, fence: Fence) -> None:
+        """Extend the lease; :class:`MemoryLeaseLost` when it lapsed or was taken over."""
+
+        async with self._tx("renewing the lease") as conn:
+            cur = await conn.execute(
+                "UPDATE sbm_leases SET expires_at = clock_timestamp() + make_interval(secs => %s) "
+                "WHERE namespace = %s AND name = %s AND holder = %s AND token = %s "
+                "AND expires_at > clock_timestamp()",
+                (self.lease_seconds, self.namespace, LAYOUT_LEASE, fence.holder, fence.token),
+            )
+            if cur.rowcount != 1:
+                raise MemoryLeaseLost(
+                    f"the memory lease of namespace {self.namespace} (token {fence.token}) ran "
+                    "out or was taken over; nothing more is written under it"
+                )
+
+    async def release(self, fence: Fence) -> None:
+        async with self._tx("releasing the lease") as conn:
+            await conn.execute(
+                "UPDATE sbm_leases SET holder = NULL, expires_at = clock_timestamp() "
+                "WHERE namespace = %s AND name = %s AND holder = %s AND token = %s",
+                (self.namespace, LAYOUT_LEASE, fence.holder, fence.token),
+            )
+
+    async def _check_fence(self, conn: psycopg.AsyncConnection[Any], fence: Fence | None) -> None:
+        if fence is None:
+            return
+        # FOR SHARE: a takeover (an UPDATE of this row) waits until this write commits.
+        row = await (
+            await conn.execute(
+                "SELECT 1 FROM sbm_leases WHERE namespace = %s AND name = %s AND holder = %s "
+                "AND token = %s AND expires_at > clock_timestamp() FOR SHARE",
+                (self.namespace, LAYOUT_LEASE, fence.holder, fence.token),
+            )
+        ).fetchone()
+        if row is None:
+            raise MemoryLeaseLost(
+                f"the memory lease of namespace {self.namespace} (token {fence.token}) ran out "
+                "or was taken over; the write was refused and nothing changed"
+            )
+
+    # ------------------------------------------------------------ scopes and entries
+
+    async def scope_versions(self) -> dict[str, int]:
+        async with self._tx("reading scope versions") as conn:
+            rows = await (
+                await conn.execute(
+                    "SELECT scope, version FROM sbm_scopes WHERE namespace = %s",
+                    (self.namespace,),
+                )
+            ).fetchall()
+        return {str(s): int(v) for s, v in rows}
+
+    async def read_scope(self, scope: str) -> ScopeState:
+        return (await self.read_scopes([scope]))[scope]
+
+    async def read_scopes(self, scopes: Sequence[str]) -> dict[str, ScopeState]:
+        """The named scopes as stored (a scope never written reads as version 0, empty)."""
+
+        out = {
+            s: ScopeState(
+                scope=s, version=0, head=None, overrides=Overrides(), entries={}, entry_versions={}
+            )
+            for s in scopes
+        }
+        if not scopes:
+            return out
+        async with self._tx("reading memory") as conn:
+            for scope, version, head, overrides in await (
+                await conn.execute(
+                    "SELECT scope, version, head, overrides FROM sbm_scopes "
+                    "WHERE namespace = %s AND scope = ANY(%s)",
+                    (self.namespace, list(scopes)),
+                )
+            ).fetchall():
+                st = out[scope]
+                st.version, st.head = int(version), head
+                st.overrides = Overrides.model_validate(overrides or {})
+            for row in await (
+                await conn.execute(
+                    "SELECT scope, key, version, kind, content, sources, status, person, "
+                    "keywords, updated_at FROM sbm_entries WHERE namespace = %s "
+                    "AND scope = ANY(%s)",
+                    (self.namespace, list(scopes)),
+                )
+            ).fetchall():
+                scope, key, version, kind, content, sources, status, person, kw, at = row
+                out[scope].entries[key] = Entry(
+                    key=key,
+                    content=content,
+                    kind=kind,
+                    sources=sources,
+                    status=status,
+                    person=person,
+                    keywords=kw,
+                    updated_at=int(at),
+                )
+                out[scope].entry_versions[key] = int(version)
+        return out
+
+    async def write_scope(
+        self,
+        scope: str,
+        *,
+        entries: dict[str, Entry] | None = None,
+        remove: Sequence[str] = (),
+        expected_version: int | None = None,
+        expected_entries: dict[str, int | None] | None = None,
+        head: str | None = None,
+        overrides: Overrides | None = None,
+        log: Sequence[LogRecord] = (),
+        fence: Fence | None = None,
+        bump: int = 1,
+    ) -> int:
+        """Write changed entries (and head, switches, log records) of one scope atomically.
+
+        ``remove`` deletes entries (forgetting drops them; a retraction is a status change).
+        The scope's version grows by ``bump`` (a working copy that made several changes).
+
+        Conditions, all checked before anything is written: the scope is at
+        ``expected_version`` (when given); each key of ``expected_entries`` is at that entry
+        version (``None``: the key must not exist); ``fence`` still holds the lease. Any that
+        fails raises :class:`MemoryConflict` (:class:`MemoryLeaseLost`) and nothing changes.
+        Returns the scope's new version; log records get it.
+        """
+
+        entries = entries or {}
+        async with self._tx(f"writing {scope}") as conn:
+            await self._check_fence(conn, fence)
+            await conn.execute(
+                "INSERT INTO sbm_scopes (namespace, scope) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                (self.namespace, scope),
+            )
+            row = await (
+                await conn.execute(
+                    "SELECT version FROM sbm_scopes WHERE namespace = %s AND scope = %s FOR UPDATE",
+                    (self.namespace, scope),
+                )
+            ).fetchone()
+            assert row is not None
+            current = int(row[0])
+            if expected_version is not None and current != expected_version:
+                raise self._conflict(
+                    f"{scope} memory is at version {current}, not {expected_version}: re-read "
+                    "it and retry",
+                    current,
+                )
+            if expected_entries:
+                found = dict(
+                    await (
+                        await conn.execute(
+                            "SELECT key, version FROM sbm_entries WHERE namespace = %s AND "
+                            "scope = %s AND key = ANY(%s)",
+                            (self.namespace, scope, list(expected_entries)),
+                        )
+                    ).fetchall()
+                )
+                stale = sorted(k for k, want in expected_entries.items() if found.get(k) != want)
+                if stale:
+                    raise self._conflict(
+                        f"{scope}: entr{'y' if len(stale) == 1 else 'ies'} "
+                        f"{', '.join(map(repr, stale[:10]))} changed since read (scope now at "
+                        f"version {current}): re-read and retry",
+                        current,
+                    )
+            new = current + max(1, bump)
+            if remove:
+                await conn.execute(
+                    "DELETE FROM sbm_entries WHERE namespace = %s AND scope = %s AND key = ANY(%s)",
+                    (self.namespace, scope, list(remove)),
+                )
+            await conn.execute(
+                "UPDATE sbm_scopes SET version = %s, updated_at = %s, "
+                "head = COALESCE(%s, head), overrides = COALESCE(%s::jsonb, overrides) "
+                "WHERE namespace = %s AND scope = %s",
+                (
+                    new,
+                    int(time.time() * 1000),
+                    head,
+                    None if overrides is None else overrides.model_dump_json(exclude_none=True),
+                    self.namespace,
+                    scope,
+                ),
+            )
+            if entries:
+                cur = conn.cursor()
+                await cur.executemany(
+                    """
+                    INSERT INTO sbm_entries (namespace, scope, key, version, kind, content,
+                        sources, status, person, keywords, updated_at)
+                    VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s::jsonb, %s)
+                    ON CONFLICT (namespace, scope, key) DO UPDATE SET
+                        version = EXCLUDED.version, kind = EXCLUDED.kind,
+                        content = EXCLUDED.content, sources = EXCLUDED.sources,
+                        status = EXCLUDED.status, person = EXCLUDED.person,
+                        keywords = EXCLUDED.keywords, updated_at = EXCLUDED.updated_at
+                    """,
+                    [
+                        (
+                            self.namespace,
+                            scope,
+                            e.key,
+                            new,
+                            e.kind,
+                            e.content,
+                            json.dumps([s.model_dump() for s in e.sources]),
+                            e.status,
+                            e.person,
+                            json.dumps(e.keywords),
+                            e.updated_at,
+                        )
+                        for e in entries.values()
+                    ],
+                )
+            if log:
+                cur = conn.cursor()
+                await cur.executemany(
+                    "INSERT INTO sbm_log (namespace, version, at, cause, scope, keys, detail) "
+                    "VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s)",
+                    [
+                        (
+                            self.namespace,
+                            new,
+                            r.at,
+                            r.cause,
+                            scope,
+                            json.dumps(r.keys),
+                            r.detail,
+                        )
+                        for r in log
+                    ],
+                )
+        return new
+
+    def _conflict(self, message: str, current: int) -> MemoryConflict:
+        # Raised to the caller, not logged: the caller decides (a working copy logs what it
+        # drops; a command's caller gets the error).
+        return MemoryConflict(f"namespace {self.namespace}: {message}", current_version=current)
+
+    async def read_log(self, *, after: int = 0) -> list[tuple[int, LogRecord]]:
+        """Change-log records with a sequence number above ``after``, oldest first."""
+
+        async with self._tx("reading the change log") as conn:
+            rows = await (
+                await conn.execute(
+                    "SELECT seq, version, at, cause, scope, keys, detail FROM sbm_log "
+                    "WHERE namespace = %s AND seq > %s ORDER BY seq",
+                    (self.namespace, after),
+                )
+            ).fetchall()
+        return [
+            (
+                int(seq),
+                LogRecord(version=v, at=at, cause=cause, scope=scope, keys=keys, detail=detail),
+            )
+            for seq, v, at, cause, scope, keys, detail in rows
+        ]
+
+    # ------------------------------------------------------------ run segments
+
+    async def append_segment(self, rollout_id: str, segment_id: str, line: str) -> int:
+        """Store one recorded (redacted) run segment; its number within the rollout.
+
+        Idempotent by ``segment_id``: a segment sent twice (a retry after a lost reply) is
+        stored once and keeps its number. Numbers are dense and follow commit order: the
+        rollout's row is locked while a number is taken.
+        """
+
+        async with self._tx(f"recording a run of {rollout_id}") as conn:
+            row = await (
+                await conn.execute(
+                    "SELECT n FROM sbm_segments WHERE namespace = %s AND segment_id = %s",
+                    (self.namespace, segment_id),
+                )
+            ).fetchone()
+            if row is not None:
+                return int(row[0])
+            row = await (
+                await conn.execute(
+                    """
+                    INSERT INTO sbm_rollouts AS r (namespace, rollout_id, segments)
+                    VALUES (%s, %s, 1)
+                    ON CONFLICT (namespace, rollout_id) DO UPDATE SET segments = r.segments + 1
+                    RETURNING segments
+                    """,
+                    (self.namespace, rollout_id),
+                )
+            ).fetchone()
+            assert row is not None
+            n = int(row[0])
+            await conn.execute(
+                "INSERT INTO sbm_segments (namespace, rollout_id, n, segment_id, line) "
+                "VALUES (%s, %s, %s, %s, %s)",
+                (self.namespace, rollout_id, n, segment_id, line),
+            )
+        return n
+
+    async def segment_ids(self, rollout_id: str) -> list[str]:
+        """The stored segments' ids of one rollout, in number order."""
+
+        async with self._tx(f"reading runs of {rollout_id}") as conn:
+            rows = await (
+                await conn.execute(
+                    "SELECT segment_id FROM sbm_segments WHERE namespace = %s AND "
+                    "rollout_id = %s ORDER BY n",
+                    (self.namespace, rollout_id),
+                )
+            ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    async def read_segments(self, rollout_id: str, *, after: int = 0) -> list[tuple[int, str, str]]:
+        """``(n, segment_id, line)`` of the rollout's segments numbered above ``after``."""
+
+        async with self._tx(f"reading runs of {rollout_id}") as conn:
+            rows = await (
+                await conn.execute(
+                    "SELECT n, segment_id, line FROM sbm_segments WHERE namespace = %s AND "
+                    "rollout_id = %s AND n > %s ORDER BY n",
+                    (self.namespace, rollout_id, after),
+                )
+            ).fetchall()
+        return [(int(n), str(sid), str(line)) for n, sid, line in rows]
+
+    async def rollouts(self) -> dict[str, RolloutState]:
+        async with self._tx("reading rollouts") as conn:
+            rows = await (
+                await conn.execute(
+                    "SELECT rollout_id, segments, watermark, progress FROM sbm_rollouts "
+                    "WHERE namespace = %s",
+                    (self.namespace,),
+                )
+            ).fetchall()
+        return {
+            str(r): RolloutState(rollout_id=str(r), segments=int(s), watermark=int(w), progress=p)
+            for r, s, w, p in rows
+        }
+
+    async def advance(
+        self,
+        rollout_id: str,
+        *,
+        watermark: int,
+        progress: dict[str, Any],
+        fence: Fence | None = None,
+    ) -> int:
+        """Record phase-1 progress of a rollout; the watermark never moves backwards.
+
+        A lower ``watermark`` than stored leaves the stored one (and its progress) as is and
+        is logged. Returns the stored watermark.
+        """
+
+        async with self._tx(f"recording progress of {rollout_id}") as conn:
+            await self._check_fence(conn, fence)
+            row = await (
+                await conn.execute(
+                    """
+                    INSERT INTO sbm_rollouts AS r (namespace, rollout_id, watermark, progress)
+                    VALUES (%s, %s, %s, %s::jsonb)
+                    ON CONFLICT (namespace, rollout_id) DO UPDATE SET
+                        watermark = GREATEST(r.watermark, EXCLUDED.watermark),
+                        progress = CASE WHEN EXCLUDED.watermark >= r.watermark
+                                        THEN EXCLUDED.progress ELSE r.progress END
+                    RETURNING watermark
+                    """,
+                    (self.namespace, rollout_id, watermark, json.dumps(progress)),
+                )
+            ).fetchone()
+        assert row is not None
+        stored = int(row[0])
+        if stored > watermark:
+            logger.warning(
+                "progress of %s not moved back from segment %d to %d (namespace %s)",
+                rollout_id,
+                stored,
+                watermark,
+                self.namespace,
+            )
+        return stored
+
+    # ------------------------------------------------------------ threads and notes
+
+    async def map_threads(self, threads: dict[str, str]) -> None:
+        """Record conversation fingerprints (each maps to a rollout id; the first one stays)."""
+
+        if not threads:
+            return
+        async with self._tx("indexing conversations") as conn:
+            cur = conn.cursor()
+            await cur.executemany(
+                "INSERT INTO sbm_threads (namespace, fingerprint, rollout_id) "
+                "VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                [(self.namespace, fp, rid) for fp, rid in threads.items()],
+            )
+
+    async def threads(self) -> dict[str, str]:
+        async with self._tx("reading conversations") as conn:
+            rows = await (
+                await conn.execute(
+                    "SELECT fingerprint, rollout_id FROM sbm_threads WHERE namespace = %s",
+                    (self.namespace,),
+                )
+            ).fetchall()
+        return {str(f): str(r) for f, r in rows}
+
+    async def put_files(
+        self,
+        files: dict[str, bytes | None],
+        *,
+        fence: Fence | None = None,
+    ) -> None:
+        """Store derived notes (``raw_memories/<id>.md`` ...); ``None`` deletes one."""
+
+        if not files:
+            return
+        async with self._tx("writing notes") as conn:
+            await self._check_fence(conn, fence)
+            for path, data in files.items():
+                if data is None:
+                    await conn.execute(
+                        "DELETE FROM sbm_files WHERE namespace = %s AND path = %s",
+                        (self.namespace, path),
+                    )
+                else:
+                    await conn.execute(
+                        "INSERT INTO sbm_files (namespace, path, content) VALUES (%s, %s, %s) "
+                        "ON CONFLICT (namespace, path) DO UPDATE SET content = EXCLUDED.content",
+                        (self.namespace, path, data),
+                    )
+
+    async def files(self) -> dict[str, bytes]:
+        async with self._tx("reading notes") as conn:
+            rows = await (
+                await conn.execute(
+                    "SELECT path, content FROM sbm_files WHERE namespace = %s", (self.namespace,)
+                )
+            ).fetchall()
+        return {str(p): bytes(c) for p, c in rows}

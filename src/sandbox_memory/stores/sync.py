@@ -1,0 +1,564 @@
+"""The workspace as a working copy of a shared store.
+
+With ``Memory(store=...)`` the store holds the truth and ``memories/`` (and ``sessions/``) in
+the workspace is a copy, so the agent's shell, grep, the memory prompt and snapshots work as
+without a store. :class:`SharedCopy` keeps the two in step:
+
+- **run start** (:meth:`SharedCopy.refresh`): runs recorded while the store was away are
+  sent, then ``memories/`` is brought up to date from the store and re-rendered. A copy with
+  changes the store has not taken yet (a close made while the store was away) is not
+  overwritten: it is sent at the next close first.
+- **record** (:meth:`SharedCopy.after_record`): each run segment goes to the store as soon as
+  it is in the workspace file; when the store is away the run stays in the file and is sent
+  later (idempotent by segment id, so never twice).
+- **close and commands** (:meth:`SharedCopy.session`): under the namespace's lease (a fencing
+  token goes with every write): send runs, send what the copy changed, bring the copy up to
+  date, do the work locally (phase 1, phase 2, a command), send its changes, update the copy.
+
+What the copy changed is found by comparing it with the state it was last brought to
+(``<memories_dir>/store/shared.json``): per entry, the version it had in the store. Each
+changed entry is written on condition that it is still at that version; an entry another
+sandbox changed meanwhile is a :class:`~sandbox_memory.errors.MemoryConflict`, logged and left
+as the store has it. Progress goes back as a watermark (segments extracted, in the store's
+order) that never moves backwards; a segment the copy has not extracted is never counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from ..errors import MemoryConflict, MemoryStoreUnavailable
+from ..rollouts import rollout_path
+from ..store import ConversationMemory, Entry, LayoutMemory, LogRecord, RolloutProgress
+from .postgres import LAYOUT_SCOPE, Fence, PostgresStore, ScopeState, conversation_scope
+
+if TYPE_CHECKING:
+    from ..manager import LayoutRuntime
+
+logger = logging.getLogger("sandbox_memory")
+
+STATE_FILE = "shared.json"
+"""Under ``<memories_dir>/store/``: what the copy was last brought to (versions, hashes)."""
+
+NOTE_DIRS = ("raw_memories", "rollout_summaries")
+"""Phase-1 notes under ``memories/`` that phase 2 of any machine reads: kept in the store."""
+
+REGISTRY_FILE = "store/registry.json"
+
+
+def _h(data: bytes | str) -> str:
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    return hashlib.sha256(raw).hexdigest()[:20]
+
+
+def _entry_hash(entry: Entry) -> str:
+    return _h(entry.model_dump_json())
+
+
+def _lines_with_ends(data: bytes) -> list[bytes]:
+    """Complete lines (each with its ``\\n``); a torn last line is left out."""
+
+    out: list[bytes] = []
+    start = 0
+    while True:
+        end = data.find(b"\n", start)
+        if end < 0:
+            return out
+        out.append(data[start : end + 1])
+        start = end + 1
+
+
+def _segment_id(line: bytes) -> str | None:
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return None
+    sid = value.get("segment_id") if isinstance(value, dict) else None
+    return str(sid) if sid else None
+
+
+class SharedCopy:
+    """Keeps one layout's workspace copy in step with a :class:`PostgresStore`."""
+
+    def __init__(self, runtime: LayoutRuntime, store: PostgresStore) -> None:
+        self.rt = runtime
+        self.store = store
+        self.mdir = runtime.layout.memories_dir
+        self.state_path = f"{runtime.store.dir}/{STATE_FILE}"
+        self.offline = False
+        """The store did not answer last time; logged once per outage."""
+        self._session_lock = asyncio.Lock()
+
+    # ------------------------------------------------------------ outage
+
+    def _went_away(self, exc: BaseException, doing: str) -> None:
+        if not self.offline:
+            logger.warning(
+                "memory store unreachable while %s (%s); working from the workspace copy, "
+                "runs are kept there and sent when the store is back",
+                doing,
+                exc,
+            )
+        self.offline = True
+
+    def _came_back(self) -> None:
+        if self.offline:
+            logger.warning("memory store %s is reachable again; catching up", self.store.dsn)
+        self.offline = False
+
+    # ------------------------------------------------------------ copy state
+
+    async def _base(self) -> dict[str, Any]:
+        raw = await self.rt.ws.read_bytes(self.state_path)
+        try:
+            data = json.loads(raw) if raw else {}
+        except ValueError:
+            data = {}
+        if not isinstance(data, dict) or data.get("namespace") != self.store.namespace:
+            # A copy of another namespace (or none yet): everything comes from the store.
+            data = {"namespace": self.store.namespace}
+        for key in ("scopes", "rollouts", "files", "hashes"):
+            data.setdefault(key, {})
+        data.setdefault("threads", [])
+        data.setdefault("log_seq", 0)
+        data.setdefault("log_lines", 0)
+        return data
+
+    async def _save_base(self, base: dict[str, Any]) -> None:
+        await self.rt.ws.write_atomic(self.state_path, json.dumps(base).encode("utf-8"))
+
+    async def _state_hashes(self) -> dict[str, str]:
+        """Hashes of the copy's state files: a difference from the base is an unsent change."""
+
+        st = self.rt.store
+        out: dict[str, str] = {}
+        paths = [f"{st.dir}/layout.json", f"{st.dir}/registry.json"]
+        for folder in ("conversations", "progress", "forgotten"):
+            paths += [
+                f"{st.dir}/{folder}/{n}"
+                for n in await self.rt.ws.listdir(f"{st.dir}/{folder}")
+                if n.endswith(".json")
+            ]
+        for path in paths:
+            data = await self.rt.ws.read_bytes(path)
+            if data is not None:
+                out[path] = _h(data)
+        return out
+
+    async def has_unsent_changes(self) -> bool:
+        base = await self._base()
+        if await self._state_hashes() != base["hashes"]:
+            return True
+        return await self.rt.memory_md_edited()
+
+    # ------------------------------------------------------------ entry points
+
+    async def refresh(self) -> bool:
+        """Run start: send runs recorded meanwhile, bring ``memories/`` up to date.
+
+        Returns whether the copy changed. Never raises for an unreachable store.
+        """
+
+        try:
+            await self.push_segments()
+            if await self.has_unsent_changes():
+                logger.info(
+                    "memory copy has changes the store has not taken yet; they are sent at "
+                    "the next close, and this run starts from the copy"
+                )
+                return False
+            changed = await self.pull()
+        except MemoryStoreUnavailable as exc:
+            self._went_away(exc, "bringing memory up to date at run start")
+            return False
+        self._came_back()
+        return changed
+
+    async def after_record(self, rollout_id: str, segment: dict[str, Any], line: bytes) -> None:
+        """Send one recorded segment; an unreachable store leaves it in the file for later."""
+
+        sid = segment.get("segment_id")
+        if not sid:
+            return
+        try:
+            if self.offline:
+                await self.push_segments()  # a catch-up sends this one too
+            else:
+                await self.store.append_segment(rollout_id, str(sid), line.decode("utf-8"))
+        except MemoryStoreUnavailable as exc:
+            self._went_away(exc, f"recording a run of {rollout_id}")
+            return
+        self._came_back()
+
+    @contextlib.asynccontextmanager
+    async def session(self) -> AsyncIterator[Fence | None]:
+        """Under the lease: catch up both ways, let the caller work locally, send its changes.
+
+        Yields the fence, or ``None`` when the store is unreachable (the caller works on the
+        copy alone; its changes are sent at the next session).
+        """
+
+        async with self._session_lock:
+            try:
+                fence = await self.store.acquire(timeout=self.rt.generate.lock_timeout_seconds)
+            except MemoryStoreUnavailable as exc:
+                self._went_away(exc, "taking the layout lease")
+                yield None
+                return
+            renewer = asyncio.create_task(self._renew(fence))
+            try:
+                try:
+                    await self.push_segments()
+                    await self.rt.take_live_edits()
+                    await self.push_state(fence)
+                    await self.pull()
+                except MemoryStoreUnavailable as exc:
+                    self._went_away(exc, "catching up before a close")
+                    yield None
+                    return
+                self._came_back()
+                yield fence
+                try:
+                    await self.push_segments()
+                    await self.push_state(fence)
+                    await self.pull()
+                except MemoryStoreUnavailable as exc:
+                    self._went_away(exc, "sending a close's changes")
+            finally:
+                renewer.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await renewer
+                with contextlib.suppress(Exception):
+                    await self.store.release(fence)
+
+    async def _renew(self, fence: Fence) -> None:
+        while True:
+            await asyncio.sleep(self.store.lease_seconds / 3)
+            try:
+                await self.store.renew(fence)
+            except MemoryConflict:
+                logger.warning(
+                    "memory lease of namespace %s was lost; this close's writes are refused",
+                    self.store.namespace,
+                )
+                return
+            except MemoryStoreUnavailable as exc:
+                logger.warning("could not renew the memory lease: %s", exc)
+
+    async def close(self, local_close: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+        async with self.session():
+            return await local_close()
+
+    # ------------------------------------------------------------ segments
+
+    async def push_segments(self) -> int:
+        """Send every recorded segment of the copy the store may not have; how many were sent."""
+
+        base = await self._base()
+        sdir = self.rt.layout.sessions_dir
+        sent = 0
+        for name in await self.rt.ws.listdir(sdir):
+            if not name.endswith(".jsonl") or name.startswith("."):
+                continue
+            rid = name[: -len(".jsonl")]
+            known = base["rollouts"].get(rid, {})
+            offset = int(known.get("offset", 0))
+            path = rollout_path(sdir, rid)
+            size = await self.rt.ws.size(path)
+            if size is None or size <= offset:
+                continue
+            data = await self.rt.ws.read_range(path, offset, size - offset) or b""
+            for line in _lines_with_ends(data):
+                sid = _segment_id(line)
+                if sid is not None:
+                    await self.store.append_segment(rid, sid, line.decode("utf-8"))
+                    sent += 1
+        return sent
+
+    # ------------------------------------------------------------ copy -> store
+
+    async def push_state(self, fence: Fence) -> None:
+        """Send what the copy changed since it was last brought up to date."""
+
+        base = await self._base()
+        st = self.rt.store
+        new_logs = (await st.read_log())[int(base["log_lines"]) :]
+        layout = await st.load_layout()
+        await self._push_scope(
+            base, LAYOUT_SCOPE, layout.entries, layout.version, None, None, new_logs, fence
+        )
+        for name in await self.rt.ws.listdir(f"{st.dir}/conversations"):
+            if not name.endswith(".json"):
+                continue
+            conv = await st.load_conversation(name[: -len(".json")])
+            await self._push_scope(
+                base,
+                conversation_scope(conv.rollout_id),
+                conv.entries,
+                conv.version,
+                conv.head,
+                conv.overrides,
+                new_logs,
+                fence,
+            )
+        await self._push_files(base, fence)
+        await self._push_progress(base, fence)
+        known = set(base["threads"])
+        fresh: dict[str, str] = {}
+        for fp in await self.rt.ws.listdir(f"{st.dir}/threads"):
+            if fp not in known and not fp.startswith("."):
+                rid = await st.thread_for(fp)
+                if rid is not None:
+                    fresh[fp] = rid
+        await self.store.map_threads(fresh)
+
+    async def _push_scope(
+        self,
+        base: dict[str, Any],
+        scope: str,
+        entries: dict[str, Entry],
+        version: int,
+        head: str | None,
+        overrides: Any,
+        logs: list[LogRecord],
+        fence: Fence,
+    ) -> None:
+        b = base["scopes"].get(scope) or {"version": 0, "entries": {}, "meta": None}
+        known: dict[str, list[Any]] = b["entries"]
+        changed = {
+            k: e for k, e in entries.items() if known.get(k, [None, None])[1] != _entry_hash(e)
+        }
+        removed = [k for k in known if k not in entries]
+        meta = _h(json.dumps([head, overrides.model_dump() if overrides else None]))
+        meta_changed = overrides is not None and meta != b.get("meta")
+        scope_logs = [r for r in logs if r.scope == scope]
+        if not changed and not removed and not meta_changed and not scope_logs:
+            return
+        expected = {k: (known[k][0] if k in known else None) for k in [*changed, *removed]}
+        for attempt in (1, 2):
+            try:
+                await self.store.write_scope(
+                    scope,
+                    entries=changed,
+                    remove=removed,
+                    expected_entries=expected,
+                    head=head,
+                    overrides=overrides if meta_changed else None,
+                    log=scope_logs,
+                    fence=fence,
+                    bump=version - int(b["version"]),
+                )
+                return
+            except MemoryConflict as exc:
+                if attempt == 2 or type(exc) is not MemoryConflict:
+                    raise
+                now: ScopeState = await self.store.read_scope(scope)
+                stale = sorted(k for k, v in expected.items() if now.entry_versions.get(k) != v)
+                logger.warning(
+                    "memory change of %s rejected for %s: changed in the store since this copy "
+                    "read it (another sandbox); the store's version is kept",
+                    scope,
+                    ", ".join(stale),
+                )
+                for k in stale:
+                    changed.pop(k, None)
+                    expected.pop(k, None)
+                removed = [k for k in removed if k not in stale]
+
+    async def _note_paths(self) -> list[str]:
+        out = [REGISTRY_FILE]
+        for d in NOTE_DIRS:
+            out += [
+                f"{d}/{n}"
+                for n in await self.rt.ws.listdir(f"{self.mdir}/{d}")
+                if not n.startswith(".")
+            ]
+        return out
+
+    async def _push_files(self, base: dict[str, Any], fence: Fence) -> None:
+        known: dict[str, str] = base["files"]
+        send: dict[str, bytes | None] = {}
+        present = set()
+        for rel in await self._note_paths():
+            data = await self.rt.ws.read_bytes(f"{self.mdir}/{rel}")
+            if data is None:
+                continue
+            present.add(rel)
+            if known.get(rel) != _h(data):
+                send[rel] = data
+        for rel in known:
+            if rel not in present:
+                send[rel] = None
+        await self.store.put_files(send, fence=fence)
+
+    async def _all_progress(self) -> dict[str, RolloutProgress]:
+        """Progress of every rollout of the copy, forgotten ones included (``forgotten=True``)."""
+
+        st = self.rt.store
+        found = dict(await st.list_progress())
+        for name in await self.rt.ws.listdir(f"{st.dir}/forgotten"):
+            rid = name[: -len(".json")] if name.endswith(".json") else None
+            if rid and rid not in found:
+                prog = await st.get_progress(rid)
+                if prog is not None:
+                    found[rid] = prog
+        return found
+
+    async def _push_progress(self, base: dict[str, Any], fence: Fence) -> None:
+        for rid, prog in (await self._all_progress()).items():
+            known = base["rollouts"].get(rid, {})
+            if known.get("progress") == _h(prog.model_dump_json()):
+                continue
+            data = await self.rt.ws.read_range(
+                rollout_path(self.rt.layout.sessions_dir, rid), 0, prog.offset
+            )
+            extracted = {_segment_id(line) for line in _lines_with_ends(data or b"")}
+            ids = await self.store.segment_ids(rid)
+            watermark = 0
+            while watermark < len(ids) and ids[watermark] in extracted:
+                watermark += 1
+            await self.store.advance(
+                rid,
+                watermark=watermark,
+                progress=prog.model_dump(exclude={"offset"}),
+                fence=fence,
+            )
+
+    # ------------------------------------------------------------ store -> copy
+
+    async def pull(self) -> bool:
+        """Bring the copy up to date from the store and re-render; whether anything changed."""
+
+        base = await self._base()
+        st = self.rt.store
+        changed = False
+        versions = await self.store.scope_versions()
+        stale = [s for s, v in versions.items() if base["scopes"].get(s, {}).get("version") != v]
+        for scope, state in (await self.store.read_scopes(stale)).items():
+            if scope == LAYOUT_SCOPE:
+                await st.save_layout(LayoutMemory(version=state.version, entries=state.entries))
+            elif scope.startswith("conversation:"):
+                conv = ConversationMemory(
+                    rollout_id=scope.split(":", 1)[1],
+                    version=state.version,
+                    head=state.head,
+                    entries=state.entries,
+                    overrides=state.overrides,
+                )
+                await st.save_conversation(conv)
+            base["scopes"][scope] = {
+                "version": state.version,
+                "entries": {
+                    k: [state.entry_versions[k], _entry_hash(e)] for k, e in state.entries.items()
+                },
+                "meta": _h(json.dumps([state.head, state.overrides.model_dump()])),
+            }
+            changed = True
+
+        log = await self.store.read_log()
+        last_seq = log[-1][0] if log else 0
+        if last_seq != base["log_seq"] or len(await st.read_log()) != base["log_lines"]:
+            body = "".join(r.model_dump_json() + "\n" for _, r in log)
+            await self.rt.ws.write_atomic(f"{st.dir}/log.jsonl", body.encode("utf-8"))
+            base["log_seq"], base["log_lines"] = last_seq, len(log)
+
+        files = await self.store.files()
+        for rel, data in files.items():
+            if (
+                base["files"].get(rel) != _h(data)
+                or await self.rt.ws.size(f"{self.mdir}/{rel}") is None
+            ):
+                await self.rt.ws.write_atomic(f"{self.mdir}/{rel}", data)
+                changed = True
+        for rel in list(base["files"]):
+            if rel not in files:
+                await self.rt.ws.remove(f"{self.mdir}/{rel}")
+                changed = True
+        base["files"] = {rel: _h(data) for rel, data in files.items()}
+
+        threads = await self.store.threads()
+        local_threads = set(await self.rt.ws.listdir(f"{st.dir}/threads"))
+        for fp, rid in threads.items():
+            if fp not in local_threads:
+                await st.index_thread(fp, rid)
+        base["threads"] = sorted(threads)
+
+        if await self._pull_rollouts(base):
+            changed = True
+        if changed or await self.rt.ws.size(f"{self.mdir}/MEMORY.md") is None:
+            await self.rt.render_current()
+        base["hashes"] = await self._state_hashes()
+        await self._save_base(base)
+        if changed:
+            self.rt.bump()
+        return changed
+
+    async def _pull_rollouts(self, base: dict[str, Any]) -> bool:
+        """Sessions files in the store's order (runs only the copy has after them); progress."""
+
+        changed = False
+        sdir = self.rt.layout.sessions_dir
+        st = self.rt.store
+        progress = await self._all_progress()
+        for rid, state in (await self.store.rollouts()).items():
+            known = base["rollouts"].get(rid) or {"n": 0, "offset": 0}
+            meta_hash = _h(json.dumps(state.progress, sort_keys=True))
+            if (
+                state.segments == known.get("n")
+                and state.watermark == known.get("wm")
+                and meta_hash == known.get("meta")
+            ):
+                continue
+            path = rollout_path(sdir, rid)
+            async with self.rt.session_file_lock(rid):
+                data = await self.rt.ws.read_bytes(path) or b""
+                prefix = data[: int(known["offset"])]
+                if _lines_with_ends(prefix) and len(_lines_with_ends(prefix)) != known["n"]:
+                    prefix = b""  # the copy's file is not what it was: rebuild it whole
+                    known = {"n": 0, "offset": 0}
+                rest = data[len(prefix) :]
+                new = await self.store.read_segments(rid, after=int(known["n"]))
+                new_lines = [line.encode("utf-8") for _, _, line in new]
+                new_ids = [sid for _, sid, _ in new]
+                local = _lines_with_ends(rest)
+                torn = rest[sum(len(x) for x in local) :]
+                local_ids = [_segment_id(x) for x in local]
+                if local_ids[: len(new_ids)] != new_ids:
+                    # Runs of other sandboxes came between: the store's order, then the runs
+                    # only this copy has (not lost, sent at the next catch-up).
+                    theirs = set(new_ids)
+                    mine = [x for x, sid in zip(local, local_ids, strict=True) if sid not in theirs]
+                    body = prefix + b"".join(new_lines) + b"".join(mine) + torn
+                    await self.rt.ws.write_atomic(path, body)
+                    data = body
+                    changed = True
+                head_len = len(prefix) + sum(len(x) for x in new_lines)
+                lines = _lines_with_ends(data)
+                wm_offset = sum(len(x) for x in lines[: state.watermark])
+            known = {
+                "n": state.segments,
+                "offset": head_len,
+                "wm": state.watermark,
+                "meta": meta_hash,
+            }
+            if state.progress or state.watermark:
+                prog = RolloutProgress.model_validate({**state.progress, "offset": wm_offset})
+                known["progress"] = _h(prog.model_dump_json())
+                if progress.get(rid) != prog:
+                    if prog.forgotten:
+                        await st.forget_progress(rid, prog)
+                    else:
+                        await st.put_progress(rid, prog)
+                    changed = True
+            # The rollout may hold segments past its progress now: the next close looks, and
+            # the search index takes in the runs other sandboxes recorded.
+            await st.mark_pending(rid)
+            self.rt.search_index.mark(rid)
+            base["rollouts"][rid] = known
+        return changed
