@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from agents import function_tool
 from agents.testing import assistant_message, function_call
@@ -359,7 +360,7 @@ async def test_a_kill_at_each_write_point_of_a_close_loses_nothing_and_the_lease
         )
         await _runtime(tmp_path / ns / "seed", seed).close()
         await seed.aclose()
-        dying = DyingStore(pg_dsn, namespace=ns, lease_seconds=0.3)
+        dying = DyingStore(pg_dsn, namespace=ns, lease_seconds=10)
         await _runtime(tmp_path / ns / "a", dying).record(_payload(lesson("new")), rollout_id="r1")
         dying.writes.clear()
         dying.die_at = die_at
@@ -375,6 +376,14 @@ async def test_a_kill_at_each_write_point_of_a_close_loses_nothing_and_the_lease
         dying = await prepare(ns, k)
         with pytest.raises(Killed):
             await _runtime(tmp_path / ns / "a", dying).close()
+        # Time passes: the dead holder's lease runs out (no renewal came).
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            lapsed = conn.execute(
+                "UPDATE sbm_leases SET expires_at = now() - interval '1 second' "
+                "WHERE namespace = %s AND holder IS NOT NULL",
+                (ns,),
+            ).rowcount
+        assert lapsed == 1, "the dead holder released its lease"
         # Another machine closes: it takes the lapsed lease over and finishes the work.
         other = PostgresStore(pg_dsn, namespace=ns)
         await _runtime(tmp_path / ns / "b", other).close()
