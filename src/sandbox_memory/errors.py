@@ -5,11 +5,9 @@
     MemoryError_ (base, subclass of Exception)
     ├── MemoryConfigError (also ValueError)   bad configuration or argument; names field and value
     ├── MemoryConflict                        stale version, unknown key, refused command (409)
-    ├── MemoryLockTimeout                     the layout lock could not be taken in time
-    └── MemoryPathError (also PermissionError) a memory path goes through a symbolic link
-
     │   └── MemoryLeaseLost                   a shared store's lease ran out or was taken over
     ├── MemoryLockTimeout                     the layout lock could not be taken in time
+    ├── MemoryPathError (also PermissionError) a memory path goes through a symbolic link
     └── MemoryStoreUnavailable                a shared store cannot be reached (no password shown)
 
 Every message says what was wrong, with the value, and what to do.
