@@ -440,3 +440,264 @@ async def test_record_close_next_run_with_the_model_engine_over_http(
 
 def _elapsed(since: float) -> float:
     return time.monotonic() - since
+
+
+BUDGET_SECONDS = 3.0
+"""The close's time budget in the failure tests: short, so they stay fast."""
+
+
+def sandbox_agent(model: Any, memory: Any) -> Any:
+    from agents.sandbox import SandboxAgent
+    from agents.sandbox.capabilities import Filesystem, Shell
+
+    return SandboxAgent(
+        name="fixer",
+        instructions="Fix bugs.",
+        model=model,
+        capabilities=[memory, Filesystem(), Shell()],
+    )
+
+
+def http_memory(server: hp.ProviderServer, **generate: Any) -> Any:
+    from sandbox_memory import Memory
+
+    model = OpenAIResponsesModel(model="phase-one-test", openai_client=client_for(server))
+    return Memory(
+        generate=MemoryGenerateConfig(
+            phase_one_model=model, max_seconds_per_close=BUDGET_SECONDS, **generate
+        )
+    )
+
+
+def good_extraction(request: hp.Request) -> hp.Reply:
+    ids = re.findall(r"^\[([\w-]+:\d+)\]", request.user_text, flags=re.MULTILINE)
+    return reply(
+        [
+            {
+                "key": "invoice-fix",
+                "content": "invoice_total ignored the discount; fixed in invoice.py.",
+                "kind": "fact",
+                "sources": ids[:1],
+            }
+        ]
+    )
+
+
+FAILURES: dict[str, Any] = {
+    "hang": hp.hang,
+    "429 retry-after": lambda: hp.status(429, retry_after=30),
+    "500": lambda: hp.status(500),
+    "invalid JSON": lambda: hp.text('{"rollout_summary": "cut'),
+    "schema mismatch": lambda: hp.text({"summary": "no such field"}),
+    "refusal": lambda: hp.refusal("I won't summarise this."),
+    "incomplete": lambda: hp.incomplete('{"rollout_summary": "Fixed the'),
+}
+
+
+@pytest.mark.parametrize("failure", list(FAILURES))
+async def test_a_failing_provider_never_holds_the_close_past_its_budget(
+    failure: str,
+    provider: hp.ProviderServer,
+    client: Any,
+    manifest: Any,
+    workspace_root: Path,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agents import Runner
+    from agents.run import RunConfig
+    from agents.sandbox import LocalSnapshotSpec, SandboxRunConfig
+    from agents.testing import ScriptedModel, assistant_message
+
+    from helpers import bug_fix_script
+    from sandbox_memory import _sdk, phase_one
+
+    monkeypatch.setattr(phase_one, "BACKOFF_BASE_SECONDS", 0.0)  # the next close may retry
+    caplog.set_level(logging.INFO, logger="sandbox_memory")
+    provider.respond_with(lambda request: FAILURES[failure]())
+    snapshots = tmp_path / "snapshots"
+    sandbox = await client.create(
+        manifest=manifest, snapshot=LocalSnapshotSpec(base_path=snapshots)
+    )
+    async with sandbox:
+        await Runner.run(
+            sandbox_agent(ScriptedModel(bug_fix_script()), http_memory(provider)),
+            "The invoice tests fail. Fix the bug.",
+            run_config=RunConfig(sandbox=SandboxRunConfig(session=sandbox)),
+        )
+        closing = time.monotonic()
+    took = _elapsed(closing)
+
+    assert took < BUDGET_SECONDS + _sdk.CLOSE_GRACE_SECONDS, took
+    assert provider.phase_one_requests()  # the provider was asked (and failed)
+    assert any(snapshots.iterdir())  # the snapshot was taken
+    (rollout,) = [p.stem for p in (workspace_root / "sessions").glob("*.jsonl")]
+    state = progress(workspace_root).get(rollout, {})
+    assert state.get("offset", 0) == 0  # nothing extracted: still pending
+    lines = warnings_from(caplog)
+    assert len(lines) == 1, lines
+    if failure == "hang":
+        assert "for the next close" in lines[0] and rollout in lines[0]
+        assert state.get("attempts", 0) == 0
+    else:
+        assert f"memory extraction of rollout {rollout} failed" in lines[0]
+        assert state["last_error"] and state["attempts"] == 1
+    expected = {
+        "429 retry-after": "HTTP 429",
+        "500": "HTTP 500",
+        "invalid JSON": "not valid JSON",
+        "schema mismatch": "does not match the schema",
+        "refusal": "refused",
+        "incomplete": "incomplete",
+    }.get(failure)
+    if expected:
+        assert expected in state["last_error"]
+
+    # The provider recovers: the next close extracts the first run too.
+    provider.respond_with(good_extraction)
+    resumed = await client.resume(sandbox.state)
+    async with resumed:
+        await Runner.run(
+            sandbox_agent(
+                ScriptedModel([[assistant_message("Nothing to do.")]]), http_memory(provider)
+            ),
+            "Check the workspace.",
+            run_config=RunConfig(sandbox=SandboxRunConfig(session=resumed)),
+        )
+    state = progress(workspace_root)[rollout]
+    assert state["offset"] > 0 and state["status"] == "ok"
+    assert "invoice-fix" in memory_md(workspace_root)
+
+
+async def test_a_run_waits_a_bounded_time_for_the_previous_runs_extraction(
+    provider: hp.ProviderServer, client: Any, manifest: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    from agents import Runner
+    from agents.run import RunConfig
+    from agents.sandbox import SandboxRunConfig
+    from agents.testing import ScriptedModel, assistant_message
+
+    from sandbox_memory import _sdk
+
+    wait = 0.3
+    provider.respond_with(lambda request: hp.hang())
+    sandbox = await client.create(manifest=manifest)
+    memory = http_memory(provider, wait_for_extraction_seconds=wait)
+    async with sandbox:
+        config = RunConfig(sandbox=SandboxRunConfig(session=sandbox))
+        await Runner.run(
+            sandbox_agent(ScriptedModel([[assistant_message("Done.")]]), memory),
+            "Say done.",
+            run_config=config,
+        )
+        started = time.monotonic()
+        second = ScriptedModel([[assistant_message("Done again.")]])
+        await Runner.run(sandbox_agent(second, memory), "Say it again.", run_config=config)
+        took = _elapsed(started)
+        closing = time.monotonic()
+    assert took < wait + 1.0, took
+    assert _elapsed(closing) < BUDGET_SECONDS + _sdk.CLOSE_GRACE_SECONDS
+    assert any("still being extracted" in m for m in warnings_from(caplog))
+
+
+# ------------------------------------------------------ counts and summaries
+
+
+async def test_the_close_counts_every_request_and_the_after_run_extraction(
+    provider: hp.ProviderServer,
+    client: Any,
+    manifest: Any,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agents import Runner
+    from agents.run import RunConfig
+    from agents.sandbox import SandboxRunConfig
+    from agents.testing import ScriptedModel
+
+    from helpers import bug_fix_script
+    from sandbox_memory.engines import model as model_module
+
+    monkeypatch.setattr(model_module, "RETRY_BACKOFF_SECONDS", 0.01)
+    caplog.set_level(logging.INFO, logger="sandbox_memory")
+    provider.script(hp.status(500), hp.status(503), good_extraction)
+    sandbox = await client.create(manifest=manifest)
+    async with sandbox:
+        await Runner.run(
+            sandbox_agent(ScriptedModel(bug_fix_script()), http_memory(provider)),
+            "The invoice tests fail. Fix the bug.",
+            run_config=RunConfig(sandbox=SandboxRunConfig(session=sandbox)),
+        )
+    assert len(provider.phase_one_requests()) == 3
+    (summary,) = [
+        r.getMessage() for r in caplog.records if r.getMessage().startswith("memory close:")
+    ]
+    assert summary.startswith("memory close: 1 rollout(s) extracted, 3 model call(s)"), summary
+
+
+# ------------------------------------------------- keys across the memory
+
+
+async def _learn(
+    rt: LayoutRuntime, provider: hp.ProviderServer, rollout: str, text: str, cands: list[Any]
+) -> list[str]:
+    await rt.record({"input": [{"role": "user", "content": text}]}, rollout_id=rollout)
+    ids = item_ids(rt.ws.root, rollout)  # type: ignore[attr-defined]
+    provider.script(reply([{**c, "sources": [ids[-1]]} for c in cands]))
+    await rt.close()
+    return ids
+
+
+async def test_forget_of_a_shared_entry_retracts_it_through_the_engine(
+    provider: hp.ProviderServer, workspace_root: Path
+) -> None:
+    rt = layout_runtime(workspace_root, responses_engine(provider))
+    procedure = {"key": "run-tests", "content": "Run `make test`.", "kind": "procedure"}
+    await _learn(rt, provider, "a", "Tests run with make test.", [procedure])
+    assert "run-tests" in memory_md(workspace_root)
+    assert (workspace_root / "memories/skills/run-tests/SKILL.md").exists()
+
+    forget = {"key": "run-tests", "kind": "procedure", "action": "forget"}
+    await _learn(rt, provider, "b", "Forget that: make test is gone, use tox.", [forget])
+    # The model was shown the shared entry it may retract.
+    assert '"key": "run-tests"' in provider.requests[-1].user_text
+    assert "run-tests" not in memory_md(workspace_root)
+    assert not (workspace_root / "memories/skills/run-tests/SKILL.md").exists()
+    layout = json.loads((workspace_root / "memories/store/layout.json").read_text())
+    entry = layout["entries"]["run-tests"]
+    assert entry["status"] == "retracted"
+    assert {s["conversation"] for s in entry["sources"]} == {"a", "b"}
+
+
+async def test_one_key_is_one_fact_and_a_live_edit_touches_only_its_line(
+    provider: hp.ProviderServer, workspace_root: Path
+) -> None:
+    rt = layout_runtime(workspace_root, responses_engine(provider))
+    host = {"key": "staging-host", "kind": "fact"}
+    await _learn(rt, provider, "a", "Staging is on host-a.", [{**host, "content": "host-a"}])
+    other = {"key": "ci-runner", "kind": "fact", "content": "CI runs on runner-1."}
+    await _learn(
+        rt, provider, "b", "Staging moved to host-b.", [{**host, "content": "host-b"}, other]
+    )
+
+    text = memory_md(workspace_root)
+    lines = [line for line in text.splitlines() if "**staging-host**" in line]
+    assert len(lines) == 1 and "host-b" in lines[0]
+
+    # A third conversation's model sees the key it may update, as MEMORY.md shows it.
+    await _learn(rt, provider, "c", "Nothing new.", [])
+    known = provider.requests[-1].user_text
+    assert '"key": "staging-host"' in known and "host-b" in known
+
+    # A live edit of an unrelated line changes that line only.
+    edited = text.replace("CI runs on runner-1.", "CI runs on runner-2.")
+    (workspace_root / "memories/MEMORY.md").write_text(edited)
+    await rt.close()
+    conv_a = await rt.store.load_conversation("a")
+    conv_b = await rt.store.load_conversation("b")
+    assert conv_a.entries["staging-host"].content == "host-a"
+    assert conv_b.entries["staging-host"].content == "host-b"
+    assert conv_b.entries["ci-runner"].content == "CI runs on runner-2."
+    lines = [line for line in memory_md(workspace_root).splitlines() if "**staging-host**" in line]
+    assert len(lines) == 1 and "host-b" in lines[0]

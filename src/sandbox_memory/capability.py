@@ -25,6 +25,7 @@ from . import _sdk
 from .config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
 from .engines.base import ExtractionEngine
 from .errors import MemoryConfigError
+from .phase_two import displayed_entries
 from .render import render_read_prompt, render_summary_text
 from .rollouts import history_fingerprint, safe_rollout_id
 
@@ -192,7 +193,7 @@ class Memory(_SDKMemory):
         layout = await store.load_layout()
         registry = await store.load_registry()
         summary = render_summary_text(
-            layout_entries=[*layout.entries.values(), *registry.entries()],
+            layout_entries=displayed_entries(layout, registry),
             conversation_entries=conversation_entries,
             person=person,
             budget=self.read.max_summary_chars,

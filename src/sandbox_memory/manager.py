@@ -25,12 +25,21 @@ from .config import (
 from .engines.base import ExtractionEngine
 from .phase_one import Budget, extract_rollout
 from .phase_two import (
+<<<<<<< HEAD
     forget_conversations,
     promote,
     retract,
     same_fact,
     secret_problem,
     select_rollouts,
+=======
+    displayed_entries,
+    forget_conversations,
+    promote,
+    secret_problem,
+    select_rollouts,
+    shown_entries,
+>>>>>>> 0d0c9ea (Close bounded by its deadline (after-run extractions cut, leftover deferred with one warning), bounded run-start wait; close counts requests and after-run extractions; forget of shared entries through the engine; one key one fact in MEMORY.md and live edits; failure tests over HTTP)
 )
 from .render import (
     RolloutRef,
@@ -560,7 +569,7 @@ class LayoutRuntime:
         mdir = self.layout.memories_dir
         refs = [RolloutRef(rollout_id=rid, progress=p) for rid, p in selected]
         budget = self.summary_budget
-        everything = [*layout.entries.values(), *registry.entries()]
+        everything = displayed_entries(layout, registry)
         memory_md = render_memory_md(everything, refs)
         await self.ws.write_text(f"{mdir}/MEMORY.md", memory_md)
         await self.store.write_state(
@@ -720,9 +729,9 @@ class LayoutRuntime:
         # What the last render showed: layout entries and the conversations' facts (registry).
         # Lines still showing them (content compared as rendered, on one line) are no edit.
         registry = await self.store.load_registry()
-        owner = {e.key: rid for rid, group in registry.conversations.items() for e in group}
-        shown = {e.key: e for e in registry.entries()}
-        shown.update((k, e) for k, e in layout.entries.items() if e.status == "active")
+        rendered_as = shown_entries(layout, registry)
+        owner = {key: rid for key, (_, rid) in rendered_as.items() if rid is not None}
+        shown = {key: e for key, (e, _) in rendered_as.items()}
         conversations: dict[str, Any] = {}
         conv_keys: list[str] = []
 

@@ -246,6 +246,36 @@ def promote(layout: LayoutMemory, conversation: ConversationMemory, since: int) 
     return promoted
 
 
+def shown_entries(layout: LayoutMemory, registry: Any) -> dict[str, tuple[Entry, str | None]]:
+    """One entry per key, as memory shows it: the newest active shared entry among the layout's
+    and the selected conversations' facts, with the conversation that owns it (``None`` for a
+    layout entry). Two conversations that used one key show one fact, never two lines."""
+
+    shown: dict[str, tuple[Entry, str | None]] = {}
+
+    def consider(entry: Entry, owner: str | None) -> None:
+        if entry.status != "active" or entry.person is not None:
+            return
+        held = shown.get(entry.key)
+        if held is None or held[0].updated_at < entry.updated_at:
+            shown[entry.key] = (entry, owner)
+
+    for rid, group in registry.conversations.items():
+        for entry in group:
+            consider(entry, rid)
+    for entry in layout.entries.values():
+        consider(entry, None)
+    return shown
+
+
+def displayed_entries(layout: LayoutMemory, registry: Any) -> list[Entry]:
+    """What the rendered files and the read prompt show: :func:`shown_entries`, plus the layout's
+    private entries (shown only to their person)."""
+
+    private = [e for e in layout.entries.values() if e.person is not None]
+    return [e for e, _ in shown_entries(layout, registry).values()] + private
+
+
 @dataclass
 class Selection:
     selected: list[tuple[str, RolloutProgress]]

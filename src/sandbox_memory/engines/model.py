@@ -16,7 +16,12 @@ import time
 from typing import Any, Literal
 
 from agents import Agent, AgentOutputSchemaBase, ModelSettings, Runner
-from agents.exceptions import ModelBehaviorError, ModelRefusalError, ModelTimeoutError
+from agents.exceptions import (
+    MaxTurnsExceeded,
+    ModelBehaviorError,
+    ModelRefusalError,
+    ModelTimeoutError,
+)
 from agents.models.interface import Model
 from agents.retry import ModelRetrySettings
 from agents.run import RunConfig
@@ -303,6 +308,11 @@ def describe_failure(exc: BaseException, settings: ModelSettings) -> ModelExtrac
         return ModelExtractionError(detail, transient=code == 429 or code >= 500)
     if isinstance(exc, ModelBehaviorError):
         return ModelExtractionError(_behaviour_detail(exc))
+    if isinstance(exc, MaxTurnsExceeded):
+        # LitellmModel reports a refusal this way: a reply without a final output.
+        return ModelExtractionError(
+            "the model's reply held no output matching the schema (a refusal, or a tool call)"
+        )
     return ModelExtractionError(f"{type(exc).__name__}: {exc}")
 
 
