@@ -25,21 +25,14 @@ from .config import (
 from .engines.base import ExtractionEngine
 from .phase_one import Budget, extract_rollout
 from .phase_two import (
-<<<<<<< HEAD
+    displayed_entries,
     forget_conversations,
     promote,
     retract,
     same_fact,
     secret_problem,
     select_rollouts,
-=======
-    displayed_entries,
-    forget_conversations,
-    promote,
-    secret_problem,
-    select_rollouts,
     shown_entries,
->>>>>>> 0d0c9ea (Close bounded by its deadline (after-run extractions cut, leftover deferred with one warning), bounded run-start wait; close counts requests and after-run extractions; forget of shared entries through the engine; one key one fact in MEMORY.md and live edits; failure tests over HTTP)
 )
 from .render import (
     RolloutRef,
