@@ -251,3 +251,58 @@ async def test_extraction_after_runs_is_bounded_by_phase_one_concurrency(
         assert model.max_active <= 2
         assert len(model.calls) == 6
         assert sorted(read_progress(root)) == [f"c{k}" for k in range(6)]
+
+
+async def test_phase_two_writes_a_skill_only_when_its_content_changed(tmp_path: Path) -> None:
+    from sandbox_memory import MemoryClient, Remember
+
+    client = MemoryClient(tmp_path, generate=MemoryGenerateConfig(engine="offline"))
+    view = await client.apply(
+        Remember(key="run-tests", content="Run `make test`.", kind="procedure"), expected=0
+    )
+    view = await client.apply(
+        Remember(key="deploy", content="Run `make deploy`.", kind="procedure"),
+        expected=view.version,
+    )
+    skills = tmp_path / "memories/skills"
+
+    def stamps() -> dict[str, tuple[int, int]]:
+        return {
+            p.parent.name: (p.stat().st_ino, p.stat().st_mtime_ns)
+            for p in skills.glob("*/SKILL.md")
+        }
+
+    before = stamps()
+    assert sorted(before) == ["deploy", "run-tests"]
+    await client.apply(
+        Remember(key="deploy", content="Run `make deploy` from main.", kind="procedure"),
+        expected=view.version,
+    )
+    after = stamps()
+    assert after["run-tests"] == before["run-tests"]  # unchanged: not written again
+    assert "from main" in (skills / "deploy/SKILL.md").read_text()
+    (skills / "run-tests/SKILL.md").unlink()
+    (skills / "run-tests").rmdir()
+    async with client.runtime.write_lock():
+        await client.runtime.consolidate_layout()
+    assert (skills / "run-tests/SKILL.md").exists()  # removed by hand: written again
+
+
+async def test_phase_two_reads_layout_memory_once(tmp_path: Path) -> None:
+    from sandbox_memory import MemoryClient, Remember
+
+    class Reads(CountingWorkspace):
+        async def read_bytes(self, path: str) -> bytes | None:
+            self.calls[path] += 1
+            return await super().read_bytes(path)
+
+    ws = Reads(tmp_path)
+    client = MemoryClient(ws, generate=MemoryGenerateConfig(engine="offline"))
+    await client.apply(Remember(key="k", content="A fact.", kind="fact"), expected=0)
+    rt = client.runtime
+    await rt.record(run("Fix the parser."), rollout_id="c1")
+    await rt.close()
+    ws.calls.clear()
+    async with rt.write_lock():
+        await rt.consolidate_layout()
+    assert ws.calls[f"{STORE}/layout.json"] == 1

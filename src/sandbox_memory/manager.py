@@ -458,10 +458,9 @@ class LayoutRuntime:
 
         store = self.store
         progress = await store.list_progress()
-        layout = await store.load_layout()
-        before = layout.model_dump_json()
-        # Missing, or set aside as unreadable: rebuilt from every selected conversation.
-        rebuild = await store.layout_needs_rebuild()
+        # Read and parsed once; missing or unreadable: rebuilt from every selected conversation.
+        layout, rebuild = await store.load_layout_for_phase_two()
+        version_before = layout.version
         # Usage by later runs (found in the recorded items): what is used is kept.
         usage = await self.search_index.usage() if await self.sync_search() else {}
         selection = select_rollouts(
@@ -524,7 +523,10 @@ class LayoutRuntime:
             )
             logger.info("memory forgot %d older conversation(s)", len(forgotten_ids))
 
-        if layout.model_dump_json() != before or rebuild:
+        # Every change to layout memory here moves its version (promotion, forgetting, live
+        # edits), so the version says whether to write it: serialised once, when it changed.
+        layout_changed = layout.version != version_before
+        if layout_changed or rebuild:
             await store.save_layout(layout)
         # Forgetting conversations changes what memory shows even when no layout entry goes.
         for record in changes:
@@ -541,7 +543,7 @@ class LayoutRuntime:
         async with self._progress_lock:
             for rid, prog in selection.forgotten:
                 await store.forget_progress(rid, prog)
-        if changes or layout.model_dump_json() != before:
+        if changes or layout_changed:
             self.bump()
         await store.save_defaults(
             Defaults(
@@ -559,45 +561,67 @@ class LayoutRuntime:
         registry: Registry,
         selected: list[tuple[str, RolloutProgress]],
     ) -> None:
+        """Write the files rendered from the store, each only when its content changed.
+
+        ``store/rendered.json`` keeps the SHA-256 of every file as last rendered; a file whose
+        new rendering has the same digest is not written again (thousands of unchanged
+        ``SKILL.md`` files cost nothing). ``MEMORY.md`` is compared with the file itself: an
+        edit that was not taken in is replaced.
+        """
+
         mdir = self.layout.memories_dir
+        stamp_path = f"{self.store.dir}/rendered.json"
+        try:
+            stamp = json.loads(await self.store.read_state(stamp_path) or b"{}")
+        except ValueError:
+            stamp = {}
+        found = stamp.get("files") if isinstance(stamp, dict) else None
+        old: dict[str, str] = dict(found) if isinstance(found, dict) else {}
+        for name in {"memory_summary.md", "raw_memories.md", "phase_two_selection.json"}:
+            if name in old and await self.ws.size(f"{mdir}/{name}") is None:
+                old.pop(name)  # removed by hand: written again
+        new: dict[str, str] = {}
+
+        async def put(rel: str, text: str, *, digest_of: str | None = None) -> None:
+            digest = hashlib.sha256((digest_of or text).encode("utf-8")).hexdigest()
+            new[rel] = digest
+            if old.get(rel) != digest:
+                await self.ws.write_text(f"{mdir}/{rel}", text)
+
         refs = [RolloutRef(rollout_id=rid, progress=p) for rid, p in selected]
         budget = self.summary_budget
         everything = displayed_entries(layout, registry)
         memory_md = render_memory_md(everything, refs)
-        await self.ws.write_text(f"{mdir}/MEMORY.md", memory_md)
-        await self.store.write_state(
-            f"{self.store.dir}/rendered.json",
-            json.dumps(
-                {"memory_md_sha256": hashlib.sha256(memory_md.encode()).hexdigest()}
-            ).encode(),
-        )
-        await self.ws.write_text(
-            f"{mdir}/memory_summary.md",
-            render_summary_file(everything, refs, budget),
-        )
+        memory_digest = hashlib.sha256(memory_md.encode()).hexdigest()
+        current = await self.ws.read_bytes(f"{mdir}/MEMORY.md")
+        if current is None or hashlib.sha256(current).hexdigest() != memory_digest:
+            await self.ws.write_text(f"{mdir}/MEMORY.md", memory_md)
+        await put("memory_summary.md", render_summary_file(everything, refs, budget))
         raw_parts = ["# Raw memories (newest first)", ""]
         for ref in refs:
             text = await self.ws.read_text(f"{mdir}/raw_memories/{ref.rollout_id}.md")
             if text:
                 raw_parts.append(text.rstrip() + "\n")
-        await self.ws.write_text(f"{mdir}/raw_memories.md", "\n".join(raw_parts) + "\n")
+        await put("raw_memories.md", "\n".join(raw_parts) + "\n")
+        selected_doc = [
+            {
+                "rollout_id": ref.rollout_id,
+                "updated_at": ref.progress.updated_at,
+                "rollout_path": rollout_path(self.layout.sessions_dir, ref.rollout_id),
+                "rollout_summary_file": ref.summary_file,
+            }
+            for ref in refs
+        ]
+        limit = self.generate.max_raw_memories_for_consolidation
         selection_doc = {
             "generated_at": now_ms(),
-            "max_raw_memories_for_consolidation": (
-                self.generate.max_raw_memories_for_consolidation
-            ),
-            "selected": [
-                {
-                    "rollout_id": ref.rollout_id,
-                    "updated_at": ref.progress.updated_at,
-                    "rollout_path": rollout_path(self.layout.sessions_dir, ref.rollout_id),
-                    "rollout_summary_file": ref.summary_file,
-                }
-                for ref in refs
-            ],
+            "max_raw_memories_for_consolidation": limit,
+            "selected": selected_doc,
         }
-        await self.ws.write_text(
-            f"{mdir}/phase_two_selection.json", json.dumps(selection_doc, indent=1) + "\n"
+        await put(
+            "phase_two_selection.json",
+            json.dumps(selection_doc, indent=1) + "\n",
+            digest_of=json.dumps([limit, selected_doc]),  # the same selection, not rewritten
         )
         await self.ws.mkdir(f"{mdir}/skills")
         existing = set(await self.ws.listdir(f"{mdir}/skills"))
@@ -607,12 +631,18 @@ class LayoutRuntime:
             if e.kind == "procedure" and e.status == "active" and e.person is None
         }
         for key, entry in wanted.items():
-            await self.ws.write_text(f"{mdir}/skills/{key}/SKILL.md", render_skill(entry))
+            rel = f"skills/{key}/SKILL.md"
+            if key not in existing:
+                old.pop(rel, None)  # removed by hand: written again
+            await put(rel, render_skill(entry))
         for stale in sorted(existing - set(wanted)):
             # Only skills rendered from the store go; hand-written ones (or the SDK's) stay.
             text = await self.ws.read_text(f"{mdir}/skills/{stale}/SKILL.md")
             if text is not None and "\nLearned from: " in text:
                 await self.ws.remove(f"{mdir}/skills/{stale}/SKILL.md")
+        stamp_doc = {"memory_md_sha256": memory_digest, "files": new}
+        if stamp != stamp_doc:
+            await self.store.write_state(stamp_path, json.dumps(stamp_doc).encode())
 
     async def retract_copies(
         self, entry: Entry, source: Source, *, stamp: int, cause: Cause

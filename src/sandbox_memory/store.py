@@ -198,8 +198,9 @@ class MemoryStore(abc.ABC):
         """Replace layout memory (the caller holds the lease)."""
 
     @abc.abstractmethod
-    async def layout_needs_rebuild(self) -> bool:
-        """Whether layout memory is missing or unreadable (then phase 2 rebuilds it)."""
+    async def load_layout_for_phase_two(self) -> tuple[LayoutMemory, bool]:
+        """Layout memory read once, and whether it was missing or unreadable (then phase 2
+        rebuilds it from every selected conversation)."""
 
     @abc.abstractmethod
     async def load_registry(self) -> Registry:
@@ -356,15 +357,16 @@ class Store(MemoryStore):
             broken,
         )
 
-    async def layout_needs_rebuild(self) -> bool:
-        raw = await self.read_state(f"{self.dir}/layout.json")
+    async def load_layout_for_phase_two(self) -> tuple[LayoutMemory, bool]:
+        path = f"{self.dir}/layout.json"
+        raw = await self.read_state(path)
         if raw is None:
-            return True
+            return LayoutMemory(), True
         try:
-            LayoutMemory.model_validate_json(raw)
-        except ValidationError:
-            return True
-        return False
+            return LayoutMemory.model_validate_json(raw), False
+        except ValidationError as exc:
+            await self._set_aside(path, raw, _why(exc))
+            return LayoutMemory(), True
 
     async def _save(self, path: str, value: BaseModel) -> None:
         await self.write_state(path, value.model_dump_json(indent=1).encode("utf-8"))
