@@ -451,3 +451,29 @@ async def test_the_summary_file_of_a_long_conversation_stays_bounded(workspace_r
     assert "Shell19x11" in text  # the newest part is there
     assert "Shell0x0" not in text
     assert "earlier part(s) of this conversation dropped" in text
+
+
+async def test_a_gotcha_met_before_the_final_fix_is_kept() -> None:
+    seg = Seg()
+    seg.user("The tests fail. Fix calc.add.")
+    test = "python3 -m unittest discover -s tests -t ."
+    _, first_out = seg.exec(
+        test,
+        1,
+        "ImportError: Failed to import test module: test_ops\n"
+        "ModuleNotFoundError: No module named 'calc.generated'\n",
+    )
+    gen_call, _ = seg.exec("python3 tools/gen.py", 0, "")
+    seg.exec(test, 1, "FAIL: test_add (tests.test_ops.OpsTest.test_add)\nAssertionError: -1 != 5")
+    seg.patch(PATCH.replace("src/invoice.py", "calc/ops.py"), "Updated calc/ops.py")
+    seg.exec(test, 0, "OK")
+    seg.final_output = "Done."
+
+    result = await extract([seg.build()])
+
+    fixes = [c for c in result.candidates if c.key.startswith("fix-")]
+    gotcha = next(c for c in fixes if "calc.generated" in c.content)
+    assert "`python3 tools/gen.py`" in gotcha.content
+    assert gen_call in gotcha.sources and first_out in gotcha.sources
+    final = next(c for c in fixes if "AssertionError: -1 != 5" in c.content)
+    assert "calc/ops.py" in final.content

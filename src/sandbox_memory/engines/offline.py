@@ -1506,7 +1506,11 @@ def _describe_files(files: Mapping[str, _FileRecord], budget: int) -> str:
 
 
 def _find_fixes(rollout: _Rollout) -> list[_Fix]:
-    """Pair each failing streak of a kind of command with the next passing run of that kind."""
+    """Pair each failing streak of a kind of command with the next passing run of that kind.
+
+    When a later run of the same kind fails with a different error, the first error was dealt
+    with by what happened in between (``make generate``, a patch): that is a fix of its own,
+    so a gotcha met on the way to the final fix is not lost."""
 
     patches = [p for p in rollout.patches if p.ok is not False and p.files]
     patch_positions = [p.position for p in patches]
@@ -1516,33 +1520,71 @@ def _find_fixes(rollout: _Rollout) -> list[_Fix]:
     fixes: list[_Fix] = []
     for passed_index, command in enumerate(finished):
         if command.failed:
-            open_failures.setdefault(command.kind, command)
+            earlier = open_failures.get(command.kind)
+            if earlier is None:
+                open_failures[command.kind] = command
+            elif _error_of(earlier) != _error_of(command):
+                open_failures[command.kind] = command
+                fix = _fix_between(
+                    rollout,
+                    earlier,
+                    command,
+                    passed_index,
+                    patches,
+                    patch_positions,
+                    finished_positions,
+                )
+                if fix is not None:
+                    fixes.append(fix)
+            if len(fixes) >= MAX_FIX_FACTS:
+                break
             continue
         if not command.passed or command.kind not in open_failures:
             continue
         failure = open_failures.pop(command.kind)
-        lo = bisect.bisect_right(patch_positions, failure.output_position)
-        hi = bisect.bisect_left(patch_positions, command.position)
-        between = patches[max(lo, hi - MAX_FIX_PATCH_SOURCES) : hi]
-        files: dict[str, _FileRecord] = {}
-        for patch in patches[lo:hi][:MAX_FIX_PATCHES_SCANNED]:
-            _note_patch(files, patch)
-        fixer: _Command | None = None
-        if not between:
-            start = bisect.bisect_right(finished_positions, failure.output_position)
-            for idx in range(
-                passed_index - 1, max(start, passed_index - MAX_FIXER_LOOKBACK) - 1, -1
-            ):
-                other = finished[idx]
-                if other.passed and other.kind != command.kind and other.may_change_state:
-                    fixer = other
-                    break
-            if fixer is None:
-                continue  # passed again without a recorded change: a flake, not a fix
-        fixes.append(_fix_fact(rollout, failure, command, between, files, fixer))
+        fix = _fix_between(
+            rollout, failure, command, passed_index, patches, patch_positions, finished_positions
+        )
+        if fix is not None:
+            fixes.append(fix)
         if len(fixes) >= MAX_FIX_FACTS:
             break
     return fixes
+
+
+def _error_of(command: _Command) -> str:
+    return command.error_line or f"exit {command.exit_code}"
+
+
+def _fix_between(
+    rollout: _Rollout,
+    failure: _Command,
+    command: _Command,
+    index: int,
+    patches: Sequence[_Patch],
+    patch_positions: Sequence[int],
+    finished_positions: Sequence[int],
+) -> _Fix | None:
+    """The fix of ``failure`` by what happened before ``command`` (the ``index``-th finished
+    command, which passed or failed differently), or None when nothing changed in between."""
+
+    lo = bisect.bisect_right(patch_positions, failure.output_position)
+    hi = bisect.bisect_left(patch_positions, command.position)
+    between = patches[max(lo, hi - MAX_FIX_PATCH_SOURCES) : hi]
+    files: dict[str, _FileRecord] = {}
+    for patch in patches[lo:hi][:MAX_FIX_PATCHES_SCANNED]:
+        _note_patch(files, patch)
+    fixer: _Command | None = None
+    if not between:
+        start = bisect.bisect_right(finished_positions, failure.output_position)
+        for idx in range(index - 1, max(start, index - MAX_FIXER_LOOKBACK) - 1, -1):
+            other = rollout.finished[idx]
+            if other.passed and other.kind != command.kind and other.may_change_state:
+                fixer = other
+                break
+        if fixer is None:
+            return None  # ran again without a recorded change: a flake, not a fix
+    return _fix_fact(rollout, failure, command, between, files, fixer)
 
 
 FIX_FILES_CHARS = 260
@@ -1558,11 +1600,12 @@ def _fix_fact(
     fixer: _Command | None,
 ) -> _Fix:
     error = _quote_error(failure.error_line or f"exit code {failure.exit_code}")
-    after = (
-        "the command then passed"
-        if failure.cmd.strip() == passing.cmd.strip()
-        else f"{_quote_cmd(passing.cmd)} then passed"
-    )
+    if passing.failed:
+        after = "that error was gone in the next run"
+    elif failure.cmd.strip() == passing.cmd.strip():
+        after = "the command then passed"
+    else:
+        after = f"{_quote_cmd(passing.cmd)} then passed"
     content = ""
     how = ""
     for budget in (FIX_FILES_CHARS, FIX_FILES_CHARS // 2, 0):
@@ -1576,7 +1619,7 @@ def _fix_fact(
         if len(content) <= CONTENT_CHARS:
             break
     described_by: int | None = None
-    description = _fix_description(rollout, failure, passing)
+    description = "" if passing.failed else _fix_description(rollout, failure, passing)
     room = CONTENT_CHARS - len(content) - len(" The agent reported: ")
     if description and _informative(description, MIN_DESCRIPTION_WORDS) and room > 40:
         said = shorten(description, room)
