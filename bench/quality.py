@@ -89,18 +89,18 @@ def log(message: str) -> None:
 def clock_at(moment: datetime) -> Iterator[None]:
     """Runs recorded inside this block are dated ``moment`` (the SDK's payload clock)."""
 
-    real = sdk_rollouts.datetime
+    real = getattr(sdk_rollouts, "datetime")  # noqa: B009
 
     class _Frozen(datetime):
         @classmethod
-        def now(cls, tz: Any = None) -> Any:  # noqa: D102
+        def now(cls, tz: Any = None) -> Any:
             return moment if tz is None else moment.astimezone(tz)
 
-    sdk_rollouts.datetime = _Frozen  # type: ignore[misc]
+    setattr(sdk_rollouts, "datetime", _Frozen)  # noqa: B010
     try:
         yield
     finally:
-        sdk_rollouts.datetime = real  # type: ignore[misc]
+        setattr(sdk_rollouts, "datetime", real)  # noqa: B010
 
 
 # --------------------------------------------------------------------------- matching
@@ -380,8 +380,7 @@ async def score(conv: Conversation, state: MemoryState, search_kind: str) -> dic
 CALC_OPS = "def add(a, b):\n    return a - b\n"
 CALC_OPS_FIXED = "def add(a, b):\n    return a + b\n"
 GEN_TOOL = (
-    "from pathlib import Path\n\n"
-    "Path('calc/generated.py').write_text('VERSION = \"1.0\"\\n')\n"
+    "from pathlib import Path\n\nPath('calc/generated.py').write_text('VERSION = \"1.0\"\\n')\n"
 )
 CALC_TEST = (
     "import unittest\n\nfrom calc import generated\nfrom calc.ops import add\n\n\n"
@@ -547,9 +546,7 @@ def _pct(value: float) -> str:
     return f"{value:.2f}"
 
 
-def render(
-    results: dict[str, Any], tallies: dict[int, Tally], coding: list[dict[str, Any]]
-) -> str:
+def render(results: dict[str, Any], tallies: dict[int, Tally], coding: list[dict[str, Any]]) -> str:
     search_label = results["search"]
     lines = [
         "# Recall quality",
@@ -565,7 +562,7 @@ def render(
         "(`group_id=locomo-<sample>`); the sandbox is closed after each session, so memory",
         "generation runs as in production. Both people are users: each turn is one user message",
         "starting with the speaker's name (`Caroline: I went to ...`), and the agent only says",
-        "\"Noted.\". The two people talk to each other, not to the agent; making one of them the",
+        '"Noted.". The two people talk to each other, not to the agent; making one of them the',
         "assistant would put a person's words in the model's mouth (memory never takes the",
         "assistant's text as what a person said), while `Name:` labels keep who said what. Image",
         "turns carry the dataset's caption as text. The recorder's clock is set to the session's",
@@ -649,7 +646,7 @@ def render(
         "",
         "Three tasks in one repository, each its own conversation. Task 1: the tests fail with",
         f"`ModuleNotFoundError` until `{GEN_COMMAND}` has run (a gotcha), then on a wrong `add`,",
-        "which the agent fixes, answering only \"Done.\". Task 2: the agent puts a test in",
+        'which the agent fixes, answering only "Done.". Task 2: the agent puts a test in',
         "`calc/`; the user corrects it (\"No, don't put tests in calc/; tests go under tests/",
         "and use unittest.\"). Task 3 starts fresh. Does each lesson reach the next task's",
         "instructions, `MEMORY.md` and the top of a search for a question a later run would ask?",
@@ -666,6 +663,29 @@ def render(
             f"{'yes' if row['last run' + chr(39) + 's instructions'] else 'no'} | "
             f"{'yes' if row['MEMORY.md'] else 'no'} | {rank if rank else '-'} |"
         )
+    lines += [
+        "",
+        "## What the offline engine cannot reach, and what a model would add",
+        "",
+        "- It keeps what people said, in their words, and does not infer or paraphrase. Answers",
+        '  that are a summary of several turns ("cozy and comfortable", "dancing together and',
+        '  supporting each other") or an inference (most open-domain questions: "would she still',
+        '  ...?") are in no entry; the model engine can write the fact as an answer would state it',
+        '  and join turns ("Gina wants her store to feel cozy").',
+        '- Reactions and generic sentiment are left out by design ("Wow, they look so graceful!"),',
+        "  so questions about what someone said in reply to a photo often miss.",
+        "- One fact per message keeps most informative turns nearly whole: entries are about as",
+        "  large as the dialogue they come from. A model would condense; the offline engine only",
+        "  drops small talk, questions, requests and pasted material.",
+        "- Relative dates are resolved for the forms it knows (yesterday, last/next week, weekend,",
+        "  month, year, weekday or season, N days/weeks/months/years ago, in N ...); vague ones",
+        '  ("the other day", "recently") stay as said.',
+        "- The injected summary is bounded (8,000 characters, newest first), so after a long",
+        "  conversation it holds the last sessions only; older facts are reached through",
+        "  `MEMORY.md` and search, which is why those columns are far higher.",
+        '- Lexical search misses paraphrased questions ("destress" vs "dancing helps me relax");',
+        "  the same holds for the baseline. Semantic matching would need an embedding model.",
+    ]
     lines += ["", *results.get("notes", [])]
     return "\n".join(lines).rstrip() + "\n"
 
