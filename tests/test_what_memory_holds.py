@@ -477,3 +477,33 @@ async def test_a_gotcha_met_before_the_final_fix_is_kept() -> None:
     assert gen_call in gotcha.sources and first_out in gotcha.sources
     final = next(c for c in fixes if "AssertionError: -1 != 5" in c.content)
     assert "calc/ops.py" in final.content
+
+
+async def test_a_no_between_two_people_is_not_a_correction_of_the_agent() -> None:
+    segment, _ = _chat(
+        [
+            "Melanie: We went camping in the mountains with the kids.",
+            "Caroline: Oh nice, at the lake again?",
+            "Melanie: No, not the lake; we took the kids to the mountains this time.",
+        ]
+    )
+
+    result = await extract([segment])
+
+    assert not any(c.key.startswith("correction") for c in result.candidates)
+    assert any("mountains this time" in c.content for c in result.candidates)
+
+
+async def test_an_answer_is_kept_with_the_question_it_answers() -> None:
+    segment, ids = _chat(
+        [
+            "Jon: How did the race go? When was it?",
+            "Gina: Last Saturday, at the harbour.",
+        ]
+    )
+
+    result = await extract([segment])
+
+    (fact,) = [c for c in result.candidates if c.sources == [ids[1]]]
+    assert fact.content.startswith('Gina (8 May 2023), answering Jon\'s "When was it?": Last')
+    assert "(the Saturday before 8 May 2023, 6 May 2023)" in fact.content

@@ -84,8 +84,8 @@ FIRST_PERSON = frozenset({"i", "im", "ive", "id", "ill", "me", "my", "mine", "my
 MIN_FACT_WORDS = 2
 """Fewest content words (not stopwords, not small talk) that make a sentence a fact."""
 
-MIN_SENTENCE_WORDS = 3
-"""Fewest words in a stated fact."""
+MIN_ANSWER_WORDS = 2
+"""Fewest words in a stated fact ("Last Saturday." answers a question)."""
 
 MAX_SENTENCE_WORDS = 80
 """Most words in one sentence taken as prose; longer runs are pasted material."""
@@ -148,7 +148,7 @@ def looks_like_prose(sentence: str) -> bool:
     """Whether ``sentence`` reads as a sentence someone said (not code, a path list or a log)."""
 
     words = sentence.split()
-    if not MIN_SENTENCE_WORDS <= len(words) <= MAX_SENTENCE_WORDS:
+    if not MIN_ANSWER_WORDS <= len(words) <= MAX_SENTENCE_WORDS:
         return False
     chars = [c for c in sentence if not c.isspace()]
     if not chars:
@@ -177,9 +177,9 @@ def is_first_person(sentence: str) -> bool:
     return any(word in FIRST_PERSON for word in _plain_words(sentence))
 
 
-def states_a_fact(sentence: str) -> bool:
+def states_a_fact(sentence: str, *, min_words: int = MIN_FACT_WORDS) -> bool:
     """A statement worth remembering: prose, not a question or a request, and about something
-    (at least :data:`MIN_FACT_WORDS` content words)."""
+    (at least ``min_words`` content words; fewer are enough for the answer to a question)."""
 
     stripped = sentence.strip()
     if not stripped or stripped.endswith("?"):
@@ -189,7 +189,7 @@ def states_a_fact(sentence: str) -> bool:
     label = _LABEL_RE.match(stripped)
     body = stripped[label.end() :] if label else stripped
     named = [w for w in content_words(body) if not w.isdigit()]
-    return len(named) >= MIN_FACT_WORDS
+    return len(named) >= min_words
 
 
 def top_words(texts: Iterable[str], count: int) -> list[str]:

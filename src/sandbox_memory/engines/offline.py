@@ -533,6 +533,8 @@ class _Said:
     """Said in the run's first request (in a task run, the problem the run works on)."""
     owned: bool = False
     """Says something about the speaker or their team (``I``, ``we``, ``our`` ...)."""
+    asked: tuple[str, str] | None = None
+    """``(who asked, question)`` this message answers: an answer is read with its question."""
 
 
 class _Capped:
@@ -642,6 +644,22 @@ _WE_RE = re.compile(r"\b(?:we|we're|we've|we'll|our|ours|us)\b", re.IGNORECASE)
 
 def _is_we(sentence: str) -> bool:
     return bool(_WE_RE.search(sentence.replace("\u2019", "'")))
+
+
+QUESTION_CHARS = 120
+"""Characters of the question a statement answers, quoted with it (whole words)."""
+
+
+def _question_of(text: str, who: str) -> tuple[str, str] | None:
+    """``(who, last sentence)`` when a message ends with a question, else None."""
+
+    last = ""
+    for sentence in _sentences(text[-ASSISTANT_TEXT_CHARS:]):
+        last = sentence
+    if not last.endswith("?"):
+        return None
+    question = shorten(split_speaker(last).text, QUESTION_CHARS)
+    return (who, question) if question else None
 
 
 def _informative(text: str, minimum: int) -> bool:
@@ -1083,6 +1101,11 @@ class _Rollout:
         """Text the run wrote to files through heredocs, by path (a patch file applied later)."""
         self._date: date | None = None
         self._person: str | None = None
+        self._after_agent = False
+        """Whether the agent spoke or acted since the last user message: only then can a user
+        message correct it ("No, ..." between two people in a chat is no correction)."""
+        self._asked: tuple[str, str] | None = None
+        """``(who asked, question)`` of the last message when it ended with a question."""
         self._by_call: dict[str, _Command | _Patch] = {}
         self._stdin_sessions: dict[str, int] = {}
         self._sessions: dict[int, _Command] = {}
@@ -1104,6 +1127,7 @@ class _Rollout:
             if self._person:
                 self.people.setdefault(self._person, None)
             self._date = run_date(segment.get("updated_at"))
+            self._after_agent = True  # a run's first message follows the agent's last reply
             if self._date is not None:
                 self.dates.setdefault(format_day(self._date), None)
             for item_id, item in segment_items(segment, seg_id):
@@ -1115,6 +1139,8 @@ class _Rollout:
     def _item(self, item_id: str, item: dict[str, Any], seg_index: int, position: int) -> None:
         item_type = item.get("type")
         role = item.get("role")
+        if role != "user" and item_type not in (None, "message", "reasoning"):
+            self._after_agent = True  # a tool call or result: the agent has acted
         if item_type == "memory_edit":
             return  # the person's own Remember/Forget: applied by code, not re-extracted
         if item_type in (None, "message") and isinstance(role, str):
@@ -1124,6 +1150,8 @@ class _Rollout:
                 text = item_text(item, max_chars=ASSISTANT_TEXT_CHARS)
                 if text:
                     self.last_assistant[seg_index] = (position, item_id, text)
+                    self._asked = _question_of(text, "the agent")
+                    self._after_agent = True
             return
         if item_type == "function_call":
             self._function_call(item_id, item, seg_index, position)
@@ -1184,6 +1212,11 @@ class _Rollout:
         else:
             self.follow_ups.append((item_id, line))
         who = "user" if speaker is None else speaker
+        asked = self._asked if self._asked and self._asked[0] != _who(speaker) else None
+        self._asked = _question_of(text, _who(speaker))
+        minimum = 1 if asked else MIN_FACT_WORDS  # an answer may be short: its question says
+        may_correct = self._after_agent
+        self._after_agent = False
         stated: list[str] = []
         owned = False
         noted = False
@@ -1199,7 +1232,7 @@ class _Rollout:
                 kinds.append("preference")
             elif _DECISION_RE.search(body):
                 kinds.append("decision")
-            if _CORRECTION_RE.search(low):
+            if may_correct and _CORRECTION_RE.search(low):
                 kinds.append("correction")
             for kind in kinds:
                 if (kind, quoted) in self._seen_statements:
@@ -1216,7 +1249,7 @@ class _Rollout:
                 )
                 self.events.add(f"- {who} {kind}: {quoted} [{item_id}]")
                 noted = True
-            if not kinds and states_a_fact(sentence):
+            if not kinds and states_a_fact(sentence, min_words=minimum):
                 stated.append(resolve_relative_dates(sentence, self._date))
                 owned = owned or is_first_person(sentence) or _is_we(sentence)
         if stated:
@@ -1228,6 +1261,7 @@ class _Rollout:
                 personal=any(is_first_person(s) for s in stated),
                 from_task=self.task[0] == item_id,
                 owned=owned,
+                asked=(asked[0], resolve_relative_dates(asked[1], self._date)) if asked else None,
             )
             self.said.append(said)
             if not noted:
@@ -1815,7 +1849,11 @@ def _said_candidates(rollout: _Rollout) -> list[Candidate]:
             continue  # the task's own description of the problem: the run's summary has it
         who = _who(said.speaker)
         when = f" ({format_day(said.said_on)})" if said.said_on else ""
-        lead = f"{who}{when}: "
+        context = ""
+        if said.asked is not None:
+            asker = said.asked[0]
+            context = f', answering {asker}\'s "{said.asked[1]}"'
+        lead = f"{who}{when}{context}: "
         body = shorten(said.text, SAID_CHARS - len(lead))
         if not body:
             continue
