@@ -185,21 +185,23 @@ class Memory(_SDKMemory):
         store = runtime.store
         conversation_id = await self._conversation_id(runtime)
         conversation_entries: list[Any] = []
+        use = True
         if conversation_id is not None:
             conversation = await store.load_conversation(conversation_id)
-            if not runtime.switch(conversation.overrides.use, "use"):
-                return None
+            use = runtime.switch(conversation.overrides.use, "use")
             conversation_entries = list(conversation.entries.values())
-        layout = await store.load_layout()
-        registry = await store.load_registry()
-        summary = render_summary_text(
-            layout_entries=displayed_entries(layout, registry),
-            conversation_entries=conversation_entries,
-            person=person,
-            budget=self.read.max_summary_chars,
-        )
-        if not summary:
-            return None
+        summary = ""
+        if use:
+            layout = await store.load_layout()
+            registry = await store.load_registry()
+            summary = render_summary_text(
+                layout_entries=displayed_entries(layout, registry),
+                conversation_entries=conversation_entries,
+                person=person,
+                budget=self.read.max_summary_chars,
+            )
+        if not summary and not person:
+            return None  # with a person, the privacy rules are given every turn regardless
         memory_dir = self.layout.memories_dir
         if self.workspace_scope.cwd is not None:
             from pathlib import Path
@@ -208,7 +210,10 @@ class Memory(_SDKMemory):
                 workspace_root=manifest.root, workspace_relative_path=Path(memory_dir)
             ).as_posix()
         return render_read_prompt(
-            memory_dir=memory_dir, summary=summary, live_update=self.read.live_update
+            memory_dir=memory_dir,
+            summary=summary,
+            live_update=self.read.live_update,
+            person=person,
         )
 
     async def current_conversation(self) -> str | None:

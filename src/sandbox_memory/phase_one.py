@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .engines.base import Candidate, Extraction, ExtractionRequest, KnownEntry
 from .phase_two import ItemIndex, apply_to_conversation, check_candidates
+from .privacy import keep_private, run_person, self_statements, shared_slug, shared_text
 from .rollouts import ParsedSegments, read_new_segments, rollout_path
 from .store import ConversationMemory, Entry, LayoutMemory, LogRecord, RolloutProgress, now_ms
 
@@ -429,8 +430,11 @@ async def _apply(
     layout = await store.load_layout()
     index = ItemIndex.from_segments(segments, external_tools=rt.generate.external_tools)
     existing = memory_keys(layout, conversation)
+    # What the run's person said about themselves stays theirs (see privacy.py).
+    person = run_person(segments)
+    private = self_statements(segments) if person else []
     accepted, rejected = check_candidates(
-        extraction.candidates,
+        keep_private(extraction.candidates, private),
         index=index,
         existing=existing,
         redactor=rt.redactor,
@@ -440,7 +444,6 @@ async def _apply(
             # Retracting a shared entry: the conversation records the retraction, and phase 2
             # carries it to layout memory (see ``promote``).
             conversation.entries[cand.key] = existing[cand.key].model_copy(deep=True)
-    person = next((s.get("person") for s in reversed(segments) if s.get("person")), None)
     changed = apply_to_conversation(conversation, accepted, person=person)
     last_item = _last_item_id(segments)
     if last_item:
@@ -463,7 +466,8 @@ async def _apply(
             )
         )
 
-    slug = prog.slug or normalize_slug(extraction.rollout_slug)
+    summary_notes = shared_text(extraction.rollout_summary.strip(), private)
+    slug = prog.slug or normalize_slug(shared_slug(extraction.rollout_slug, private, summary_notes))
     updated_at = str(segments[-1].get("updated_at") or "")
     terminal = segments[-1].get("terminal_metadata") or {}
     state = terminal.get("terminal_state", "unknown") if isinstance(terminal, dict) else "unknown"
@@ -476,14 +480,13 @@ async def _apply(
     )
     old_raw = await rt.ws.read_text(raw_rel)
     old_raw_body = old_raw.split("\n\n", 1)[1] if old_raw and "\n\n" in old_raw else ""
-    raw_text = header + rt.redactor.redact_text(extraction.raw_memory.strip()) + "\n"
+    raw_notes = shared_text(extraction.raw_memory.strip(), private)
+    raw_text = header + rt.redactor.redact_text(raw_notes) + "\n"
     if old_raw_body.strip():
         raw_text += "\n" + old_raw_body
     old_summary = await rt.ws.read_text(summary_rel)
     section = (
-        f"## Segment(s) up to {updated_at}\n\n"
-        + rt.redactor.redact_text(extraction.rollout_summary.strip())
-        + "\n"
+        f"## Segment(s) up to {updated_at}\n\n" + rt.redactor.redact_text(summary_notes) + "\n"
     )
     if old_summary:
         summary_text = bounded_summary(old_summary.rstrip() + "\n\n" + section)

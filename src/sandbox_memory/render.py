@@ -109,15 +109,30 @@ def render_summary_text(
     return "\n".join(parts).strip()
 
 
-def render_read_prompt(*, memory_dir: str, summary: str, live_update: bool) -> str:
-    update = load_prompt("live_update.md" if live_update else "read_only.md")
-    return (
-        load_prompt("memory_read.md")
-        .replace("{update_instructions}", update.strip())
-        .replace("{summary}", summary)
-        .replace("{memory_dir}", memory_dir)
-        .strip()
-    )
+def render_read_prompt(
+    *, memory_dir: str, summary: str, live_update: bool, person: str | None = None
+) -> str:
+    """The memory prompt: who the agent works with and the privacy rules (when a person is
+    known), then how to use memory and the summary (when there is one)."""
+
+    parts: list[str] = []
+    if person:
+        parts.append(
+            load_prompt("person.md")
+            .replace("{person}", " ".join(person.split()))
+            .replace("{memory_dir}", memory_dir)
+            .strip()
+        )
+    if summary:
+        update = load_prompt("live_update.md" if live_update else "read_only.md")
+        parts.append(
+            load_prompt("memory_read.md")
+            .replace("{update_instructions}", update.strip())
+            .replace("{summary}", summary)
+            .replace("{memory_dir}", memory_dir)
+            .strip()
+        )
+    return "\n\n".join(parts)
 
 
 @dataclass
