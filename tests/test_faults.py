@@ -280,7 +280,10 @@ async def test_failed_extraction_is_retried_with_backoff_and_parked_after_max_at
     workspace_root, monkeypatch, caplog
 ) -> None:
     caplog.set_level(logging.WARNING, logger="sandbox_memory")
-    monkeypatch.setattr(phase_one, "BACKOFF_BASE_SECONDS", 0.2)
+    # The clock moves only when the test moves it, so a slow close on a loaded machine cannot
+    # outlast the backoff it is checking.
+    real_time, skew = time.time, [0.0]
+    monkeypatch.setattr(time, "time", lambda: real_time() + skew[0])
     model = PhaseOneModel(lambda text: RuntimeError("memory model is down"))
     await record_conversations(workspace_root, ["flaky"])
     rt = runtime(workspace_root, engine="model", phase_one_model=model, max_attempts=3)
@@ -296,7 +299,7 @@ async def test_failed_extraction_is_retried_with_backoff_and_parked_after_max_at
             delays.append(state["next_attempt_at"] - time.time())
             await rt.close()  # too early: the backoff holds, no model call
             assert len(model.calls) == attempt
-            time.sleep(max(0.0, state["next_attempt_at"] - time.time()) + 0.01)
+            skew[0] += max(0.0, state["next_attempt_at"] - time.time()) + 0.01
     assert state["status"] == "failed"
     assert delays[1] > 1.5 * delays[0]  # the delay doubles
     await rt.close()
