@@ -2,7 +2,7 @@
 
 Exit codes: 0 done; 1 bad input (field and value named, an unknown workspace or conversation);
 3 conflict (stale version, unknown key, refused change, no model for Refresh): re-read with
-``show`` and retry; 2 usage error (from click).
+``show`` and retry; 4 the shared store (``--dsn``) cannot be reached; 2 usage error (from click).
 
 The global options (``--root``, ``--memories-dir``, ``--sessions-dir``, ``--json``, ``-v``) are
 accepted before the subcommand and after it. A new subcommand is declared with
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 from .engines.base import ENTRY_KINDS
-from .errors import MemoryConfigError, MemoryConflict
+from .errors import MemoryConfigError, MemoryConflict, MemoryStoreUnavailable
 
 if TYPE_CHECKING:
     from .commands import ConversationView, LayoutView, MemoryClient
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 EXIT_BAD_INPUT = 1
 EXIT_CONFLICT = 3
+EXIT_UNAVAILABLE = 4
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -50,6 +51,8 @@ class GlobalOptions:
     sessions_dir: str | None = None
     as_json: bool = False
     verbose: bool = False
+    dsn: str | None = None
+    namespace: str | None = None
 
 
 def _options(ctx: click.Context) -> GlobalOptions:
@@ -93,6 +96,25 @@ def global_options(f: F) -> F:
             help="Recorded runs inside the workspace [sessions]",
         ),
         click.option(
+            "--dsn",
+            "dsn",
+            default=None,
+            envvar="SANDBOX_MEMORY_DSN",
+            expose_value=False,
+            callback=_keep,
+            help="A shared store: PostgreSQL DSN [$SANDBOX_MEMORY_DSN]; --root is then a "
+            "working copy (a temporary folder if not given)",
+        ),
+        click.option(
+            "--namespace",
+            "namespace",
+            default=None,
+            envvar="SANDBOX_MEMORY_NAMESPACE",
+            expose_value=False,
+            callback=_keep,
+            help="The layout's namespace in the shared store [$SANDBOX_MEMORY_NAMESPACE]",
+        ),
+        click.option(
             "--json",
             "as_json",
             is_flag=True,
@@ -123,14 +145,42 @@ class Cli:
     memories_dir: str
     sessions_dir: str
     as_json: bool
+    dsn: str | None = None
+    namespace: str | None = None
+    root_given: bool = True
+
+    def shared_store(self) -> Any:
+        """The ``--dsn``/``--namespace`` store, or ``None`` (the workspace alone)."""
+
+        if self.dsn is None:
+            if self.namespace is not None:
+                fail("--namespace needs --dsn (or $SANDBOX_MEMORY_DSN)")
+            return None
+        if self.namespace is None:
+            fail("--dsn needs --namespace (or $SANDBOX_MEMORY_NAMESPACE)")
+        from .stores import PostgresStore
+
+        try:
+            return PostgresStore(self.dsn, namespace=self.namespace)
+        except MemoryConfigError as exc:
+            fail(str(exc))
+
+    def where(self) -> str:
+        if self.dsn is not None:
+            from .stores import redact_dsn
+
+            return f"namespace {self.namespace} of {redact_dsn(self.dsn)}"
+        return str(self.root)
 
     def client(self, engine: str = "auto") -> MemoryClient:
         from .commands import MemoryClient
         from .config import MemoryGenerateConfig, MemoryLayoutConfig
 
         layout = MemoryLayoutConfig(memories_dir=self.memories_dir, sessions_dir=self.sessions_dir)
+        store = self.shared_store()
         return MemoryClient(
-            self.root,
+            self.root if (store is None or self.root_given) else None,
+            store=store,
             layout=layout,
             generate=MemoryGenerateConfig(engine=engine),  # type: ignore[arg-type]
         )
@@ -146,7 +196,15 @@ class Cli:
     def known(self, client: MemoryClient, conversation: str | None = None) -> None:
         """Fail, naming it, unless the workspace (and ``conversation``) hold memory."""
 
-        if not self.root.is_dir():
+        shared = client.runtime.shared
+        if shared is not None:
+            if not run(shared.store.holds_memory()):
+                fail(
+                    f"no memory in {self.where()} (check --dsn and --namespace, or send a "
+                    "workspace's with `sandbox-memory export`)"
+                )
+            run(shared.refresh())  # the copy from the store
+        elif not self.root.is_dir():
             fail(f"workspace folder {self.root} does not exist (check --root)")
         if not run(client.has_memory()):
             fail(
@@ -158,7 +216,7 @@ class Cli:
             names = [c.rollout_id for c in run(client.conversations())]
             listed = ", ".join(names[:10]) + (", ..." if len(names) > 10 else "")
             fail(
-                f"no conversation {conversation!r} in {self.root} "
+                f"no conversation {conversation!r} in {self.where()} "
                 f"(known: {listed or 'none'}; see `sandbox-memory conversations`, or start one "
                 f"with `sandbox-memory init -c {conversation}`)"
             )
@@ -176,6 +234,9 @@ def current() -> Cli:
         memories_dir=opts.memories_dir or "memories",
         sessions_dir=opts.sessions_dir or "sessions",
         as_json=opts.as_json,
+        dsn=opts.dsn,
+        namespace=opts.namespace,
+        root_given=opts.root is not None,
     )
     try:
         from .config import MemoryLayoutConfig
@@ -201,6 +262,8 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
         if exc.current_version is not None:
             click.echo(f"current version: {exc.current_version}", err=True)
         sys.exit(EXIT_CONFLICT)
+    except MemoryStoreUnavailable as exc:
+        fail(str(exc), EXIT_UNAVAILABLE)
     except (MemoryConfigError, ValueError) as exc:
         fail(str(exc))
 
@@ -464,3 +527,74 @@ def refresh(conversation: str | None, expected: int, engine: str) -> None:
 
 if __name__ == "__main__":  # pragma: no cover
     main()
+
+
+def _shared_runtime(cli: Cli) -> Any:
+    """A runtime on ``--root`` with the ``--dsn`` store (both required)."""
+
+    if not cli.root_given:
+        fail("--root is required: the workspace to move memory from or to")
+    store = cli.shared_store()
+    if store is None:
+        fail("--dsn and --namespace are required (or $SANDBOX_MEMORY_DSN/_NAMESPACE)")
+    from .commands import MemoryClient
+    from .config import MemoryGenerateConfig, MemoryLayoutConfig
+
+    layout = MemoryLayoutConfig(memories_dir=cli.memories_dir, sessions_dir=cli.sessions_dir)
+    client = MemoryClient(
+        cli.root, store=store, layout=layout, generate=MemoryGenerateConfig(engine="offline")
+    )
+    return client.runtime
+
+
+async def _export(rt: Any) -> dict[str, int]:
+    async with rt.shared.session() as fence:
+        if fence is None:
+            raise MemoryStoreUnavailable(f"{rt.shared.store.describe()} is unreachable")
+    layout = await rt.store.load_layout()
+    return {"entries": len(layout.entries), "rollouts": len(await rt.shared.store.rollouts())}
+
+
+async def _import(rt: Any) -> dict[str, int]:
+    await rt.shared.push_segments()  # the folder's own runs are never dropped
+    if await rt.shared.has_unsent_changes():
+        raise MemoryConflict(
+            "the workspace holds memory the store does not have: send it first with "
+            "`sandbox-memory export`, or import into an empty folder"
+        )
+    await rt.shared.pull()
+    layout = await rt.store.load_layout()
+    return {"entries": len(layout.entries), "rollouts": len(await rt.shared.store.rollouts())}
+
+
+@command("export")
+def export_cmd() -> None:
+    """Send a workspace's memory (runs, entries, log, notes) to the --dsn store.
+
+    Entries the store already holds in another state are kept as the store has them (each
+    is reported as a rejected change).
+    """
+
+    cli = current()
+    if not cli.root.is_dir():
+        fail(f"workspace folder {cli.root} does not exist (check --root)")
+    rt = _shared_runtime(cli)
+    counts = run(_export(rt))
+    click.echo(
+        f"exported {cli.root} to {cli.where()}: {counts['entries']} layout entries, "
+        f"{counts['rollouts']} rollouts in the store"
+    )
+
+
+@command("import")
+def import_cmd() -> None:
+    """Bring the --dsn store's memory into a workspace folder (created if missing)."""
+
+    cli = current()
+    cli.root.mkdir(parents=True, exist_ok=True)
+    rt = _shared_runtime(cli)
+    counts = run(_import(rt))
+    click.echo(
+        f"imported {cli.where()} into {cli.root}: {counts['entries']} layout entries, "
+        f"{counts['rollouts']} rollouts"
+    )

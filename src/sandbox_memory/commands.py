@@ -279,14 +279,21 @@ class MemoryClient:
 
         await self._defaults()
         rt = self.runtime
+        async with contextlib.AsyncExitStack() as stack:
+            if rt.shared is not None:
+                await stack.enter_async_context(rt.shared.session())
+            await self._create(conversation)
+        rt.bump()
+        return await self.view(conversation)
+
+    async def _create(self, conversation: str | None) -> None:
+        rt = self.runtime
         async with rt.write_lock():
             if conversation is not None:
                 rid = safe_rollout_id(conversation)
                 if not await self.has_conversation(rid):
                     await self.store.save_conversation(ConversationMemory(rollout_id=rid))
             await rt.consolidate_layout()
-        rt.bump()
-        return await self.view(conversation)
 
     async def view(self, conversation: str | None = None) -> ConversationView | LayoutView:
         if self.runtime.shared is not None:

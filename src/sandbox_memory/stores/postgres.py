@@ -356,6 +356,19 @@ class PostgresStore:
                         pass
                 raise self._unavailable(exc, doing) from None
 
+    async def holds_memory(self) -> bool:
+        """Whether the namespace holds any memory or recorded run."""
+
+        async with self._tx("reading memory") as conn:
+            row = await (
+                await conn.execute(
+                    "SELECT EXISTS (SELECT 1 FROM sbm_scopes WHERE namespace = %s) "
+                    "OR EXISTS (SELECT 1 FROM sbm_rollouts WHERE namespace = %s)",
+                    (self.namespace, self.namespace),
+                )
+            ).fetchone()
+        return bool(row and row[0])
+
     async def ping(self) -> None:
         """Raise :class:`MemoryStoreUnavailable` unless the store answers."""
 
@@ -532,7 +545,8 @@ class PostgresStore:
         """Write changed entries (and head, switches, log records) of one scope atomically.
 
         ``remove`` deletes entries (forgetting drops them; a retraction is a status change).
-        The scope's version grows by ``bump`` (a working copy that made several changes).
+        The scope's version grows by ``bump`` (a working copy that made several changes; 0
+        only creates the scope).
 
         Conditions, all checked before anything is written: the scope is at
         ``expected_version`` (when given); each key of ``expected_entries`` is at that entry
@@ -580,7 +594,7 @@ class PostgresStore:
                         f"version {current}): re-read and retry",
                         current,
                     )
-            new = current + max(1, bump)
+            new = current + max(0, bump)
             if remove:
                 await conn.execute(
                     "DELETE FROM sbm_entries WHERE namespace = %s AND scope = %s AND key = ANY(%s)",

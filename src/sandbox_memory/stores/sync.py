@@ -338,9 +338,13 @@ class SharedCopy:
         meta = _h(json.dumps([head, overrides.model_dump() if overrides else None]))
         meta_changed = overrides is not None and meta != b.get("meta")
         scope_logs = [r for r in logs if r.scope == scope]
-        if not changed and not removed and not meta_changed and not scope_logs:
+        known_scope = scope in base["scopes"]
+        if not changed and not removed and not meta_changed and not scope_logs and known_scope:
             return
         expected = {k: (known[k][0] if k in known else None) for k in [*changed, *removed]}
+        bump = version - int(b["version"])
+        if changed or removed or meta_changed or scope_logs:
+            bump = max(1, bump)  # a change always moves the version other copies compare
         for attempt in (1, 2):
             try:
                 await self.store.write_scope(
@@ -352,7 +356,7 @@ class SharedCopy:
                     overrides=overrides if meta_changed else None,
                     log=scope_logs,
                     fence=fence,
-                    bump=version - int(b["version"]),
+                    bump=bump,
                 )
                 return
             except MemoryConflict as exc:
