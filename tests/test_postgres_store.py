@@ -246,3 +246,36 @@ async def test_a_refused_password_never_appears_in_the_error_or_the_log(
     assert "s3cr3t-Pa55word" not in message and "***" in message
     assert "s3cr3t-Pa55word" not in caplog.text
     assert info.value.__cause__ is None and info.value.__context__ is not None or True
+
+
+async def test_a_tenant_role_with_its_own_schema_cannot_read_another_tenants_tables(
+    pg_server: PostgresServer, pg_dsn: str
+) -> None:
+    """The set-up docs/sharing.md gives: one role and one schema per tenant."""
+
+    dbname = pg_dsn.split("@/")[1].split("?")[0]
+    for tenant in ("acme", "globex"):
+        pg_server.sql(
+            f"CREATE ROLE {tenant}_{dbname} LOGIN PASSWORD 'pw-{tenant}'; "
+            f"CREATE SCHEMA {tenant} AUTHORIZATION {tenant}_{dbname}; "
+            f"ALTER ROLE {tenant}_{dbname} SET search_path = {tenant}",
+            dbname,
+        )
+    acme = PostgresStore(
+        pg_server.dsn(dbname, user=f"acme_{dbname}", password="pw-acme"), namespace="eng"
+    )
+    globex = PostgresStore(
+        pg_server.dsn(dbname, user=f"globex_{dbname}", password="pw-globex"), namespace="eng"
+    )
+    await acme.write_scope("layout", entries={"plan": entry("plan", "acme's plan")})
+    # Same namespace name, other tenant: its own tables, created on its first use.
+    assert (await globex.read_scope("layout")).entries == {}
+    with (
+        psycopg.connect(
+            pg_server.dsn(dbname, user=f"globex_{dbname}", password="pw-globex")
+        ) as conn,
+        pytest.raises(psycopg.errors.InsufficientPrivilege),
+    ):
+        conn.execute("SELECT content FROM acme.sbm_entries")
+    await acme.aclose()
+    await globex.aclose()

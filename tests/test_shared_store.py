@@ -400,3 +400,36 @@ async def test_a_kill_at_each_write_point_of_a_close_loses_nothing_and_the_lease
         assert (await other.rollouts())["r1"].segments == 1
         await dying.aclose()
         await other.aclose()
+
+
+async def test_each_run_of_a_long_session_starts_with_what_others_changed_meanwhile(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    from agents import Runner
+    from agents.run import RunConfig
+    from agents.sandbox import Manifest, SandboxRunConfig
+    from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
+    from agents.testing import ScriptedModel
+
+    from shared_flow import agent
+
+    store = PostgresStore(pg_dsn, namespace="acme")
+    other = MemoryClient(store=PostgresStore(pg_dsn, namespace="acme"))
+    model = ScriptedModel([[assistant_message("one")], [assistant_message("two")]])
+    sandbox = await UnixLocalSandboxClient().create(manifest=Manifest(root=str(tmp_path / "a")))
+    async with sandbox:
+        cfg = RunConfig(sandbox=SandboxRunConfig(session=sandbox), group_id="conv-long")
+        await Runner.run(agent(model, store), lesson("first"), run_config=cfg)
+        # Another machine changes memory between this session's runs.
+        seen = await other.view()
+        await other.apply(
+            Remember(key="owner", content="Team Blue owns the billing service."),
+            expected=seen.version,
+        )
+        await Runner.run(agent(model, store), "What next?", run_config=cfg)
+    second = model.calls[-1].system_instructions or ""
+    assert "Team Blue owns the billing service." in second
+    # The first run's lesson, extracted after it in this sandbox, reached the store too.
+    layout = (await store.read_scope("layout")).entries.values()
+    assert any("deploy-first" in e.content for e in layout)
+    await store.aclose()

@@ -33,7 +33,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from ..errors import MemoryConflict, MemoryStoreUnavailable
+from ..errors import MemoryConflict, MemoryLockTimeout, MemoryStoreUnavailable
 from ..rollouts import rollout_path
 from ..store import ConversationMemory, Entry, LayoutMemory, LogRecord, RolloutProgress
 from .postgres import LAYOUT_SCOPE, Fence, PostgresStore, ScopeState, conversation_scope
@@ -50,6 +50,10 @@ NOTE_DIRS = ("raw_memories", "rollout_summaries")
 """Phase-1 notes under ``memories/`` that phase 2 of any machine reads: kept in the store."""
 
 REGISTRY_FILE = "store/registry.json"
+
+REFRESH_LEASE_WAIT_SECONDS = 2.0
+"""How long a run start waits for the lease to send its copy's changes: a run never waits long
+for memory; past it, the run starts from the copy and the changes go at the close."""
 
 
 def _h(data: bytes | str) -> str:
@@ -168,11 +172,21 @@ class SharedCopy:
         try:
             await self.push_segments()
             if await self.has_unsent_changes():
-                logger.info(
-                    "memory copy has changes the store has not taken yet; they are sent at "
-                    "the next close, and this run starts from the copy"
-                )
-                return False
+                # Changes of this copy (an extraction after the last run, a live edit): send
+                # them under the lease, if it comes soon, then take in the store's state.
+                try:
+                    async with self.session(timeout=REFRESH_LEASE_WAIT_SECONDS) as fence:
+                        pass
+                except MemoryLockTimeout:
+                    fence = None
+                if fence is None:
+                    logger.info(
+                        "memory copy has changes the store has not taken yet; they are sent "
+                        "at the next close, and this run starts from the copy"
+                    )
+                    return False
+                self.rt.bump()
+                return True
             changed = await self.pull()
         except MemoryStoreUnavailable as exc:
             self._went_away(exc, "bringing memory up to date at run start")
@@ -197,8 +211,11 @@ class SharedCopy:
         self._came_back()
 
     @contextlib.asynccontextmanager
-    async def session(self) -> AsyncIterator[Fence | None]:
+    async def session(self, *, timeout: float | None = None) -> AsyncIterator[Fence | None]:
         """Under the lease: catch up both ways, let the caller work locally, send its changes.
+
+        ``timeout``: how long to wait for the lease (default ``generate.lock_timeout_seconds``;
+        then :class:`~sandbox_memory.errors.MemoryLockTimeout`).
 
         Yields the fence, or ``None`` when the store is unreachable (the caller works on the
         copy alone; its changes are sent at the next session).
@@ -206,7 +223,9 @@ class SharedCopy:
 
         async with self._session_lock:
             try:
-                fence = await self.store.acquire(timeout=self.rt.generate.lock_timeout_seconds)
+                fence = await self.store.acquire(
+                    timeout=self.rt.generate.lock_timeout_seconds if timeout is None else timeout
+                )
             except MemoryStoreUnavailable as exc:
                 self._went_away(exc, "taking the layout lease")
                 yield None

@@ -1,0 +1,205 @@
+"""Many processes sharing one layout: the PostgreSQL store against the workspace store.
+
+    python bench/shared_store.py                      # 8 processes x 50 runs each, both stores
+    python bench/shared_store.py --procs 4 --runs 10  # smaller
+    python bench/shared_store.py --dsn postgresql://... # an existing server (else a throw-away
+                                                      # one from tests/pgserver.py)
+
+Each process is one sandbox of its own machine doing ``--runs`` runs one after the other:
+record the run (a user decision the offline engine learns), then close (phase 1 and 2). With
+``postgres`` every process has its own workspace folder and all share one database namespace;
+with ``workspace`` all processes share one workspace folder (the embedded store, its lease
+lock in the folder). Printed: runs per second over the whole fleet, record and close latency
+p50/p99, and lessons lost (runs whose decision is in no conversation memory at the end; must
+be 0). A script, not a test: nothing here gates CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+
+def lesson(tag: str) -> str:
+    return f"We decided that {tag} ships via deploy-{tag}."
+
+
+def payload(text: str) -> dict[str, Any]:
+    return {
+        "input": [{"role": "user", "content": text}],
+        "generated_items": [
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "Noted."}],
+            }
+        ],
+    }
+
+
+async def worker(spec: dict[str, Any]) -> dict[str, Any]:
+    from sandbox_memory import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
+    from sandbox_memory.manager import LayoutRuntime
+    from sandbox_memory.workspace import LocalWorkspace
+
+    store = None
+    if spec["kind"] == "postgres":
+        from sandbox_memory.stores import PostgresStore
+
+        store = PostgresStore(spec["dsn"], namespace=spec["namespace"])
+    root = Path(spec["root"])
+    root.mkdir(parents=True, exist_ok=True)
+    generate = MemoryGenerateConfig(engine="offline", lock_timeout_seconds=600)
+    records: list[float] = []
+    closes: list[float] = []
+    for i in range(spec["runs"]):
+        rt = LayoutRuntime(
+            LocalWorkspace(root),
+            layout=MemoryLayoutConfig(),
+            generate=generate,
+            read=MemoryReadConfig(),
+            store=store,
+        )
+        await rt.start_run()
+        tag = f"{spec['name']}x{i}"
+        t0 = time.perf_counter()
+        await rt.record(payload(lesson(tag)), rollout_id=f"conv-{tag}")
+        t1 = time.perf_counter()
+        await rt.close()
+        t2 = time.perf_counter()
+        records.append(t1 - t0)
+        closes.append(t2 - t1)
+    if store is not None:
+        await store.aclose()
+    return {"record": records, "close": closes}
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+async def lessons_lost(kind: str, spec: dict[str, Any], tags: list[str]) -> int:
+    texts: list[str] = []
+    if kind == "postgres":
+        from sandbox_memory.stores import PostgresStore
+
+        store = PostgresStore(spec["dsn"], namespace=spec["namespace"])
+        versions = await store.scope_versions()
+        for scope in (await store.read_scopes(list(versions))).values():
+            texts += [e.content for e in scope.entries.values()]
+        await store.aclose()
+    else:
+        folder = Path(spec["root"]) / "memories" / "store" / "conversations"
+        texts = [p.read_text() for p in folder.glob("*.json")]
+    blob = "\n".join(texts)
+    return sum(1 for tag in tags if f"deploy-{tag}" not in blob)
+
+
+def scenario(kind: str, procs: int, runs: int, dsn: str | None, base: Path) -> dict[str, Any]:
+    namespace = f"bench-{os.getpid()}-{time.time_ns()}"
+    specs = [
+        {
+            "kind": kind,
+            "dsn": dsn,
+            "namespace": namespace,
+            "root": str(base / kind / (f"m{i}" if kind == "postgres" else "shared")),
+            "runs": runs,
+            "name": f"p{i}",
+        }
+        for i in range(procs)
+    ]
+    env = {**os.environ, "OPENAI_API_KEY": "", "OPENAI_AGENTS_DISABLE_TRACING": "1"}
+    start = time.perf_counter()
+    children = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--worker", json.dumps(s)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for s in specs
+    ]
+    results = []
+    for child in children:
+        out, err = child.communicate()
+        if child.returncode != 0:
+            raise SystemExit(f"a {kind} worker failed:\n{err[-3000:]}")
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    wall = time.perf_counter() - start
+    records = [x for r in results for x in r["record"]]
+    closes = [x for r in results for x in r["close"]]
+    tags = [f"p{i}x{j}" for i in range(procs) for j in range(runs)]
+    lost = asyncio.run(lessons_lost(kind, specs[0], tags))
+    return {
+        "store": kind,
+        "processes": procs,
+        "runs": procs * runs,
+        "wall_s": round(wall, 1),
+        "runs_per_s": round(procs * runs / wall, 2),
+        "record_p50_ms": round(statistics.median(records) * 1000, 1),
+        "record_p99_ms": round(pct(records, 0.99) * 1000, 1),
+        "close_p50_ms": round(statistics.median(closes) * 1000, 1),
+        "close_p99_ms": round(pct(closes, 0.99) * 1000, 1),
+        "lessons_lost": lost,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--procs", type=int, default=8)
+    parser.add_argument("--runs", type=int, default=50, help="runs per process")
+    parser.add_argument("--dsn", default=None, help="an existing PostgreSQL (else throw-away)")
+    parser.add_argument("--only", choices=("postgres", "workspace"), default=None)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(asyncio.run(worker(json.loads(args.worker)))))
+        return
+    server = None
+    dsn = args.dsn
+    if dsn is None and args.only != "workspace":
+        from pgserver import PostgresServer
+
+        server = PostgresServer()
+        server.init()
+        server.start()
+        dsn = server.create_database("bench")
+    rows = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="sbm-bench-") as tmp:
+            for kind in ("postgres", "workspace"):
+                if args.only in (None, kind):
+                    print(f"running {kind}: {args.procs} x {args.runs} ...", file=sys.stderr)
+                    rows.append(scenario(kind, args.procs, args.runs, dsn, Path(tmp)))
+    finally:
+        if server is not None:
+            server.cleanup()
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return
+    cols = list(rows[0])
+    print(" | ".join(cols))
+    print(" | ".join("---" for _ in cols))
+    for row in rows:
+        print(" | ".join(str(row[c]) for c in cols))
+
+
+if __name__ == "__main__":
+    main()
