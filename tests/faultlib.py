@@ -651,6 +651,206 @@ async def _nearly_full_disk(root: str, path_kind: str, free: str) -> None:
     )
 
 
+WRITE_OPS = ("write_atomic", "append_line", "remove", "rename", "create_exclusive")
+
+
+def killing_workspace(root: str, kill_at: int) -> Any:
+    """A real local workspace whose process dies (``os._exit``) at its ``kill_at``-th write.
+
+    Every write primitive is a write point; the process dies just before the write, so
+    "killed before write k" is also "killed right after write k-1". ``kill_at=0`` never
+    kills and counts the writes (``points``).
+    """
+
+    from sandbox_memory.workspace import LocalWorkspace
+
+    class KillingWorkspace(LocalWorkspace):
+        points: list[str] = []
+
+    def wrap(name: str) -> Any:
+        real = getattr(LocalWorkspace, name)
+
+        async def op(self: Any, path: str, *args: Any, **kw: Any) -> Any:
+            self.points.append(f"{name} {path}")
+            if len(self.points) == kill_at:
+                os._exit(137)
+            return await real(self, path, *args, **kw)
+
+        return op
+
+    for name in WRITE_OPS:
+        setattr(KillingWorkspace, name, wrap(name))
+    ws = KillingWorkspace(root)
+    ws.points = []
+    return ws
+
+
+RENDERED_VIEWS = frozenset({"MEMORY.md", "memory_summary.md", "raw_memories.md"})
+
+
+async def close_state(root: Path) -> dict[str, Any]:
+    """What a close leaves, without times: compared between an interrupted and a clean close."""
+
+    mem = root / "memories"
+    store = mem / "store"
+    state: dict[str, Any] = {}
+    for p in sorted(mem.rglob("*")):
+        rel = str(p.relative_to(mem))
+        if not p.is_file() or is_leftover(p) or ".broken-" in p.name or rel.startswith("store/"):
+            continue
+        if p.name in ("phase_two_selection.json",) or p.suffix in (".sqlite", ".db"):
+            continue
+        text = p.read_text()
+        # Rendered views list entries newest first: an entry learned by the fresh close is
+        # newer than in the uninterrupted one, so their order is not compared, their lines are.
+        # Which of several equal statements (same key, same text, stamped in the same
+        # millisecond) a view cites is a tie: citations are not compared, the text is.
+        text = re.sub(r"  <!-- sources: [^>]* -->|\nLearned from: .*", "", text)
+        state[rel] = sorted(text.splitlines()) if rel in RENDERED_VIEWS else text
+
+    def entries(doc: dict[str, Any]) -> dict[str, Any]:
+        return {k: (e["kind"], e["content"], e["status"]) for k, e in doc["entries"].items()}
+
+    state["store/layout"] = entries(json.loads((store / "layout.json").read_text()))
+    for p in sorted((store / "conversations").glob("*.json")):
+        state[f"store/conversations/{p.stem}"] = entries(json.loads(p.read_text()))
+    registry = json.loads((store / "registry.json").read_text())["conversations"]
+    state["store/registry"] = {
+        rid: sorted(e["key"] for e in group) for rid, group in registry.items()
+    }
+    for p in sorted((store / "progress").glob("*.json")):
+        doc = json.loads(p.read_text())
+        state[f"store/progress/{p.stem}"] = {
+            k: doc.get(k) for k in ("offset", "consolidated", "status", "attempts", "slug")
+        }
+    from sandbox_memory.store import Store
+    from sandbox_memory.workspace import LocalWorkspace
+
+    log = await Store(LocalWorkspace(root), "memories").read_log()
+    state["store/log"] = sorted(json.dumps([r.cause, r.scope, sorted(r.keys)]) for r in log)
+    return state
+
+
+def _timeless(value: Any) -> Any:
+    if isinstance(value, str):
+        return re.sub(r"\d{4}-\d\d-\d\dT[\d:.]+\+00:00|\d{13}", "<t>", value)
+    if isinstance(value, dict):
+        return {k: _timeless(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_timeless(v) for v in value]
+    return value
+
+
+async def _prepare_close(root: str) -> None:
+    """Two conversations learned once, then a second run of each: the close has work on both
+    sides (new notes appended to old ones, a promotion, a new conversation)."""
+
+    rt = runtime(Path(root), engine="offline")
+    for name in ("alpha", "beta"):
+        await rt.record(learning_run(name, 1), rollout_id=name)
+    await rt.close()
+    for name, n in (("alpha", 2), ("beta", 2), ("gamma", 1)):
+        await rt.record(learning_run(name, n), rollout_id=name)
+
+
+def learning_run(name: str, n: int) -> dict[str, Any]:
+    """A run the offline engine learns from: a preference, a decision, a test command."""
+
+    def run(cmd: str, call: str, code: int, out: str) -> list[dict[str, Any]]:
+        return [
+            {
+                "type": "function_call",
+                "name": "exec_command",
+                "call_id": call,
+                "arguments": json.dumps({"cmd": cmd}),
+            },
+            {
+                "type": "function_call_output",
+                "call_id": call,
+                "output": "Chunk ID: 1\nWall time: 0.1 seconds\n"
+                f"Process exited with code {code}\nOutput:\n{out}\n",
+            },
+        ]
+
+    return {
+        "input": [
+            {
+                "role": "user",
+                "content": f"Run {n} of {name}: fix the failing test. I prefer pytest over "
+                f"unittest. We decided to deploy {name} with make deploy-{name}.",
+            }
+        ],
+        "generated_items": [
+            *run("python3 -m pytest -q", f"a{n}", 1, f"FAILED test_{name}.py::test_{n}"),
+            *run("python3 -m pytest -q", f"b{n}", 0, "3 passed"),
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": f"Fixed {name}; tests pass."}],
+            },
+        ],
+        "final_output": f"Fixed {name}; tests pass.",
+    }
+
+
+async def _close_with(root: str, kill_at: int) -> list[str]:
+    from sandbox_memory.config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
+    from sandbox_memory.manager import LayoutRuntime
+
+    ws = killing_workspace(root, kill_at)
+    rt = LayoutRuntime(
+        ws,
+        layout=MemoryLayoutConfig(),
+        generate=MemoryGenerateConfig(engine="offline", lock_timeout_seconds=5),
+        read=MemoryReadConfig(),
+    )
+    await rt.close()
+    return list(ws.points)
+
+
+def _kill_points(base: str, only: str = "") -> None:
+    """Kill a close at each of its write points (a forked child, ``os._exit``), then run a
+    fresh close and compare what is left with an uninterrupted close of the same work."""
+
+    work = Path(base)
+    prepared = work / "prepared"
+    prepared.mkdir()
+    asyncio.run(_prepare_close(str(prepared)))
+    clean = work / "clean"
+    shutil.copytree(prepared, clean, symlinks=True)
+    points = asyncio.run(_close_with(str(clean), 0))
+    expected = _timeless(asyncio.run(close_state(clean)))
+    wanted = [int(k) for k in only.split(",") if k] or list(range(1, len(points) + 1))
+    results: list[dict[str, Any]] = []
+    for k in wanted:
+        target = work / f"kill-{k}"
+        shutil.copytree(prepared, target, symlinks=True)
+        pid = os.fork()
+        if pid == 0:  # the child: a close that dies at write k
+            try:
+                asyncio.run(_close_with(str(target), k))
+            finally:
+                os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        killed = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 137
+        asyncio.run(_close_with(str(target), 0))  # the fresh close
+        got = _timeless(asyncio.run(close_state(target)))
+        differs = sorted(
+            key for key in set(expected) | set(got) if expected.get(key) != got.get(key)
+        )
+        results.append(
+            {
+                "k": k,
+                "point": points[k - 1],
+                "killed": killed,
+                "differs": differs,
+                "detail": {d: [expected.get(d), got.get(d)] for d in differs[:2]},
+            }
+        )
+        shutil.rmtree(target)
+    print(json.dumps({"points": points, "results": results}), flush=True)
+
+
 SCENARIOS: dict[str, Callable[..., Awaitable[None]]] = {
     "nearly-full-disk": _nearly_full_disk,
     "write-loop": _write_loop,
@@ -659,5 +859,11 @@ SCENARIOS: dict[str, Callable[..., Awaitable[None]]] = {
     "read-only-close": _read_only_close,
 }
 
+SYNC_SCENARIOS: dict[str, Callable[..., None]] = {"kill-points": _kill_points}
+"""Scenarios that fork: they run their own event loops, one per close."""
+
 if __name__ == "__main__":
-    asyncio.run(SCENARIOS[sys.argv[1]](*sys.argv[2:]))
+    if sys.argv[1] in SYNC_SCENARIOS:
+        SYNC_SCENARIOS[sys.argv[1]](*sys.argv[2:])
+    else:
+        asyncio.run(SCENARIOS[sys.argv[1]](*sys.argv[2:]))

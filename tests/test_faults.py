@@ -706,3 +706,83 @@ async def test_a_folder_where_a_state_file_belongs_is_set_aside_and_memory_goes_
     assert len(kept) == 1 and kept[0].read_text() == "something a person put here"
     assert len([w for w in warnings_from(caplog) if "found a folder" in w]) == 1
     assert not state.is_dir()
+
+
+# ------------------------------------------------------------------ kills at every write point
+
+
+def test_a_close_killed_at_any_write_point_then_closed_again_equals_an_uninterrupted_close(
+    tmp_path: Path,
+) -> None:
+    out = run_scenario("kill-points", str(tmp_path), timeout=300)
+    points, results = out["points"], out["results"]
+    assert len(points) >= 30, points  # the close writes notes, progress, layout, views
+    assert {p.split()[0] for p in points} >= {"write_atomic", "append_line", "remove"}
+    assert all(r["killed"] for r in results), [r for r in results if not r["killed"]]
+    lost = [(r["k"], r["point"], r["differs"], r["detail"]) for r in results if r["differs"]]
+    assert lost == [], lost
+    figure("kills.write_points_of_a_close", len(points))
+    figure("kills.survived", sum(1 for r in results if not r["differs"]))
+
+
+async def test_a_failed_layout_write_loses_nothing_the_next_close_consolidates_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from faultlib import _prepare_close, _timeless, close_state, killing_workspace
+    from sandbox_memory.config import MemoryGenerateConfig as Generate
+    from sandbox_memory.config import MemoryLayoutConfig, MemoryReadConfig
+    from sandbox_memory.manager import LayoutRuntime
+
+    prepared, clean, failed = (tmp_path / n for n in ("prepared", "clean", "failed"))
+    prepared.mkdir()
+    await _prepare_close(str(prepared))
+    shutil.copytree(prepared, clean)
+    shutil.copytree(prepared, failed)
+    await runtime(clean, engine="offline").close()
+
+    class FullDisk(type(killing_workspace(str(failed), 0))):  # type: ignore[misc]
+        async def write_atomic(self, path: str, data: bytes) -> None:
+            if path.endswith("store/layout.json") and not self.failed:
+                self.failed = True
+                raise OSError(28, "No space left on device", path)
+            await super().write_atomic(path, data)
+
+    ws = FullDisk(str(failed))
+    ws.points, ws.failed = [], False
+    rt = LayoutRuntime(
+        ws,
+        layout=MemoryLayoutConfig(),
+        generate=Generate(engine="offline"),
+        read=MemoryReadConfig(),
+    )
+    with pytest.raises(OSError, match="No space left"):
+        await rt.close()
+    assert ws.failed
+    assert not any(p["consolidated"] for p in progress(failed).values())
+    await runtime(failed, engine="offline").close()  # the disk has room again
+    assert _timeless(await close_state(failed)) == _timeless(await close_state(clean))
+
+
+async def test_setting_aside_unreadable_progress_does_not_write_notes_twice(
+    workspace_root: Path,
+) -> None:
+    from faultlib import _prepare_close
+
+    await _prepare_close(str(workspace_root))
+    await runtime(workspace_root, engine="offline").close()
+    mem = workspace_root / "memories"
+    summaries = sorted(mem.glob("rollout_summaries/*.md"))
+    sections = {p.name: p.read_text().count("## Segment(s) up to") for p in summaries}
+    assert sections and all(n >= 1 for n in sections.values())
+    for p in (mem / "store/progress").glob("*.json"):
+        p.write_text("{ not json")
+    await runtime(workspace_root, engine="offline").close()
+    assert len(list((mem / "store/progress").glob("*.json.broken-*"))) == 3
+    # Every rollout was read again from its first byte: its notes replace the old ones.
+    for p in sorted(mem.glob("rollout_summaries/*.md")):
+        text = p.read_text()
+        assert text.count("## Segment(s) up to") == 1, text
+        assert text.count("<!-- segments from byte 0 -->") == 1
+    for p in sorted(mem.glob("raw_memories/*.md")):
+        text = p.read_text()
+        assert text.count("- task: Run 1 of") == 1, text

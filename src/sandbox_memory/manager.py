@@ -523,14 +523,15 @@ class LayoutRuntime:
             )
             logger.info("memory forgot %d older conversation(s)", len(forgotten_ids))
 
-        # Every change to layout memory here moves its version (promotion, forgetting, live
-        # edits), so the version says whether to write it: serialised once, when it changed.
-        layout_changed = layout.version != version_before
-        if layout_changed or rebuild:
-            await store.save_layout(layout)
+        # The log before the layout (a redone change logs the same version, read once), the
+        # layout before progress. Every change to layout memory here moves its version
+        # (promotion, forgetting, live edits), so the version says whether to write it.
         # Forgetting conversations changes what memory shows even when no layout entry goes.
         for record in changes:
             await store.append_log(record)
+        layout_changed = layout.version != version_before
+        if layout_changed or rebuild:
+            await store.save_layout(layout)
 
         # Progress last, one record each, only where it changes: a rollout is marked
         # consolidated (or pruned as forgotten) once what phase 2 made of it is on disk.
@@ -698,10 +699,10 @@ class LayoutRuntime:
             layout = await self.store.load_layout()
             changes: list[LogRecord] = []
             await self._take_live_edits(layout, changes)
+            for record in changes:  # logged before saved, as in consolidate_layout
+                await self.store.append_log(record)
             if any(c.scope == "layout" for c in changes):
                 await self.store.save_layout(layout)
-            for record in changes:
-                await self.store.append_log(record)
             if changes:
                 self.bump()
 

@@ -225,7 +225,8 @@ async def _extract(rt: LayoutRuntime, rollout_id: str, *, budget: Budget | None)
     if prog.offset > 0 and rt.engine.name != "offline":
         notes = await rt.ws.read_text(f"{rt.layout.memories_dir}/raw_memories/{rollout_id}.md")
         if notes and "\n\n" in notes:
-            previous = notes.split("\n\n", 1)[1][:PREVIOUS_NOTES_CHARS] or None
+            body = _BLOCK_MARK_RE.sub("", notes.split("\n\n", 1)[1]).lstrip("\n")
+            previous = body[:PREVIOUS_NOTES_CHARS] or None
     request = ExtractionRequest(
         rollout_id=rollout_id,
         segments=segments,
@@ -304,7 +305,9 @@ async def _extract(rt: LayoutRuntime, rollout_id: str, *, budget: Budget | None)
                 rollout_id,
             )
             return False
-        changed = await _apply(rt, rollout_id, extraction, segments, parsed.end_offset, path)
+        changed = await _apply(
+            rt, rollout_id, extraction, segments, (prog.offset, parsed.end_offset), path
+        )
     if budget is not None:
         budget.extracted.append(rollout_id)
     return changed
@@ -420,9 +423,10 @@ async def _apply(
     rollout_id: str,
     extraction: Extraction,
     segments: list[dict[str, Any]],
-    end_offset: int,
+    span: tuple[int, int],
     path: str,
 ) -> bool:
+    start_offset, end_offset = span
     store = rt.store
     prog = await store.get_progress(rollout_id) or RolloutProgress()
     # Apply to the latest memory: edits made while the engine worked are kept.
@@ -448,7 +452,8 @@ async def _apply(
     last_item = _last_item_id(segments)
     if last_item:
         conversation.head = last_item
-    await store.save_conversation(conversation)
+    # The log first: a close killed before the conversation is saved redoes this same change
+    # (same version), which the log reads as one; killed after, nothing would log it again.
     if changed or rejected:
         await store.append_log(
             LogRecord(
@@ -465,6 +470,7 @@ async def _apply(
                 else None,
             )
         )
+    await store.save_conversation(conversation)
 
     summary_notes = shared_text(extraction.rollout_summary.strip(), private)
     slug = prog.slug or normalize_slug(shared_slug(extraction.rollout_slug, private, summary_notes))
@@ -478,18 +484,26 @@ async def _apply(
         f"rollout_summary_file: rollout_summaries/{rollout_id}_{slug}.md\n"
         f"terminal_state: {state}\n\n"
     )
+    # Each block of notes and each summary section is marked with the first byte of the
+    # rollout it covers: an extraction done again (a close killed before its progress was
+    # written, progress set aside) replaces the blocks it redoes instead of adding copies.
+    mark = BLOCK_MARK.format(start=start_offset)
     old_raw = await rt.ws.read_text(raw_rel)
     old_raw_body = old_raw.split("\n\n", 1)[1] if old_raw and "\n\n" in old_raw else ""
+    old_raw_body = _without_redone(old_raw_body, start_offset)
     raw_notes = shared_text(extraction.raw_memory.strip(), private)
-    raw_text = header + rt.redactor.redact_text(raw_notes) + "\n"
+    raw_text = header + mark + "\n" + rt.redactor.redact_text(raw_notes) + "\n"
     if old_raw_body.strip():
         raw_text += "\n" + old_raw_body
     old_summary = await rt.ws.read_text(summary_rel)
     section = (
-        f"## Segment(s) up to {updated_at}\n\n" + rt.redactor.redact_text(summary_notes) + "\n"
+        f"## Segment(s) up to {updated_at}\n{mark}\n\n"
+        + rt.redactor.redact_text(summary_notes)
+        + "\n"
     )
-    if old_summary:
-        summary_text = bounded_summary(old_summary.rstrip() + "\n\n" + section)
+    kept_summary = _summary_without_redone(old_summary, start_offset) if old_summary else None
+    if kept_summary:
+        summary_text = bounded_summary(kept_summary.rstrip() + "\n\n" + section)
     else:
         summary_text = f"# {slug}\n\nconversation: {rollout_id}\nrollout_path: {path}\n\n" + section
     await rt.ws.write_text(raw_rel, raw_text)
@@ -521,6 +535,49 @@ async def _apply(
         )
     rt.bump()
     return True
+
+
+BLOCK_MARK = "<!-- segments from byte {start} -->"
+_BLOCK_MARK_RE = re.compile(r"^<!-- segments from byte (\d+) -->$", re.MULTILINE)
+
+
+def _without_redone(body: str, start: int) -> str:
+    """Raw notes (newest block first) without the blocks of bytes from ``start`` on.
+
+    Unmarked notes (written before blocks were marked) are kept, unless everything is read
+    again from the first byte.
+    """
+
+    marks = list(_BLOCK_MARK_RE.finditer(body))
+    if not marks:
+        return "" if start == 0 else body
+    kept = [] if start == 0 else [body[: marks[0].start()]]
+    for n, m in enumerate(marks):
+        end = marks[n + 1].start() if n + 1 < len(marks) else len(body)
+        if int(m.group(1)) < start:
+            kept.append(body[m.start() : end])
+    return "".join(kept)
+
+
+def _summary_without_redone(text: str, start: int) -> str | None:
+    """A rollout summary file without its sections of bytes from ``start`` on (``None`` when
+    no section is left: the file is started afresh)."""
+
+    first = text.find(SECTION_MARK)
+    if first < 0:
+        return text
+    header, rest = text[: first + 1], text[first + 1 :]
+    parts = rest.split(SECTION_MARK)
+    sections = [parts[0], *(SECTION_MARK.lstrip("\n") + p for p in parts[1:])]
+    kept: list[str] = []
+    for section in sections:
+        m = _BLOCK_MARK_RE.search(section)
+        redone = int(m.group(1)) >= start if m else start == 0
+        if not redone:
+            kept.append(section)
+    if not kept:
+        return None
+    return header + "".join(kept)
 
 
 def bounded_summary(text: str, max_chars: int = SUMMARY_FILE_MAX_CHARS) -> str:

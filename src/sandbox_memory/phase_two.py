@@ -182,7 +182,7 @@ def apply_to_conversation(
                 continue
             retract(entry, sources, stamp)
         else:
-            memory.entries[cand.key] = Entry(
+            entry = Entry(
                 key=cand.key,
                 content=cand.content.strip(),
                 kind=cand.kind,
@@ -191,6 +191,9 @@ def apply_to_conversation(
                 person=person if cand.kind == "preference" or cand.personal else None,
                 keywords=cand.keywords,
             )
+            if _same(memory.entries.get(cand.key), entry):
+                continue  # the same items extracted again (a redone extraction): no change
+            memory.entries[cand.key] = entry
         changed.append(cand.key)
     if changed:
         memory.version += 1
@@ -210,6 +213,15 @@ def retract(entry: Entry, sources: list[Source], stamp: int | None = None) -> No
     entry.status = "retracted"
     entry.updated_at = now_ms() if stamp is None else stamp
     entry.sources = [*entry.sources, *sources]
+
+
+def _same(old: Entry | None, new: Entry) -> bool:
+    return (
+        old is not None
+        and old.status == "active"
+        and (old.kind, old.content, old.sources, old.person)
+        == (new.kind, new.content, new.sources, new.person)
+    )
 
 
 def promote(layout: LayoutMemory, conversation: ConversationMemory, since: int) -> list[str]:

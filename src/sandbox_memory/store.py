@@ -249,7 +249,7 @@ class MemoryStore(abc.ABC):
 
     @abc.abstractmethod
     async def read_log(self) -> list[LogRecord]:
-        """Every change, oldest first."""
+        """Every change, oldest first (a change logged twice by a redone close, once)."""
 
     # --- progress, one rollout at a time
     @abc.abstractmethod
@@ -622,11 +622,20 @@ class Store(MemoryStore):
     async def read_log(self) -> list[LogRecord]:
         raw = await self.read_state(f"{self.dir}/log.jsonl")
         records: list[LogRecord] = []
+        seen: set[tuple[str, int, str, tuple[str, ...]]] = set()
         for line in (raw or b"").splitlines():
             if not line.strip():
                 continue
             try:
-                records.append(LogRecord.model_validate_json(line))
+                record = LogRecord.model_validate_json(line)
             except ValidationError:
                 logger.warning("skipping an unreadable line of the memory log")
+                continue
+            # A change is logged before it is saved; a close killed in between redoes it and
+            # logs it again with the same version: one change, read once.
+            ident = (record.scope, record.version, record.cause, tuple(record.keys))
+            if ident in seen:
+                continue
+            seen.add(ident)
+            records.append(record)
         return records
