@@ -98,7 +98,10 @@ def test_shorten_never_stops_inside_a_code_span_or_a_word() -> None:
 
 async def test_generic_sentiment_is_no_preference() -> None:
     seg = Seg()
-    seg.user("I love it! Never give up! Always here to help. Wow, that's so cool!")
+    seg.user(
+        "I love it! Never give up! Always here to help. Wow, that's so cool! "
+        "It was awesome being out there, doing what I love."
+    )
 
     result = await extract([seg.build()])
 
@@ -385,6 +388,7 @@ async def test_small_talk_and_requests_are_not_facts() -> None:
             "Jon: Totally agree, you're awesome. Good to see you!",
             "Gina: Can you remind me what we talked about?",
             "Jon: Please write a summary of the meeting.",
+            "Gina: Hey Jon, nice to meet you!",
         ]
     )
 
@@ -504,6 +508,7 @@ async def test_an_answer_is_kept_with_the_question_it_answers() -> None:
 
     result = await extract([segment])
 
-    (fact,) = [c for c in result.candidates if c.sources == [ids[1]]]
+    (fact,) = [c for c in result.candidates if c.sources[0] == ids[1]]
+    assert fact.sources == [ids[1], ids[0]]  # it quotes the question: it rests on it too
     assert fact.content.startswith('Gina (8 May 2023), answering Jon\'s "When was it?": Last')
     assert "(the Saturday before 8 May 2023, 6 May 2023)" in fact.content

@@ -52,7 +52,7 @@ SMALL_TALK = frozenset(
     hear heard happen happened happening sorry luck miss missed welcome enjoy enjoyed enjoying
     give up stay strong go goes went grateful thankful lucky joy joyful enjoyable fulfilled
     fulfilling passion passionate positive positively effort thoughtful special rewarding
-    meaningful powerful touching heartwarming tough hard easy""".split()
+    meaningful powerful touching heartwarming tough hard easy meet nice doing being out""".split()
 )
 """Words that carry no fact: greetings, reactions, generic sentiment and generic verbs. A sentence
 needs other words (what it is about) to be worth remembering."""
@@ -177,9 +177,14 @@ def is_first_person(sentence: str) -> bool:
     return any(word in FIRST_PERSON for word in _plain_words(sentence))
 
 
-def states_a_fact(sentence: str, *, min_words: int = MIN_FACT_WORDS) -> bool:
+def states_a_fact(
+    sentence: str, *, min_words: int = MIN_FACT_WORDS, names: frozenset[str] = frozenset()
+) -> bool:
     """A statement worth remembering: prose, not a question or a request, and about something
-    (at least ``min_words`` content words; fewer are enough for the answer to a question)."""
+    (at least ``min_words`` content words; fewer are enough for the answer to a question).
+
+    ``names`` are the people talking (lowercase): addressing one ("Hey Tim, nice to meet
+    you!") says nothing about anything, so their names do not count as content."""
 
     stripped = sentence.strip()
     if not stripped or stripped.endswith("?"):
@@ -188,16 +193,20 @@ def states_a_fact(sentence: str, *, min_words: int = MIN_FACT_WORDS) -> bool:
         return False
     label = _LABEL_RE.match(stripped)
     body = stripped[label.end() :] if label else stripped
-    named = [w for w in content_words(body) if not w.isdigit()]
+    named = [w for w in content_words(body) if not w.isdigit() and w not in names]
     return len(named) >= min_words
 
 
+_ASIDE_RE = re.compile(r"\[[^\]]*\]|\([^)]*\)")
+
+
 def top_words(texts: Iterable[str], count: int) -> list[str]:
-    """The ``count`` most frequent content words of ``texts`` (ties: first seen first)."""
+    """The ``count`` most frequent content words of ``texts`` (ties: first seen first), asides
+    in brackets (resolved dates, attachment notes) left out."""
 
     tally: dict[str, int] = {}
     for text in texts:
-        for word in content_words(text):
+        for word in content_words(_ASIDE_RE.sub(" ", text)):
             tally[word] = tally.get(word, 0) + 1
     ranked = sorted(tally.items(), key=lambda kv: -kv[1])
     return [word for word, _ in ranked[:count]]

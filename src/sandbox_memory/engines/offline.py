@@ -59,7 +59,6 @@ from sandbox_memory.engines.changes import (
 )
 from sandbox_memory.engines.conversation import (
     MIN_FACT_WORDS,
-    SMALL_TALK,
     content_words,
     is_first_person,
     split_speaker,
@@ -316,9 +315,6 @@ _CORRECTION_RE = re.compile(
 )
 """User sentences correcting the agent ("no, ...", "actually ...", "don't ...", "instead ...")."""
 
-_FILLER_WORDS = SMALL_TALK
-"""Words that name nothing to act on: a preference made only of them is generic sentiment."""
-
 # --------------------------------------------------------------------------- commands
 
 _SEGMENT_SPLIT_RE = re.compile(r"\s*(?:&&|\|\||;|\||\n)\s*")
@@ -533,8 +529,9 @@ class _Said:
     """Said in the run's first request (in a task run, the problem the run works on)."""
     owned: bool = False
     """Says something about the speaker or their team (``I``, ``we``, ``our`` ...)."""
-    asked: tuple[str, str] | None = None
-    """``(who asked, question)`` this message answers: an answer is read with its question."""
+    asked: tuple[str, str, str] | None = None
+    """``(who asked, question, its item id)`` this message answers: an answer is read with its
+    question, and the fact cites the question's item too (it quotes it)."""
 
 
 class _Capped:
@@ -650,8 +647,8 @@ QUESTION_CHARS = 120
 """Characters of the question a statement answers, quoted with it (whole words)."""
 
 
-def _question_of(text: str, who: str) -> tuple[str, str] | None:
-    """``(who, last sentence)`` when a message ends with a question, else None."""
+def _question_of(text: str, who: str, item_id: str) -> tuple[str, str, str] | None:
+    """``(who, last sentence, item id)`` when a message ends with a question, else None."""
 
     last = ""
     for sentence in _sentences(text[-ASSISTANT_TEXT_CHARS:]):
@@ -659,7 +656,7 @@ def _question_of(text: str, who: str) -> tuple[str, str] | None:
     if not last.endswith("?"):
         return None
     question = shorten(split_speaker(last).text, QUESTION_CHARS)
-    return (who, question) if question else None
+    return (who, question, item_id) if question else None
 
 
 def _informative(text: str, minimum: int) -> bool:
@@ -1104,8 +1101,8 @@ class _Rollout:
         self._after_agent = False
         """Whether the agent spoke or acted since the last user message: only then can a user
         message correct it ("No, ..." between two people in a chat is no correction)."""
-        self._asked: tuple[str, str] | None = None
-        """``(who asked, question)`` of the last message when it ended with a question."""
+        self._asked: tuple[str, str, str] | None = None
+        """``(who asked, question, item id)`` of the last message when it ended with one."""
         self._by_call: dict[str, _Command | _Patch] = {}
         self._stdin_sessions: dict[str, int] = {}
         self._sessions: dict[int, _Command] = {}
@@ -1150,7 +1147,7 @@ class _Rollout:
                 text = item_text(item, max_chars=ASSISTANT_TEXT_CHARS)
                 if text:
                     self.last_assistant[seg_index] = (position, item_id, text)
-                    self._asked = _question_of(text, "the agent")
+                    self._asked = _question_of(text, "the agent", item_id)
                     self._after_agent = True
             return
         if item_type == "function_call":
@@ -1213,7 +1210,7 @@ class _Rollout:
             self.follow_ups.append((item_id, line))
         who = "user" if speaker is None else speaker
         asked = self._asked if self._asked and self._asked[0] != _who(speaker) else None
-        self._asked = _question_of(text, _who(speaker))
+        self._asked = _question_of(text, _who(speaker), item_id)
         minimum = 1 if asked else MIN_FACT_WORDS  # an answer may be short: its question says
         may_correct = self._after_agent
         self._after_agent = False
@@ -1249,7 +1246,8 @@ class _Rollout:
                 )
                 self.events.add(f"- {who} {kind}: {quoted} [{item_id}]")
                 noted = True
-            if not kinds and states_a_fact(sentence, min_words=minimum):
+            names = frozenset(w.lower() for n in self.speakers for w in n.split())
+            if not kinds and states_a_fact(sentence, min_words=minimum, names=names):
                 stated.append(resolve_relative_dates(sentence, self._date))
                 owned = owned or is_first_person(sentence) or _is_we(sentence)
         if stated:
@@ -1261,7 +1259,11 @@ class _Rollout:
                 personal=any(is_first_person(s) for s in stated),
                 from_task=self.task[0] == item_id,
                 owned=owned,
-                asked=(asked[0], resolve_relative_dates(asked[1], self._date)) if asked else None,
+                asked=(
+                    (asked[0], resolve_relative_dates(asked[1], self._date), asked[2])
+                    if asked
+                    else None
+                ),
             )
             self.said.append(said)
             if not noted:
@@ -1807,7 +1809,8 @@ def _statement_candidates(rollout: _Rollout, resolver: _KeyResolver) -> list[Can
             drop = _PREF_TRIGGER_WORDS
             lead = f"Correction by {statement.speaker or 'the user'}"
             minimum = MIN_FACT_WORDS
-        subject = [w for w in _subject_words(statement.text, drop) if w not in _FILLER_WORDS][
+        named = set(content_words(statement.text))
+        subject = [w for w in _subject_words(statement.text, drop) if w in named][
             :KEY_SUBJECT_WORDS
         ]
         if len(subject) < minimum:
@@ -1865,7 +1868,7 @@ def _said_candidates(rollout: _Rollout) -> list[Candidate]:
                 key=key,
                 content=lead + body,
                 kind="fact",
-                sources=[said.item_id],
+                sources=[said.item_id, *([said.asked[2]] if said.asked else [])],
                 keywords=list(dict.fromkeys([*speaker_words, *words]))[:MAX_KEYWORDS],
                 personal=said.personal,
             )
