@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -203,9 +204,43 @@ def bug_fix_script(*, inspect: str, test_command: str, patch: str, report: str) 
     ]
 
 
-def run_config(sandbox: BaseSandboxSession, name: str) -> RunConfig:
-    """The run configuration both examples use: the live sandbox, tracing off."""
+def run_config(
+    sandbox: BaseSandboxSession, name: str, *, conversation: str | None = None
+) -> RunConfig:
+    """The run configuration both examples use: the live sandbox, tracing off; ``conversation``
+    names the run's memory conversation (its ``group_id``), else each run gets a fresh one."""
 
     return RunConfig(
-        sandbox=SandboxRunConfig(session=sandbox), workflow_name=name, tracing_disabled=True
+        sandbox=SandboxRunConfig(session=sandbox),
+        workflow_name=name,
+        tracing_disabled=True,
+        group_id=conversation,
     )
+
+
+def keep_target(keep: str | Path | None) -> Path | None:
+    """Where ``--keep DIR`` will leave the workspace: a new or empty folder, checked up front
+    so a mistyped one fails before the runs, not after."""
+
+    if keep is None:
+        return None
+    target = Path(keep).expanduser().resolve()
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise SystemExit(f"--keep {keep}: {target} exists and is not an empty folder")
+    return target
+
+
+def keep_workspace(
+    root: Path, target: Path | None, *, layouts: Sequence[tuple[str, str]] = ()
+) -> None:
+    """Copy the finished workspace to ``target`` (``--keep``) and say how to look at it;
+    ``layouts``: the (memories_dir, sessions_dir) pairs other than the default."""
+
+    if target is None:
+        return
+    shutil.copytree(root, target, dirs_exist_ok=True, symlinks=True)
+    banner(f"workspace kept in {target}")
+    options = [f" --memories-dir {m} --sessions-dir {d}" for m, d in layouts] or [""]
+    for opt in options:
+        print(f"  sandbox-memory --root {target}{opt} conversations")
+    print("  (docs/facts.md walks through every command on it)")

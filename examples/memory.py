@@ -8,6 +8,7 @@ Run 2, a verifier, adds a regression test and runs it with the test command memo
 
     python examples/memory.py            # real models when OPENAI_API_KEY is set
     python examples/memory.py --offline  # scripted agent turns + the offline memory engine
+    python examples/memory.py --keep ws  # also leave the workspace in ./ws to try the CLI on
 
 Offline (no ``OPENAI_API_KEY``, or ``--offline``), the agent's turns are scripted with
 ``agents.testing.ScriptedModel``, but every command really runs in the local sandbox: the
@@ -48,6 +49,9 @@ SECOND_PROMPT = (
     "Add a regression test for the invoice bug fixed in an earlier session, then run the "
     "project's test suite the way this project runs it."
 )
+FIX_CONVERSATION = "fix-invoice-bug"
+VERIFY_CONVERSATION = "verify-invoice-fix"
+"""Rollout ids of the two runs (their ``group_id``): names to address them by in the CLI."""
 TEST_COMMAND = "python3 -m unittest discover -s tests -v"
 """How this project runs its tests (stdlib only, so nothing needs installing in the sandbox)."""
 
@@ -221,8 +225,11 @@ class Outcome:
     checks: dict[str, bool] = field(default_factory=dict)
 
 
-async def main(*, model: str = s.DEFAULT_MODEL, offline: bool | None = None) -> Outcome:
+async def main(
+    *, model: str = s.DEFAULT_MODEL, offline: bool | None = None, keep: str | Path | None = None
+) -> Outcome:
     offline = s.offline_mode() if offline is None else offline
+    keep_dir = s.keep_target(keep)
     s.print_mode(offline, model)
     outcome = Outcome(offline=offline)
     manifest = build_manifest()
@@ -243,7 +250,9 @@ async def main(*, model: str = s.DEFAULT_MODEL, offline: bool | None = None) -> 
                 first = await Runner.run(
                     agent,
                     FIRST_PROMPT,
-                    run_config=s.run_config(sandbox, "sandbox-memory example: fix"),
+                    run_config=s.run_config(
+                        sandbox, "sandbox-memory example: fix", conversation=FIX_CONVERSATION
+                    ),
                     max_turns=20,
                 )
             # Leaving `async with` closed the session: memory was generated (phase 1 and
@@ -276,7 +285,9 @@ async def main(*, model: str = s.DEFAULT_MODEL, offline: bool | None = None) -> 
                 second = await Runner.run(
                     agent,
                     SECOND_PROMPT,
-                    run_config=s.run_config(current, "sandbox-memory example: verify"),
+                    run_config=s.run_config(
+                        current, "sandbox-memory example: verify", conversation=VERIFY_CONVERSATION
+                    ),
                     hooks=recorder,
                     max_turns=20,
                 )
@@ -294,6 +305,7 @@ async def main(*, model: str = s.DEFAULT_MODEL, offline: bool | None = None) -> 
 
             s.banner("checks")
             outcome.checks = _checks(outcome)
+            s.keep_workspace(root, keep_dir)
         finally:
             await client.delete(current)
     return outcome
@@ -334,7 +346,10 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default=s.DEFAULT_MODEL, help="agent model (online mode)")
     parser.add_argument("--offline", action="store_true", help="scripted turns, offline engine")
+    parser.add_argument("--keep", metavar="DIR", help="leave the finished workspace in DIR")
     args = parser.parse_args()
-    result = asyncio.run(main(model=args.model, offline=s.offline_mode(args.offline)))
+    result = asyncio.run(
+        main(model=args.model, offline=s.offline_mode(args.offline), keep=args.keep)
+    )
     if result.offline and not all(result.checks.values()):
         sys.exit(1)

@@ -8,6 +8,7 @@ rollout file named by the session id, and phase 1 sees the whole interaction.
 
     python examples/memory_multi_agent_multiturn.py            # real models with OPENAI_API_KEY
     python examples/memory_multi_agent_multiturn.py --offline  # scripted turns, offline engine
+    python examples/memory_multi_agent_multiturn.py --keep ws  # leave the workspace in ./ws
 """
 
 from __future__ import annotations
@@ -226,8 +227,11 @@ class Outcome:
         return sorted(path for path in self.files if path.startswith(prefix.rstrip("/") + "/"))
 
 
-async def main(*, model: str = s.DEFAULT_MODEL, offline: bool | None = None) -> Outcome:
+async def main(
+    *, model: str = s.DEFAULT_MODEL, offline: bool | None = None, keep: str | Path | None = None
+) -> Outcome:
     offline = s.offline_mode() if offline is None else offline
+    keep_dir = s.keep_target(keep)
     s.print_mode(offline, model)
     outcome = Outcome(offline=offline)
     gtm_agent = build_gtm_agent(ScriptedModel(gtm_script()) if offline else model, offline)
@@ -290,6 +294,11 @@ async def main(*, model: str = s.DEFAULT_MODEL, offline: bool | None = None) -> 
 
         s.banner("checks")
         outcome.checks = _checks(outcome)
+        s.keep_workspace(
+            root,
+            keep_dir,
+            layouts=[(c.memories_dir, c.sessions_dir) for c in (GTM_LAYOUT, ENGINEERING_LAYOUT)],
+        )
     finally:
         await client.delete(sandbox)
     return outcome
@@ -335,7 +344,10 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default=s.DEFAULT_MODEL, help="agent model (online mode)")
     parser.add_argument("--offline", action="store_true", help="scripted turns, offline engine")
+    parser.add_argument("--keep", metavar="DIR", help="leave the finished workspace in DIR")
     args = parser.parse_args()
-    result = asyncio.run(main(model=args.model, offline=s.offline_mode(args.offline)))
+    result = asyncio.run(
+        main(model=args.model, offline=s.offline_mode(args.offline), keep=args.keep)
+    )
     if result.offline and not all(result.checks.values()):
         sys.exit(1)

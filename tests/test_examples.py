@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import os
@@ -41,7 +42,7 @@ async def test_two_run_example_learns_the_fix_and_the_test_command(
     assert "acme_billing/invoice.py" in memory_md
     assert f"Run the tests with `{example.TEST_COMMAND}`" in memory_md
     assert example.TEST_COMMAND in outcome.memory_after_close["memories/memory_summary.md"]
-    assert outcome.rollout_summary.startswith("memories/rollout_summaries/run-")
+    assert outcome.rollout_summary.startswith("memories/rollout_summaries/fix-invoice-bug_")
     summary = outcome.memory_after_close[outcome.rollout_summary]
     assert "failed (exit 1)" in summary and "passed" in summary
     assert "updated `acme_billing/invoice.py`" in summary
@@ -242,3 +243,58 @@ async def test_docs_layout_forgetting_is_logged(tmp_path: Path) -> None:
     assert len(forgetting) == 1 and "older" in (forgetting[0].detail or "")
     summaries = sorted(p.name for p in (tmp_path / "memories" / "rollout_summaries").iterdir())
     assert [s.split("_")[0] for s in summaries] == ["newer"]
+
+
+def test_docs_facts_walkthrough_runs_on_the_workspace_the_example_keeps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shlex
+
+    from click.testing import CliRunner
+
+    from sandbox_memory.cli import EXIT_CONFLICT
+    from sandbox_memory.cli import main as cli
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "facts.md").read_text()
+    block = doc.split("<!-- walkthrough:", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    commands = [shlex.split(line, comments=True) for line in block.splitlines() if line.strip()]
+    assert commands[0] == ["python", "examples/memory.py", "--keep", "ws"]
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    env["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "memory.py"), "--keep", str(tmp_path / "ws")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    monkeypatch.chdir(tmp_path)
+    for args in commands[1:]:
+        assert args[0] == "sandbox-memory"
+        result = CliRunner().invoke(cli, args[1:])
+        assert result.exit_code == 0, (args, result.stdout, result.stderr)
+    stale = CliRunner().invoke(cli, ["--root", "ws", "forget", "tests-first", "--expected", "0"])
+    assert stale.exit_code == EXIT_CONFLICT and "version" in stale.stderr
+    skills = tmp_path / "ws" / "memories" / "skills"
+    assert not (skills / "test-command" / "SKILL.md").exists()
+    assert (skills / "tests-first" / "SKILL.md").exists()
+
+
+async def test_multi_agent_example_keeps_its_workspace_for_the_cli(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from sandbox_memory.cli import main as cli
+
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "notes.txt").write_text("mine")
+    example = _load("memory_multi_agent_multiturn")
+    with pytest.raises(SystemExit, match="not an empty folder"):
+        await example.main(offline=True, keep=taken)  # refused before any run
+    await example.main(offline=True, keep=tmp_path / "ws")
+    args = ["--root", str(tmp_path / "ws"), "--memories-dir", "memories/gtm"]
+    result = await asyncio.to_thread(  # the command line runs its own event loop
+        CliRunner().invoke, cli, [*args, "--sessions-dir", "sessions/gtm", "conversations"]
+    )
+    assert result.exit_code == 0 and result.stdout.startswith("gtm-q2-pipeline-review  ")

@@ -120,15 +120,17 @@ async def test_forgetting_a_learned_procedure_in_its_conversation_retracts_the_l
     assert "Run the tests with" not in instructions(model)
 
 
-async def test_forgetting_a_layout_entry_retracts_it_in_the_conversation_it_came_from(
+async def test_forgetting_a_layout_entry_retracts_it_in_every_conversation_that_learned_it(
     client, manifest, workspace_root
 ) -> None:
     sandbox = await learn(client, manifest)
+    await next_run(client, sandbox, "again", bug_fix_script())  # learns it too, promoted later
     mc = MemoryClient(workspace_root)
     view = await mc.view()
     await mc.apply(Forget(key=PROCEDURE), expected=view.version)
 
-    assert (await mc.view("fix")).entries[PROCEDURE].status == "retracted"
+    for conversation in ("fix", "again"):
+        assert (await mc.view(conversation)).entries[PROCEDURE].status == "retracted"
     model = await next_run(client, sandbox, "fix")  # this conversation's own entries
     assert PROCEDURE not in instructions(model) and "Run the tests with" not in instructions(model)
 

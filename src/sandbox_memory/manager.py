@@ -648,19 +648,22 @@ class LayoutRuntime:
     async def retract_copies(
         self, entry: Entry, source: Source, *, stamp: int, cause: Cause
     ) -> list[LogRecord]:
-        """Retract, in the conversations a retracted layout entry came from, their copies of it.
+        """Retract, in every conversation, the copies of a retracted layout entry.
 
-        A promoted entry lives in its conversation too (shown there as *This conversation*);
-        forgetting it in layout memory must not leave it there. Returns the log records.
+        A layout entry is one lesson however many conversations taught it: each of them holds
+        it (promoted from there, shown there as *This conversation*), and forgetting it in
+        layout memory must not leave it there. A copy is an active entry of the same key that
+        shares a source with it or is of a long-lived kind, for the same person. Returns the
+        log records. Forgetting is rare: every conversation's record is looked at.
         """
 
         records: list[LogRecord] = []
-        for rid in dict.fromkeys(s.conversation for s in entry.sources):
-            if not await self.store.conversation_exists(rid):
-                continue  # "person" or "live": an edit, not a conversation
+        for rid in await self.store.list_conversations():
             conversation = await self.store.load_conversation(rid)
             copy = conversation.entries.get(entry.key)
-            if copy is None or copy.status != "active" or not same_fact(copy, entry):
+            if copy is None or copy.status != "active" or copy.person != entry.person:
+                continue
+            if not (same_fact(copy, entry) or copy.kind in LONG_LIVED_KINDS):
                 continue
             retract(copy, [source], stamp)
             conversation.version += 1
