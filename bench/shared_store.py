@@ -29,30 +29,14 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
-
-
-def lesson(tag: str) -> str:
-    return f"We decided that {tag} ships via deploy-{tag}."
-
-
-def payload(text: str) -> dict[str, Any]:
-    return {
-        "input": [{"role": "user", "content": text}],
-        "generated_items": [
-            {
-                "type": "message",
-                "role": "assistant",
-                "content": [{"type": "output_text", "text": "Noted."}],
-            }
-        ],
-    }
+sys.path.insert(0, str(HERE.parent / "tests"))  # the test server and the shared-flow workload
 
 
 async def worker(spec: dict[str, Any]) -> dict[str, Any]:
     from sandbox_memory import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
     from sandbox_memory.manager import LayoutRuntime
     from sandbox_memory.workspace import LocalWorkspace
+    from shared_flow import lesson, run_payload
 
     store = None
     if spec["kind"] == "postgres":
@@ -75,7 +59,7 @@ async def worker(spec: dict[str, Any]) -> dict[str, Any]:
         await rt.start_run()
         tag = f"{spec['name']}x{i}"
         t0 = time.perf_counter()
-        await rt.record(payload(lesson(tag)), rollout_id=f"conv-{tag}")
+        await rt.record(run_payload(lesson(tag)), rollout_id=f"conv-{tag}")
         t1 = time.perf_counter()
         await rt.close()
         t2 = time.perf_counter()

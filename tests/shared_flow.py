@@ -66,6 +66,21 @@ async def run_once(
     return model
 
 
+def run_payload(text: str) -> dict[str, Any]:
+    """A recorded run's payload as the SDK hands it over: the user's text and a short reply."""
+
+    return {
+        "input": [{"role": "user", "content": text}],
+        "generated_items": [
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "Noted."}],
+            }
+        ],
+    }
+
+
 def lesson(tag: str) -> str:
     """A user decision the offline engine learns (and promotes to layout memory)."""
 

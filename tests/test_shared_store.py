@@ -25,7 +25,7 @@ from sandbox_memory import Forget, MemoryClient, MemoryConflict, Remember
 from sandbox_memory.errors import MemoryStoreUnavailable
 from sandbox_memory.stores import PostgresStore
 from sandbox_memory.stores.postgres import conversation_scope
-from shared_flow import lesson, run_once
+from shared_flow import lesson, run_once, run_payload
 
 FLOW = str(Path(__file__).with_name("shared_flow.py"))
 
@@ -336,19 +336,6 @@ def _runtime(root: Path, store: PostgresStore) -> Any:
     )
 
 
-def _payload(text: str) -> dict[str, Any]:
-    return {
-        "input": [{"role": "user", "content": text}],
-        "generated_items": [
-            {
-                "type": "message",
-                "role": "assistant",
-                "content": [{"type": "output_text", "text": "Noted."}],
-            }
-        ],
-    }
-
-
 async def test_a_kill_at_each_write_point_of_a_close_loses_nothing_and_the_lease_is_taken_over(
     pg_dsn: str, tmp_path: Path
 ) -> None:
@@ -356,12 +343,14 @@ async def test_a_kill_at_each_write_point_of_a_close_loses_nothing_and_the_lease
     async def prepare(ns: str, die_at: int | None) -> DyingStore:
         seed = PostgresStore(pg_dsn, namespace=ns)
         await _runtime(tmp_path / ns / "seed", seed).record(
-            _payload(lesson("old")), rollout_id="r0"
+            run_payload(lesson("old")), rollout_id="r0"
         )
         await _runtime(tmp_path / ns / "seed", seed).close()
         await seed.aclose()
         dying = DyingStore(pg_dsn, namespace=ns, lease_seconds=10)
-        await _runtime(tmp_path / ns / "a", dying).record(_payload(lesson("new")), rollout_id="r1")
+        await _runtime(tmp_path / ns / "a", dying).record(
+            run_payload(lesson("new")), rollout_id="r1"
+        )
         dying.writes.clear()
         dying.die_at = die_at
         return dying

@@ -680,20 +680,21 @@ class LayoutRuntime:
             )
         return records
 
-    async def memory_md_edited(self) -> bool:
-        """Whether ``MEMORY.md`` differs from what was last rendered (a live edit)."""
+    async def memory_md_edited(self) -> str | None:
+        """``MEMORY.md``'s text when it differs from what was last rendered (a live edit)."""
 
-        current = await self.ws.read_bytes(f"{self.layout.memories_dir}/MEMORY.md")
-        stamp_raw = await self.ws.read_text(f"{self.store.dir}/rendered.json")
+        current = await self.ws.read_text(f"{self.layout.memories_dir}/MEMORY.md")
+        if current is None:
+            return None
+        stamp_bytes = await self.store.read_state(f"{self.store.dir}/rendered.json")
+        stamp_raw = None if stamp_bytes is None else stamp_bytes.decode("utf-8", "replace")
         try:
             rendered = json.loads(stamp_raw or "{}").get("memory_md_sha256")
         except (ValueError, AttributeError):
             rendered = None
-        return (
-            current is not None
-            and rendered is not None
-            and hashlib.sha256(current).hexdigest() != rendered
-        )
+        if rendered is None or hashlib.sha256(current.encode()).hexdigest() == rendered:
+            return None
+        return current
 
     async def take_live_edits(self) -> None:
         """Take in live edits of ``MEMORY.md`` now, as changes of the stored layout memory."""
@@ -722,16 +723,8 @@ class LayoutRuntime:
         """Keep edits made to MEMORY.md since the last render, as changes with sources."""
 
         mdir = self.layout.memories_dir
-        current = await self.ws.read_text(f"{mdir}/MEMORY.md")
+        current = await self.memory_md_edited()
         if current is None:
-            return
-        stamp_bytes = await self.store.read_state(f"{self.store.dir}/rendered.json")
-        stamp_raw = None if stamp_bytes is None else stamp_bytes.decode("utf-8", "replace")
-        try:
-            rendered = json.loads(stamp_raw or "{}").get("memory_md_sha256")
-        except (ValueError, AttributeError):
-            rendered = None
-        if rendered is None or hashlib.sha256(current.encode()).hexdigest() == rendered:
             return
         parsed = parse_registry(current)
         if not parsed and current.strip():

@@ -159,7 +159,7 @@ class SharedCopy:
         base = await self._base()
         if await self._state_hashes() != base["hashes"]:
             return True
-        return await self.rt.memory_md_edited()
+        return await self.rt.memory_md_edited() is not None
 
     # ------------------------------------------------------------ entry points
 
