@@ -83,7 +83,9 @@ class Memories:
         self.phase_two.reset()
 
 
-def make_memory(system: str, *, latency: float = 0.0, **generate: Any) -> Memories:
+def make_memory(
+    system: str, *, latency: float = 0.0, block_chars: int | None = None, **generate: Any
+) -> Memories:
     """``sandbox_memory.Memory`` (model engine) or the SDK's ``Memory`` with counting models."""
 
     one, two = Meter(), Meter()
@@ -95,7 +97,11 @@ def make_memory(system: str, *, latency: float = 0.0, **generate: Any) -> Memori
     elif system == "builtin":
         sdk_config = SDKMemoryGenerateConfig(
             phase_one_model=BuiltinPhaseOneModel(one, latency=latency),
-            phase_two_model=BuiltinPhaseTwoModel(two, latency=latency),
+            phase_two_model=(
+                BuiltinPhaseTwoModel(two, latency=latency)
+                if block_chars is None
+                else BuiltinPhaseTwoModel(two, latency=latency, block_chars=block_chars)
+            ),
             **generate,
         )
         capability = SDKMemory(generate=sdk_config)

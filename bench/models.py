@@ -58,7 +58,13 @@ _ROLLOUT_ID_RE = re.compile(r'"rollout_id":"([^"]+)"')
 _RAW_BLOCK_RE = re.compile(r"^rollout_id: (\S+)$", re.MULTILINE)
 
 MEMORY_BLOCK_CHARS = 600
-"""Size of the ``MEMORY.md`` block the simulated phase-2 model writes per rollout."""
+"""Size of the ``MEMORY.md`` block the simulated phase-2 model writes per rollout: an
+assumption (a real model's block is what it chooses to keep), and it sets about half of the
+built-in's consolidation cost, since every later close reads ``MEMORY.md`` back. The
+consolidate scenario also reports the ratio with :data:`SMALL_BLOCK_CHARS`."""
+
+SMALL_BLOCK_CHARS = 200
+"""The smaller block the consolidate scenario checks the ratio against (a terse model)."""
 
 SUMMARY_FILE_MAX_CHARS = 6_000
 """Cap of the ``memory_summary.md`` the simulated phase-2 model writes (navigational index)."""
@@ -274,6 +280,16 @@ class BuiltinPhaseTwoModel(CountingModel):
 
     memory_root = "memories"
 
+    def __init__(
+        self,
+        meter: Meter | None = None,
+        *,
+        latency: float = 0.0,
+        block_chars: int = MEMORY_BLOCK_CHARS,
+    ) -> None:
+        super().__init__(meter, latency=latency)
+        self.block_chars = block_chars
+
     def respond(
         self,
         system_instructions: str | None,
@@ -324,8 +340,7 @@ class BuiltinPhaseTwoModel(CountingModel):
             return [exec_call(join, "p2_join")]
         return [message("Consolidated the selected rollouts into MEMORY.md and memory_summary.md.")]
 
-    @staticmethod
-    def _consolidate(raw: str) -> tuple[str, str]:
+    def _consolidate(self, raw: str) -> tuple[str, str]:
         """MEMORY.md: one block per rollout (from its raw memory); summary: bounded index."""
 
         starts = [m.start() for m in _RAW_BLOCK_RE.finditer(raw)]
@@ -340,7 +355,7 @@ class BuiltinPhaseTwoModel(CountingModel):
             )  # rollout_id, updated_at, rollout_summary_file, ...
             rid = meta.get("rollout_id", "?")
             summary_file = meta.get("rollout_summary_file", "?")
-            text = " ".join(body.split())[:MEMORY_BLOCK_CHARS]
+            text = " ".join(body.split())[: self.block_chars]
             memory.append(f"# Task Group: {rid}\n\nscope: work of rollout {rid}\n\n{text}\n")
             memory.append(f"### rollout_summary_files\n- rollout_id={rid}, {summary_file}\n")
             line = f"- {rid}: {text[:80]} -> {summary_file}"

@@ -22,9 +22,24 @@ SCENARIO_NOTES = {
         "on a real `UnixLocalSandboxClient` session. Ours: `LayoutRuntime.record` (redact, add "
         "item ids, append one line). Built-in: `SandboxMemoryGenerationManager."
         "enqueue_rollout_payload` (ensure the layout, read the whole file, write it back). "
-        "Raw: `os.open(O_APPEND)` + `write` of the bytes ours wrote. The three series run one "
-        "after the other; each figure is the median of eleven appends around N (N=1: the first "
-        "append of eleven fresh conversations)."
+        "Ours is measured twice: over the local folder (UnixLocal's fast path) and through the "
+        "session API (`SessionWorkspace`, what Docker and hosted backends use: one exec per "
+        "append). The N-1 earlier segments are written directly in each system's format. "
+        "Raw: `os.open(O_APPEND)` + `write` of the bytes ours wrote. Each figure is the median "
+        "of the samples at N (N=1: the first append of fresh conversations)."
+    ),
+    "redact": (
+        "`Redactor.redact_json` of a run segment as `build_segment` hands it, CPU time per byte "
+        "of the segment's JSON: an ordinary ~9 KB segment and one holding a 1 MB tool output; "
+        "the compiled matcher and the pure-Python fallback (same output)."
+    ),
+    "scale": (
+        "Stores of months of use are written directly in each system's file format (ours: "
+        "conversations, progress and forgotten records, threads, layout entries, registry; "
+        "then one phase 2 renders the files and builds the search index; built-in: every "
+        "rollout's raw memory and summary, plus the consolidated files), then each system's "
+        "real code runs on them with zero-latency counting models. See "
+        "`bench/scenario_scale.py` for each row."
     ),
     "consolidate": (
         "History is built by running real closes, each adding one conversation, through each "
@@ -58,12 +73,6 @@ SCENARIO_NOTES = {
 
 MISSED_EXPLANATIONS = {
     # Exact names, and "<scenario>.n" for every size of a scenario (see explain()).
-    "record.vs_raw": (
-        "Ours' file I/O is one `O_APPEND` write like the raw one; the rest is building the "
-        "segment, and nearly all of that is redaction: every string of the segment is scanned "
-        "by about 90 secret patterns (~0.2 us per character in CPython) before anything reaches "
-        "disk, by design. No append that redacts in Python comes within 5x of a bare `write`."
-    ),
     "record.n1": (
         "The first append of a conversation also rewrites the conversation index "
         "(`threads.json`, an atomic write with fsync); the row moves by 2x between runs on a "
@@ -258,10 +267,11 @@ def markdown(
             "of rollouts already in memory (log scale). Ours rises until the known entries fill "
             "their 4,000-character budget (about 20 rollouts here), then stays flat. The "
             "built-in's step near 130 rollouts is where `MEMORY.md` outgrows one shell argument "
-            "(128 KiB) and the simulated phase 2 takes one more turn to write it in parts. "
-            "Right: wall time of the Nth append to one conversation (log scale); ours jumps "
-            "between ~4 ms and ~8 ms plateaus when another process shares its core (its CPU "
-            "time stays at ~4 ms, see the record rows' notes).",
+            "(128 KiB) and the simulated phase 2 takes one more turn to write it in parts. The "
+            "dotted line is the built-in with 200-character phase-2 blocks instead of 600 (the "
+            "simulated model's assumption; see `consolidate.n200.tokens_small_block`). "
+            "Right: median wall time of the Nth append to one conversation (log scale), ours "
+            "over the local folder and through the session API.",
             "",
         ]
     curves = extras.get("consolidate", {}).get("curves")
@@ -319,14 +329,17 @@ def plot(extras: dict[str, Any], path: Path) -> str | None:
     except ImportError:
         return "matplotlib is not installed (pip install -r bench/requirements.txt): no plot"
     curves = extras.get("consolidate", {}).get("curves")
-    series = extras.get("record", {}).get("series_us")
+    points = extras.get("record", {}).get("points_us")
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     if curves:
         ax = axes[0]
         for system, label, style in (
             ("ours", "sandbox-memory", "-"),
             ("builtin", "built-in", "--"),
+            ("builtin_small_block", "built-in, 200-char phase-2 blocks", ":"),
         ):
+            if system not in curves:
+                continue
             ys = curves[system]["tokens"]
             ax.plot(range(len(ys)), ys, style, label=label)
         ax.set_yscale("log")
@@ -335,18 +348,21 @@ def plot(extras: dict[str, Any], path: Path) -> str | None:
         ax.set_title("consolidate: cost of adding one rollout")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()
-    if series:
+    if points:
         ax = axes[1]
         for key, label, style in (
-            ("ours", "sandbox-memory", "-"),
-            ("builtin", "built-in", "--"),
-            ("raw", "raw O_APPEND write", ":"),
+            ("ours", "sandbox-memory, local folder", "o-"),
+            ("session", "sandbox-memory, session API", "s-"),
+            ("builtin", "built-in (session API)", "^--"),
+            ("raw", "raw O_APPEND write", "x:"),
         ):
-            ys = series.get(key) or []
-            ax.plot(range(1, len(ys) + 1), _smooth(ys), style, label=label)
+            found = points.get(key) or {}
+            xs = sorted(int(n) for n in found)
+            ax.plot(xs, [found[str(n)] for n in xs], style, label=label)
+        ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("N (segment appended to one conversation)")
-        ax.set_ylabel("append time (us, rolling median of 9)")
+        ax.set_ylabel("append time (us, median)")
         ax.set_title("record: time of the Nth append")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()
@@ -355,13 +371,6 @@ def plot(extras: dict[str, Any], path: Path) -> str | None:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return None
-
-
-def _smooth(values: list[float], width: int = 9) -> list[float]:
-    import statistics
-
-    half = width // 2
-    return [statistics.median(values[max(0, i - half) : i + half + 1]) for i in range(len(values))]
 
 
 def dump(data: Any) -> str:

@@ -30,22 +30,51 @@ from report import (  # noqa: E402
     text_table,
 )
 
-SCENARIOS = ("record", "consolidate", "close_latency", "read", "big_rollout")
+SCENARIOS = (
+    "record",
+    "redact",
+    "consolidate",
+    "close_latency",
+    "read",
+    "big_rollout",
+    "scale",
+)
 
 SIZES: dict[str, dict[str, Any]] = {
+    # A row name always means the same measurement: quick mode takes fewer samples, and where a
+    # size is too slow for it, it leaves that row out (its name carries the size) rather than
+    # measuring another size under the same name.
     "quick": {
-        "record": [1, 100, 300],
-        "consolidate": [5, 10, 20],
+        "record": {"sizes": [1, 100, 1_000], "samples": 5},
+        "redact": 5,
+        "consolidate": {"sizes": [10, 50], "small_block": False},
         "close_latency": 0.5,
         "read": 2_000,
-        "big_rollout": 20,
+        "big_rollout": [5, 20],
+        "scale": {
+            "stored": 10_000,
+            "pending": [100, 400],
+            "ops": [2_000, 20_000],
+            "samples": 3,
+            "forget": [1_000, 100],
+            "session_pending": 1_000,
+        },
     },
     "full": {
-        "record": [1, 100, 1_000],
-        "consolidate": [10, 50, 200],
+        "record": {"sizes": [1, 100, 1_000], "samples": 11},
+        "redact": 25,
+        "consolidate": {"sizes": [10, 50, 200], "small_block": True},
         "close_latency": 0.5,
         "read": 2_000,
-        "big_rollout": 100,
+        "big_rollout": [5, 20, 50, 100],
+        "scale": {
+            "stored": 10_000,
+            "pending": [100, 1_000],
+            "ops": [2_000, 20_000],
+            "samples": 5,
+            "forget": [1_000, 100],
+            "session_pending": 1_000,
+        },
     },
 }
 
@@ -56,13 +85,17 @@ async def run_scenarios(mode: str, only: list[str]) -> tuple[list[Row], dict[str
     import scenario_consolidate
     import scenario_read
     import scenario_record
+    import scenario_redact
+    import scenario_scale
 
     modules = {
         "record": scenario_record,
+        "redact": scenario_redact,
         "consolidate": scenario_consolidate,
         "close_latency": scenario_close,
         "read": scenario_read,
         "big_rollout": scenario_bigrollout,
+        "scale": scenario_scale,
     }
     rows: list[Row] = []
     extras: dict[str, Any] = {}

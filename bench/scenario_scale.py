@@ -24,7 +24,9 @@ sandbox), then each system's real code runs on them:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -248,13 +250,15 @@ def _child(args: list[str]) -> dict[str, Any]:
     return result
 
 
-async def close_stored(stored: int, progress: Progress) -> dict[str, dict[str, Any]]:
+async def close_stored(
+    stored: int, ours_store: Path, progress: Progress
+) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for system in ("ours", "builtin"):
         with temp_root(f"scale-close-{system}") as root:
             start = time.perf_counter()
             if system == "ours":
-                build_ours(root, conversations=stored, entries=2 * SELECTED)
+                shutil.copytree(ours_store, root, dirs_exist_ok=True)
             else:
                 build_builtin(root, conversations=stored)
             built = time.perf_counter() - start
@@ -297,52 +301,61 @@ async def _timed(samples: int, op: Any) -> float:
     return median(values) * 1e3
 
 
-async def operations(conversations: int, entries: int, samples: int) -> dict[str, float]:
-    """Milliseconds of each operation on a store of that size (ours, local folder)."""
+async def prepared_store(root: Path, *, conversations: int, entries: int) -> float:
+    """``build_ours`` plus one phase 2 (the rendered files and the search index, as the last
+    close left them); returns the seconds it took."""
+
+    start = time.perf_counter()
+    build_ours(root, conversations=conversations, entries=entries)
+    memories = make_memory("ours")
+    rt = MemoryClient(root, generate=memories.capability.generate).runtime
+    async with rt.write_lock():
+        await rt.consolidate_layout()
+    return time.perf_counter() - start
+
+
+async def operations(root: Path, conversations: int, samples: int) -> dict[str, float]:
+    """Milliseconds of each operation on a prepared store (ours, local folder)."""
 
     out: dict[str, float] = {}
-    with temp_root("scale-ops") as root:
-        build_ours(root, conversations=conversations, entries=entries)
-        memories = make_memory("ours")
-        client = MemoryClient(root, generate=memories.capability.generate)
-        rt = client.runtime
-        async with rt.write_lock():
-            await rt.consolidate_layout()  # the rendered files, as the last close left them
-        live = conversation_id(conversations - 1)
-        out["record"] = await _timed(
-            samples * 3,
-            lambda i: rt.record(segment_payload(conversations - 1, 100 + i), rollout_id=live),
-        )
+    memories = make_memory("ours")
+    client = MemoryClient(root, generate=memories.capability.generate)
+    rt = client.runtime
+    live = conversation_id(conversations - 1)
+    out["record"] = await _timed(
+        samples * 3,
+        lambda i: rt.record(segment_payload(conversations - 1, 100 + i), rollout_id=live),
+    )
+    await rt.close()
+
+    async def close_one(i: int) -> None:
+        rid = conversation_id(conversations + i)
+        await rt.record(segment_payload(conversations + i, 0), rollout_id=rid)
         await rt.close()
 
-        async def close_one(i: int) -> None:
-            rid = conversation_id(conversations + i)
-            await rt.record(segment_payload(conversations + i, 0), rollout_id=rid)
-            await rt.close()
+    out["close"] = await _timed(samples, close_one)
 
-        out["close"] = await _timed(samples, close_one)
+    async def remember(i: int) -> None:
+        view = await client.view(None)
+        await client.apply(
+            Remember(key=f"bench-{i}", content=f"Bench fact {i}.", kind="fact"),
+            expected=view.version,
+        )
 
-        async def remember(i: int) -> None:
-            view = await client.view(None)
-            await client.apply(
-                Remember(key=f"bench-{i}", content=f"Bench fact {i}.", kind="fact"),
-                expected=view.version,
-            )
+    out["remember"] = await _timed(samples, remember)
 
-        out["remember"] = await _timed(samples, remember)
+    async def forget(i: int) -> None:
+        view = await client.view(None)
+        await client.apply(Forget(key=f"bench-{i}"), expected=view.version)
 
-        async def forget(i: int) -> None:
-            view = await client.view(None)
-            await client.apply(Forget(key=f"bench-{i}"), expected=view.version)
+    out["forget"] = await _timed(samples, forget)
 
-        out["forget"] = await _timed(samples, forget)
+    async def idle(i: int) -> None:
+        async with rt.write_lock():
+            await rt.consolidate_layout()
 
-        async def idle(i: int) -> None:
-            async with rt.write_lock():
-                await rt.consolidate_layout()
-
-        out["phase2_idle"] = await _timed(samples, idle)
-        out["read_first_turn"] = await read_first_turn("ours", root, samples)
+    out["phase2_idle"] = await _timed(samples, idle)
+    out["read_first_turn"] = await read_first_turn("ours", root, samples)
     return out
 
 
@@ -375,19 +388,9 @@ async def read_first_turn(system: str, root: Path, samples: int) -> float:
     return median(values) * 1e3
 
 
-async def read_vs_builtin(entries: int, samples: int) -> dict[str, float]:
+async def read_builtin(entries: int, samples: int) -> float:
     from scenario_read import _populate_builtin
 
-    from sandbox_memory.render import entry_line  # noqa: F401 - the same line format
-
-    out: dict[str, float] = {}
-    with temp_root("scale-read-ours") as root:
-        build_ours(root, conversations=entries // 2, entries=entries)
-        memories = make_memory("ours")
-        rt = MemoryClient(root, generate=memories.capability.generate).runtime
-        async with rt.write_lock():
-            await rt.consolidate_layout()
-        out["ours"] = await read_first_turn("ours", root, samples)
     with temp_root("scale-read-builtin") as root:
         all_entries = [
             Entry(
@@ -400,8 +403,7 @@ async def read_vs_builtin(entries: int, samples: int) -> dict[str, float]:
             for i in range(entries)
         ]
         _populate_builtin(root, all_entries)
-        out["builtin"] = await read_first_turn("builtin", root, samples)
-    return out
+        return await read_first_turn("builtin", root, samples)
 
 
 # ------------------------------------------------------------------ state shrinks
@@ -417,10 +419,10 @@ async def state_when_forgotten(conversations: int, keep: int) -> tuple[int, int]
         memories = make_memory("ours")
         client = MemoryClient(root, generate=memories.capability.generate)
         async with client.runtime.write_lock():
-            await client.runtime.consolidate_layout()
+            await client.runtime.consolidate_layout()  # rendered, and the search index built
         before = _bytes(root / "memories")
-        config = memories.capability.generate.model_copy(
-            update={"max_raw_memories_for_consolidation": keep}
+        config = dataclasses.replace(
+            memories.capability.generate, max_raw_memories_for_consolidation=keep
         )
         rt = MemoryClient(root, generate=config).runtime
         async with rt.write_lock():
@@ -469,13 +471,30 @@ async def run(sizes: dict[str, Any], progress: Progress) -> tuple[list[Row], dic
     rows: list[Row] = []
     extra: dict[str, Any] = {}
     stored = sizes["stored"]
-    closes = await close_stored(stored, progress)
+    small, large = sizes["ops"]
+    samples = sizes["samples"]
+    with temp_root("scale-small") as small_root, temp_root("scale-large") as large_root:
+        built_small = await prepared_store(small_root, conversations=small // 2, entries=small)
+        built_large = await prepared_store(large_root, conversations=large // 2, entries=large)
+        progress(
+            f"scale: stores built ({small:,} entries in {built_small:.0f}s, {large:,} in "
+            f"{built_large:.0f}s, rendered files and search index included)"
+        )
+        closes = await close_stored(stored, large_root, progress)
+        ops_small = await operations(small_root, small // 2, samples)
+        progress(f"scale: operations at {small:,} entries: {ops_small}")
+        ops_large = await operations(large_root, large // 2, samples)
+        progress(f"scale: operations at {large:,} entries: {ops_large}")
+    read_b = await read_builtin(large, samples)
     o, b = closes["ours"], closes["builtin"]
     extra["close_stored"] = closes
     rows.append(
         Row(
             name="scale.close_10k.wall",
-            metric=f"close with {stored:,} conversations stored and {NEW_RUNS} new: wall time",
+            metric=(
+                f"close with {stored:,} conversations stored ({large:,} entries) and {NEW_RUNS} "
+                "new: wall time"
+            ),
             unit="s",
             ours=o["seconds"],
             builtin=b["seconds"],
@@ -495,31 +514,6 @@ async def run(sizes: dict[str, Any], progress: Progress) -> tuple[list[Row], dic
             met=o["growth_mb"] <= 2 * max(b["growth_mb"], 1.0),
         )
     )
-
-    counts = sizes["pending"]
-    pend = await close_pending(counts, progress)
-    lo, hi = min(counts), max(counts)
-    per = {n: pend[n] / n for n in counts}
-    extra["close_pending"] = pend
-    rows.append(
-        Row(
-            name="scale.close_pending.linearity",
-            metric=f"close time per pending rollout at N={hi:,} / at N={lo:,}",
-            unit="x",
-            ours=per[hi] / per[lo],
-            builtin=None,
-            target="ours <= 1.5 (linear in N)",
-            met=per[hi] / per[lo] <= 1.5,
-            note=", ".join(f"N={n:,}: {pend[n]:.2f} s" for n in counts),
-        )
-    )
-
-    small, large = sizes["ops"]
-    samples = sizes["samples"]
-    ops_small = await operations(small // 2, small, samples)
-    progress(f"scale: operations at {small:,} entries: {ops_small}")
-    ops_large = await operations(large // 2, large, samples)
-    progress(f"scale: operations at {large:,} entries: {ops_large}")
     extra["operations"] = {"small": ops_small, "large": ops_large}
     labels = {
         "record": "record a run",
@@ -546,18 +540,34 @@ async def run(sizes: dict[str, Any], progress: Progress) -> tuple[list[Row], dic
                 note=f"{ops_small[op]:.2f} ms -> {ops_large[op]:.2f} ms",
             )
         )
-
-    read = await read_vs_builtin(large, samples)
-    extra["read_large"] = read
+    extra["read_large"] = {"ours": ops_large["read_first_turn"], "builtin": read_b}
     rows.append(
         Row(
             name="scale.read_first_turn_20k",
             metric=f"first-turn read prompt, {large:,} entries",
             unit="ms",
-            ours=read["ours"],
-            builtin=read["builtin"],
+            ours=ops_large["read_first_turn"],
+            builtin=read_b,
             target="ours <= 0.5x built-in",
-            met=read["ours"] <= 0.5 * read["builtin"],
+            met=ops_large["read_first_turn"] <= 0.5 * read_b,
+        )
+    )
+
+    counts = sizes["pending"]
+    pend = await close_pending(counts, progress)
+    lo, hi = min(counts), max(counts)
+    per = {n: pend[n] / n for n in counts}
+    extra["close_pending"] = pend
+    rows.append(
+        Row(
+            name="scale.close_pending.linearity",
+            metric=f"close time per pending rollout at N={hi:,} / at N={lo:,}",
+            unit="x",
+            ours=per[hi] / per[lo],
+            builtin=None,
+            target="ours <= 1.5 (linear in N)",
+            met=per[hi] / per[lo] <= 1.5,
+            note=", ".join(f"N={n:,}: {pend[n]:.2f} s" for n in counts),
         )
     )
 

@@ -306,3 +306,70 @@ async def test_phase_two_reads_layout_memory_once(tmp_path: Path) -> None:
     async with rt.write_lock():
         await rt.consolidate_layout()
     assert ws.calls[f"{STORE}/layout.json"] == 1
+
+
+async def test_the_first_turn_reads_the_prompt_index_not_the_whole_store(
+    client: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    from sandbox_memory import Memory, MemoryClient, Remember, for_person
+    from sandbox_memory.store import Store
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    memory_client = MemoryClient(root, generate=MemoryGenerateConfig(engine="offline"))
+    view = await memory_client.apply(
+        Remember(key="ci", content="CI runs on Python 3.12.", kind="fact"), expected=0
+    )
+    await memory_client.apply(
+        Remember(key="tabs", content="Ana prefers tabs.", kind="preference", person="ana"),
+        expected=view.version,
+    )
+
+    def whole_store(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the first turn read the whole store")
+
+    monkeypatch.setattr(Store, "load_layout", whole_store)
+    monkeypatch.setattr(Store, "load_registry", whole_store)
+    memory = Memory(generate=None)
+    sandbox = await client.create(manifest=Manifest(root=str(root)))
+    async with sandbox:
+        memory.bind(sandbox)
+        text = await memory.instructions(sandbox.state.manifest) or ""
+        assert "CI runs on Python 3.12." in text and "tabs" not in text
+        with for_person("ana"):
+            ana = memory.clone()
+            ana.bind(sandbox)
+            assert "Ana prefers tabs." in (await ana.instructions(sandbox.state.manifest) or "")
+
+
+async def test_the_conversation_view_lists_processed_items_a_chunk_at_a_time(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    from sandbox_memory import MemoryClient, commands
+    from sandbox_memory.rollouts import parse_segments
+
+    rt = runtime(LocalWorkspace(tmp_path))
+    tricky = run('The tool printed {"memory_item_id":"not-an-id"} and more.')
+    for k in range(5):
+        await rt.record(tricky if k == 2 else run(f"Step {k}."), rollout_id="conv")
+    await rt.close()
+    data = (tmp_path / "sessions/conv.jsonl").read_bytes()
+    expected = [
+        item["memory_item_id"]
+        for seg in parse_segments(data, start_offset=0).segments
+        for key in ("input", "generated_items")
+        for item in seg[key]
+    ]
+    reads: list[int] = []
+    real = LocalWorkspace.read_range
+
+    async def read_range(self: Any, path: str, offset: int, length: int) -> bytes | None:
+        reads.append(length)
+        return await real(self, path, offset, length)
+
+    monkeypatch.setattr(commands, "VIEW_CHUNK_BYTES", 200)
+    monkeypatch.setattr(LocalWorkspace, "read_range", read_range)
+    view = await MemoryClient(tmp_path).view("conv")
+    assert view.processed == expected  # type: ignore[union-attr]
+    assert "not-an-id" not in view.processed  # type: ignore[union-attr]
+    assert len(reads) > 1 and max(reads) <= 200

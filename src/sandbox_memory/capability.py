@@ -192,13 +192,15 @@ class Memory(_SDKMemory):
             conversation_entries = list(conversation.entries.values())
         summary = ""
         if use:
-            layout = await store.load_layout()
-            registry = await store.load_registry()
+            budget = self.read.max_summary_chars
+            shown = await store.prompt_entries(person=person, budget=budget)
+            if shown is None:  # not rendered yet by this version: the whole store
+                shown = displayed_entries(await store.load_layout(), await store.load_registry())
             summary = render_summary_text(
-                layout_entries=displayed_entries(layout, registry),
+                layout_entries=shown,
                 conversation_entries=conversation_entries,
                 person=person,
-                budget=self.read.max_summary_chars,
+                budget=budget,
             )
         if not summary and not person:
             return None  # with a person, the privacy rules are given every turn regardless

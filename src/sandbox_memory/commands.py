@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -21,7 +22,7 @@ from .engines.base import ITEM_ID_FIELD, EntryKind
 from .errors import MemoryConfigError, MemoryConflict, MemoryStoreUnavailable
 from .manager import LayoutRuntime
 from .phase_two import retract, secret_problem
-from .rollouts import append_segment, build_segment, parse_segments, rollout_path, safe_rollout_id
+from .rollouts import append_segment, build_segment, rollout_path, safe_rollout_id
 from .store import (
     MAX_CONTENT_CHARS,
     Cause,
@@ -140,6 +141,39 @@ def _edit(
         )
         return
     retract(entries[command.key], [source], stamp)
+
+
+VIEW_CHUNK_BYTES = 4 << 20
+"""Bytes of a rollout read at a time to list its processed items: a 100 MB rollout is never
+held (or parsed) whole to show a conversation."""
+
+_ITEM_ID_RE = re.compile(rb'"' + ITEM_ID_FIELD.encode() + rb'":"((?:[^"\\]|\\.)*)"')
+"""An item id as the recorder writes it. Inside a JSON string every quote is escaped, so the
+pattern only matches the field itself."""
+
+
+async def processed_item_ids(ws: Workspace, path: str, end: int) -> list[str]:
+    """The recorded item ids in the first ``end`` bytes of a rollout, in order.
+
+    Found in the bytes, a chunk at a time, without parsing the segments (the view lists the ids;
+    it needs nothing else of a run).
+    """
+
+    found: list[str] = []
+    pos = 0
+    carry = b""
+    while pos < end:
+        data = await ws.read_range(path, pos, min(VIEW_CHUNK_BYTES, end - pos))
+        if not data:
+            break
+        pos += len(data)
+        block = carry + data
+        # An id may straddle the cut: keep the tail from the last complete line for next time.
+        cut = block.rfind(b"\n") + 1 if pos < end else len(block)
+        for match in _ITEM_ID_RE.finditer(block, 0, cut):
+            found.append(json.loads(b'"' + match.group(1) + b'"'))
+        carry = block[cut:]
+    return found
 
 
 class MemoryClient:
@@ -311,16 +345,9 @@ class MemoryClient:
         memory = await self.store.load_conversation(rid)
         prog = await self.store.get_progress(rid)
         offset = prog.offset if prog is not None else 0
-        processed: list[str] = []
-        if offset:
-            data = await self.runtime.ws.read_bytes(
-                rollout_path(self.runtime.layout.sessions_dir, rid)
-            )
-            for seg in parse_segments((data or b"")[:offset], start_offset=0).segments:
-                for key in ("input", "generated_items"):
-                    for item in seg.get(key) or []:
-                        if isinstance(item, dict) and ITEM_ID_FIELD in item:
-                            processed.append(str(item[ITEM_ID_FIELD]))
+        processed = await processed_item_ids(
+            self.runtime.ws, rollout_path(self.runtime.layout.sessions_dir, rid), offset
+        )
         return ConversationView(
             rollout_id=rid,
             version=memory.version,

@@ -36,6 +36,8 @@ from .phase_two import (
 )
 from .render import (
     RolloutRef,
+    entry_line,
+    newest_first,
     parse_registry,
     render_memory_md,
     render_skill,
@@ -77,6 +79,27 @@ _ENGINE_ANNOUNCED: set[str] = set()
 LIVE_EDIT_TAIL_BYTES = 1 << 20
 """Bytes read from the end of a rollout to find the run item that edited MEMORY.md: the edit
 is in the newest segments, and a 100 MB rollout must not be read whole for it."""
+
+
+def prompt_index(entries: list[Entry], *, budget: int) -> str:
+    """The read prompt's candidates: active entries newest first, shared ones and each person's
+    private ones, each list cut once its rendered lines pass ``budget`` characters."""
+
+    shared: list[Entry] = []
+    private: dict[str, list[Entry]] = {}
+    used: dict[str | None, int] = {}
+    for entry in newest_first(e for e in entries if e.status == "active"):
+        who = entry.person
+        if used.get(who, 0) > budget:
+            continue
+        used[who] = used.get(who, 0) + len(entry_line(entry, with_sources=False)) + 1
+        (shared if who is None else private.setdefault(who, [])).append(entry)
+    doc = {
+        "budget": budget,
+        "shared": [e.model_dump(mode="json") for e in shared],
+        "private": {p: [e.model_dump(mode="json") for e in group] for p, group in private.items()},
+    }
+    return json.dumps(doc, separators=(",", ":"))
 
 
 def resolve_engine(generate: MemoryGenerateConfig) -> ExtractionEngine:
@@ -641,6 +664,9 @@ class LayoutRuntime:
             text = await self.ws.read_text(f"{mdir}/skills/{stale}/SKILL.md")
             if text is not None and "\nLearned from: " in text:
                 await self.ws.remove(f"{mdir}/skills/{stale}/SKILL.md")
+        # What the first turn of a run needs from layout memory, newest first and cut at twice
+        # the budget: a run starts by reading this, not every entry (see ``prompt_entries``).
+        await put("store/prompt.json", prompt_index(everything, budget=2 * budget))
         stamp_doc = {"memory_md_sha256": memory_digest, "files": new}
         if stamp != stamp_doc:
             await self.store.write_state(stamp_path, json.dumps(stamp_doc).encode())

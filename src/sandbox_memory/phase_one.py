@@ -209,7 +209,7 @@ async def _extract(rt: LayoutRuntime, rollout_id: str, *, budget: Budget | None)
                 await rt.update_progress(rollout_id, skip)
         return False
 
-    layout = await store.load_layout()
+    layout = await store.layout_for_reading()
     registry = await store.load_registry()
     known = [
         KnownEntry(key=e.key, kind=e.kind, content=e.content)
@@ -431,7 +431,7 @@ async def _apply(
     prog = await store.get_progress(rollout_id) or RolloutProgress()
     # Apply to the latest memory: edits made while the engine worked are kept.
     conversation = await store.load_conversation(rollout_id)
-    layout = await store.load_layout()
+    layout = await store.layout_for_reading()  # read only: a shared entry is copied
     index = ItemIndex.from_segments(segments, external_tools=rt.generate.external_tools)
     existing = memory_keys(layout, conversation)
     # What the run's person said about themselves stays theirs (see privacy.py).

@@ -305,6 +305,7 @@ class Store(MemoryStore):
         self.sessions_dir = sessions_dir
         self.dir = f"{memories_dir}/store"
         self._legacy_checked = False
+        self._layout_cache: tuple[bytes, LayoutMemory] | None = None
 
     @property
     def lock_path(self) -> str:
@@ -379,6 +380,25 @@ class Store(MemoryStore):
 
     async def save_layout(self, memory: LayoutMemory) -> None:
         await self._save(f"{self.dir}/layout.json", memory)
+
+    async def layout_for_reading(self) -> LayoutMemory:
+        """Layout memory to read, never to change: parsed again only when ``layout.json``'s
+        bytes changed since the last call (extracting 30 rollouts reads it 30 times; with
+        20,000 entries each parse costs about a tenth of a second)."""
+
+        raw = await self.read_state(f"{self.dir}/layout.json")
+        cached = self._layout_cache
+        if raw is not None and cached is not None and cached[0] == raw:
+            return cached[1]
+        if raw is None:
+            return LayoutMemory()
+        try:
+            value = LayoutMemory.model_validate_json(raw)
+        except ValidationError as exc:
+            await self._set_aside(f"{self.dir}/layout.json", raw, _why(exc))
+            return LayoutMemory()
+        self._layout_cache = (raw, value)
+        return value
 
     async def load_registry(self) -> Registry:
         value: Registry = await self._load(f"{self.dir}/registry.json", Registry, Registry())
@@ -611,6 +631,28 @@ class Store(MemoryStore):
             )
             return {}
         return {str(k): str(v) for k, v in data.items()}
+
+    # --------------------------------------------------------- read prompt
+
+    async def prompt_entries(self, *, person: str | None, budget: int) -> list[Entry] | None:
+        """Layout entries the read prompt may show ``person``, from ``store/prompt.json``
+        (written by phase 2, newest first, cut at twice the budget it rendered with): a run's
+        first turn reads a few kilobytes, not every entry. ``None`` when that file is missing,
+        unreadable or cut below ``budget`` (then the caller reads the whole store)."""
+
+        raw = await self.read_state(f"{self.dir}/prompt.json")
+        if raw is None:
+            return None
+        try:
+            doc = json.loads(raw)
+            if int(doc["budget"]) < budget:
+                return None
+            found = list(doc["shared"])
+            if person is not None:
+                found += doc["private"].get(person, [])
+            return [Entry.model_validate(e) for e in found]
+        except (ValueError, KeyError, TypeError, AttributeError, ValidationError):
+            return None
 
     # ------------------------------------------------------------------ log
 
