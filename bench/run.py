@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+import json
 import sys
 import time
 from pathlib import Path
@@ -109,6 +111,32 @@ async def run_scenarios(mode: str, only: list[str]) -> tuple[list[Row], dict[str
     return rows, extras
 
 
+def _write_report(
+    rows: list[Row],
+    info: dict[str, Any],
+    mode: str,
+    seconds: float,
+    extras: dict[str, Any],
+    args: argparse.Namespace,
+) -> None:
+    out = Path(args.out)
+    image = out.with_suffix(".png")
+    skipped = plot(extras, image)
+    if skipped:
+        log(skipped)
+    text = markdown(
+        rows,
+        info,
+        mode=mode,
+        seconds=seconds,
+        plot=None if skipped else image.name,
+        extras=extras,
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    log(f"wrote {out}" + ("" if skipped else f" and {image}"))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (< 2 min on 2 cores)")
@@ -128,7 +156,21 @@ def main(argv: list[str] | None = None) -> int:
         default=str(REPO / "docs" / "benchmarks.md"),
         help="where the full run writes its report (default: docs/benchmarks.md)",
     )
+    parser.add_argument(
+        "--save", default=None, help="also save the raw results (JSON) to this file"
+    )
+    parser.add_argument(
+        "--report-from",
+        default=None,
+        help="write the report from results saved with --save, without running anything",
+    )
     args = parser.parse_args(argv)
+    if args.report_from:
+        saved = json.loads(Path(args.report_from).read_text())
+        rows = [Row(**r) for r in saved["rows"]]
+        _write_report(rows, saved["info"], saved["mode"], saved["seconds"], saved["extras"], args)
+        print(text_table(rows))
+        return 0
     only = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = [s for s in only if s not in SCENARIOS]
     if unknown:
@@ -141,23 +183,21 @@ def main(argv: list[str] | None = None) -> int:
     log(f"all scenarios done in {seconds:.0f}s")
     info["load average at end"] = machine_info()["load average at start"]
 
-    if mode == "full" and not args.no_write:
-        out = Path(args.out)
-        image = out.with_suffix(".png")
-        skipped = plot(extras, image)
-        if skipped:
-            log(skipped)
-        text = markdown(
-            rows,
-            info,
-            mode=mode,
-            seconds=seconds,
-            plot=None if skipped else image.name,
-            extras=extras,
+    if args.save:
+        Path(args.save).write_text(
+            json.dumps(
+                {
+                    "rows": [dataclasses.asdict(r) for r in rows],
+                    "info": info,
+                    "mode": mode,
+                    "seconds": seconds,
+                    "extras": extras,
+                },
+                default=str,
+            )
         )
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text)
-        log(f"wrote {out}" + ("" if skipped else f" and {image}"))
+    if mode == "full" and not args.no_write:
+        _write_report(rows, info, mode, seconds, extras, args)
 
     if args.json:
         print(dump(as_json(rows)))

@@ -560,7 +560,7 @@ async def run(sizes: dict[str, Any], progress: Progress) -> tuple[list[Row], dic
     extra["close_pending"] = pend
     rows.append(
         Row(
-            name="scale.close_pending.linearity",
+            name=f"scale.close_pending.n{hi}_vs_n{lo}",
             metric=f"close time per pending rollout at N={hi:,} / at N={lo:,}",
             unit="x",
             ours=per[hi] / per[lo],

@@ -412,13 +412,20 @@ async def test_files_are_not_reread_on_every_turn_when_nothing_changed(
     )
     loads = 0
     original = Store.load_layout
+    original_index = Store.prompt_entries
 
     async def counting(self: Store) -> Any:
         nonlocal loads
         loads += 1
         return await original(self)
 
+    async def counting_index(self: Store, **kwargs: Any) -> Any:
+        nonlocal loads
+        loads += 1
+        return await original_index(self, **kwargs)
+
     monkeypatch.setattr(Store, "load_layout", counting)
+    monkeypatch.setattr(Store, "prompt_entries", counting_index)
     model = ScriptedModel(
         [[shell("echo 1", "c1")], [shell("echo 2", "c2")], [assistant_message("ok")]]
     )
