@@ -234,7 +234,8 @@ def test_read_commands_do_not_import_the_agents_sdk(tmp_path: Path) -> None:
     script = (
         "import sys\n"
         "from sandbox_memory.cli import main\n"
-        "for args in (['show'], ['show', '-c', 'trip'], ['log'], ['conversations']):\n"
+        "for args in (['show'], ['show', '-c', 'trip'], ['log'], ['conversations'],\n"
+        "             ['search', 'trip']):\n"
         "    try:\n"
         f"        main(['--root', {str(tmp_path)!r}, *args])\n"
         "    except SystemExit as exc:\n"

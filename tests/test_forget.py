@@ -93,10 +93,17 @@ async def test_forgetting_a_conversation_fact_removes_it_from_every_file_and_the
     assert f"**{key}**" in shown(workspace_root)
 
     mc = MemoryClient(workspace_root)
+
+    async def found() -> bool:
+        hits = await mc.search(content[:80], limit=50)
+        return any(h.kind == "entry" and h.key == key for h in hits)
+
+    assert await found()
     view = await mc.view("fix")
     await mc.apply(Forget(key=key), expected=view.version, conversation="fix")
 
     assert key not in shown(workspace_root) and content not in shown(workspace_root)
+    assert not await found()  # the search index forgets it too
     other = await next_run(client, sandbox, "other")
     same = await next_run(client, sandbox, "fix")
     assert key not in instructions(other) and key not in instructions(same)
