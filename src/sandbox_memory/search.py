@@ -48,6 +48,7 @@ import re
 import shutil
 import sqlite3
 import tempfile
+import weakref
 import zlib
 from collections.abc import Iterable
 from datetime import datetime
@@ -81,6 +82,10 @@ TOKENIZER = "porter unicode61 remove_diacritics 2"
 DEFAULT_LIMIT = 10
 """Hits returned when no limit is given: what fits in a tool result without flooding it."""
 
+CANDIDATES_PER_HIT = 3
+"""Ranked documents read per hit returned, so that a hit dropped as a duplicate of another
+(an entry and its source item) is replaced by the next best."""
+
 MAX_LIMIT = 100
 """Largest ``limit`` accepted: a search is for the best few, not an export."""
 
@@ -89,6 +94,9 @@ MAX_ITEM_CHARS = 3_000
 longer): a message is indexed whole, a tool output dumping a large file is found by its start
 and its end (where errors and summaries are), and the index stays a small fraction of the
 rollout."""
+
+YIELD_EVERY_SEGMENTS = 20
+"""Segments indexed between two yields to the event loop (a few milliseconds of work)."""
 
 TEXT_COMPRESSION = 6
 """zlib level of the stored text: recorded items repeat themselves (logs, test output), and
@@ -331,6 +339,7 @@ class SearchIndex:
         self.rel_path = f"{memories_dir}/store/{INDEX_FILE}"
         self._db: sqlite3.Connection | None = None
         self._tmpdir: str | None = None
+        self._cleanup: weakref.finalize[Any, Any] | None = None
         self._lock = asyncio.Lock()
         self._dirty: set[str] = set()
         self._unsaved = False
@@ -353,6 +362,8 @@ class SearchIndex:
             path.parent.mkdir(parents=True, exist_ok=True)
         else:
             self._tmpdir = tempfile.mkdtemp(prefix="sandbox-memory-search-")
+            # The copy goes with this object even if close() is never called.
+            self._cleanup = weakref.finalize(self, shutil.rmtree, self._tmpdir, True)
             path = Path(self._tmpdir) / INDEX_FILE
             data = await self.ws.read_bytes(self.rel_path)
             if data is not None:
@@ -407,8 +418,9 @@ class SearchIndex:
         if self._db is not None:
             self._db.close()
             self._db = None
-        if self._tmpdir is not None:
-            shutil.rmtree(self._tmpdir, ignore_errors=True)
+        if self._cleanup is not None:
+            self._cleanup()
+            self._cleanup = None
             self._tmpdir = None
 
     def mark(self, rollout_id: str) -> None:
@@ -635,6 +647,8 @@ class SearchIndex:
         uses: list[tuple[str, str, int]] = []
         calls_reading: set[str] = set()
         for position, seg in enumerate(parsed.segments):
+            if position and position % YIELD_EVERY_SEGMENTS == 0:
+                await asyncio.sleep(0)  # a big catch-up must not stall runs sharing the loop
             person = seg.get("person") if isinstance(seg.get("person"), str) else None
             if person not in persons:
                 persons.append(person)
@@ -765,12 +779,12 @@ class SearchIndex:
             sql += " AND d.conversation = ?"
             args.append(conversation)
         sql += " ORDER BY bm25(fts), d.updated_at DESC LIMIT ?"
-        args.append(limit)
-        hits: list[SearchHit] = []
+        args.append(limit * CANDIDATES_PER_HIT)
+        ranked: list[SearchHit] = []
         for kind, text, score, updated, conv, sources, key, detail, path, uses in db.execute(
             sql, args
         ):
-            hits.append(
+            ranked.append(
                 SearchHit(
                     kind=kind,
                     text=_window(_unpack(text), query),
@@ -784,7 +798,7 @@ class SearchIndex:
                     uses=int(uses),
                 )
             )
-        return hits
+        return distinct(ranked, limit)
 
     async def usage(self) -> dict[str, tuple[int, int]]:
         """Per conversation: ``(uses, last use in ms)`` by later runs, from the synced index.
@@ -816,6 +830,43 @@ class SearchIndex:
         if kind is None:
             return int(db.execute("SELECT COUNT(*) FROM docs").fetchone()[0])
         return int(db.execute("SELECT COUNT(*) FROM docs WHERE kind = ?", (kind,)).fetchone()[0])
+
+
+def distinct(ranked: list[SearchHit], limit: int) -> list[SearchHit]:
+    """The best ``limit`` hits with one hit per recorded item.
+
+    An entry and the item it was learned from say the same thing; both in one result list
+    would spend two of its places on one statement. The entry is kept (it carries what the
+    item lacks: a resolved date, who said it, the key), in the better of the two places.
+    """
+
+    kept: list[SearchHit | None] = []
+    covering: dict[tuple[str, str], int] = {}
+    for hit in ranked:
+        refs = [(s.conversation, s.item) for s in hit.sources]
+        if hit.kind == "item":
+            if refs[0] in covering:
+                continue
+            covering[refs[0]] = len(kept)
+            kept.append(hit)
+        elif hit.kind == "entry" and refs and all(r in covering for r in refs):
+            places = sorted({covering[r] for r in refs})
+            holders = [p for p in places if (held := kept[p]) is not None and held.kind == "item"]
+            if not holders:
+                continue  # an entry already shown covers the same items
+            kept[holders[0]] = hit
+            for p in holders[1:]:
+                kept[p] = None
+            for r in refs:
+                covering[r] = holders[0]
+        else:
+            if hit.kind == "entry":
+                for r in refs:
+                    covering.setdefault(r, len(kept))
+            kept.append(hit)
+        if sum(h is not None for h in kept) >= limit:
+            break
+    return [h for h in kept if h is not None][:limit]
 
 
 def format_hits(hits: Iterable[SearchHit]) -> str:
