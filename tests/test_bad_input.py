@@ -172,7 +172,7 @@ async def test_a_100_mb_rollout_is_learned_in_seconds_and_memory_stays_small(
     ]
     assert sum(p.stat().st_size for p in memory_files) < 100_000  # a digest, not a copy
     # The search index holds every item, each clipped to its head and tail: a small fraction.
-    assert index.stat().st_size < size // 10
+    assert index.stat().st_size < size // 20
     figure("bad_input.rollout_100mb_search_index_bytes", index.stat().st_size)
     assert len((workspace_root / "memories/memory_summary.md").read_text()) <= 8_500
     assert any("pytest" in e["content"] for e in entries(workspace_root).values())

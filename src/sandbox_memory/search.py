@@ -118,6 +118,14 @@ USAGE_PATHS_RE = re.compile(
 ENTRY_SHOWN_RE = re.compile(r"\*\*(?P<key>[a-z0-9][a-z0-9._-]{0,63})\*\* \(")
 """An entry line of ``MEMORY.md`` (``- **key** (kind): ...``) in a tool result."""
 
+QUERY_STOPWORDS = frozenset(
+    """a an and are as at be been but by can could did do does for from had has have how i if
+    in into is it its me my of on or our she he her his they them their this that these those
+    to was we were what when where which who whom why will with would you your""".split()
+)
+"""English function words dropped from a query (unless nothing else is left): they match most
+documents and only add noise to a ranking by any of the query's words."""
+
 _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _CJK_CHAR_RE = re.compile(f"([{_CJK}])")
 _QUERY_TOKEN_RE = re.compile(f"[{_CJK}]+|[^\\W_]+")
@@ -201,7 +209,9 @@ def fts_query(query: str) -> str:
     """The FTS5 expression for a free-text query: any of its words (BM25 ranks them)."""
 
     terms: list[str] = []
-    for token in _QUERY_TOKEN_RE.findall(query):
+    tokens = _QUERY_TOKEN_RE.findall(query)
+    content = [t for t in tokens if t.lower() not in QUERY_STOPWORDS]
+    for token in content or tokens:
         if _CJK_RUN_RE.match(token):
             if len(token) == 1:
                 terms.append(f'"{token}"')
