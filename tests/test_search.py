@@ -258,6 +258,24 @@ async def test_an_unreadable_index_is_set_aside_and_rebuilt(
     assert "unreadable" in caplog.text
 
 
+async def test_an_index_damaged_inside_is_set_aside_and_rebuilt(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    c = client_for(tmp_path)
+    for n in range(40):
+        await record(c, f"c{n}", f"Ticket {n}: the invoice export fails on row {n}.", "Ok.")
+    assert await c.search("invoice export")
+    c.runtime.search_index.close()
+    index = tmp_path / "memories" / "store" / INDEX_FILE
+    data = bytearray(index.read_bytes())
+    half = len(data) // 2 // 4096 * 4096
+    data[half:] = b"\xff" * (len(data) - half)  # the schema stays readable, the data does not
+    index.write_bytes(bytes(data))
+    assert (await client_for(tmp_path).search("invoice export row 7"))[0].conversation == "c7"
+    assert (tmp_path / "memories" / "store" / f"{INDEX_FILE}.broken").exists()
+    assert "unreadable" in caplog.text
+
+
 # ------------------------------------------------------------------------- CLI
 
 

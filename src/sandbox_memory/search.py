@@ -98,6 +98,11 @@ rollout."""
 YIELD_EVERY_SEGMENTS = 20
 """Segments indexed between two yields to the event loop (a few milliseconds of work)."""
 
+SYNCHRONOUS = "OFF"
+"""SQLite's ``synchronous`` setting for the index: the index is rebuilt from the workspace, so
+a commit need not wait for the disk (on a busy machine a flush costs tens of milliseconds, and
+a close commits at least twice)."""
+
 TEXT_COMPRESSION = 6
 """zlib level of the stored text: recorded items repeat themselves (logs, test output), and
 compressed text makes the index a fraction of the rollouts instead of more than them."""
@@ -352,6 +357,7 @@ class SearchIndex:
         self._cleanup: weakref.finalize[Any, Any] | None = None
         self._lock = asyncio.Lock()
         self._dirty: set[str] = set()
+        self._fetch = True
         self._unsaved = False
         self.rows_indexed = 0
         """Documents written since this object was made (a cost figure for tests and bench)."""
@@ -375,7 +381,7 @@ class SearchIndex:
             # The copy goes with this object even if close() is never called.
             self._cleanup = weakref.finalize(self, shutil.rmtree, self._tmpdir, True)
             path = Path(self._tmpdir) / INDEX_FILE
-            data = await self.ws.read_bytes(self.rel_path)
+            data = await self.ws.read_bytes(self.rel_path) if self._fetch else None
             if data is not None:
                 path.write_bytes(data)
         self._db = self._connect(path)
@@ -384,6 +390,10 @@ class SearchIndex:
     def _connect(self, path: Path) -> sqlite3.Connection:
         for attempt in (1, 2):
             db = sqlite3.connect(path, timeout=10.0, isolation_level=None)
+            # Derived data: no flush to disk per commit. A process that dies mid-write leaves
+            # the rollback journal, which the next open replays; an OS crash at worst leaves an
+            # unreadable index, which is set aside and rebuilt.
+            db.execute(f"PRAGMA synchronous={SYNCHRONOUS}")
             try:
                 row = None
                 try:
@@ -395,10 +405,11 @@ class SearchIndex:
                     path.unlink()
                     logger.info("search index %s is of another version; rebuilding", path)
                     continue
-                db.executescript(_SCHEMA)
-                db.execute(
-                    "INSERT OR IGNORE INTO meta(k, v) VALUES ('schema', ?)", (SCHEMA_VERSION,)
-                )
+                if row is None:
+                    db.executescript(
+                        f"BEGIN; {_SCHEMA} INSERT OR IGNORE INTO meta(k, v) "
+                        f"VALUES ('schema', '{SCHEMA_VERSION}'); COMMIT;"
+                    )
                 return db
             except sqlite3.DatabaseError as exc:
                 db.close()
@@ -442,8 +453,39 @@ class SearchIndex:
     # --------------------------------------------------------------------- sync
 
     async def sync(self) -> int:
-        """Bring the index up to date with the workspace; return the documents written."""
+        """Bring the index up to date with the workspace; return the documents written.
 
+        An index found damaged on the way (not merely busy) is set aside and built again.
+        """
+
+        try:
+            return await self._sync_once()
+        except sqlite3.DatabaseError as exc:
+            if type(exc) is not sqlite3.DatabaseError:
+                raise  # locked, constraint: not damage
+            self._set_aside(exc)
+            return await self._sync_once()
+
+    def _set_aside(self, exc: BaseException) -> None:
+        path = self._db_path()
+        self.close()
+        self._fetch = False  # a remote copy may be as damaged: start from the workspace
+        if path is not None and path.exists():
+            aside = path.with_name(f"{path.name}.broken")
+            path.replace(aside)
+            logger.warning(
+                "search index %s is unreadable (%s); kept as %s and rebuilt from the workspace",
+                self.rel_path,
+                exc,
+                aside.name,
+            )
+
+    def _db_path(self) -> Path | None:
+        if isinstance(self.ws, LocalWorkspace):
+            return self.ws.root / self.rel_path
+        return None if self._tmpdir is None else Path(self._tmpdir) / INDEX_FILE
+
+    async def _sync_once(self) -> int:
         async with self._lock:
             db = await self._open()
             before = self.rows_indexed
