@@ -246,3 +246,37 @@ def test_read_commands_do_not_import_the_agents_sdk(tmp_path: Path) -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, check=True
     )
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+async def test_settings_of_a_workspace_made_with_memory_read_none_show_use_off(
+    client, manifest, workspace_root: Path
+) -> None:
+    import asyncio
+
+    from agents import Runner
+    from agents.run import RunConfig
+    from agents.sandbox import SandboxAgent, SandboxRunConfig
+    from agents.sandbox.capabilities import Filesystem, Shell
+    from agents.testing import ScriptedModel, assistant_message
+
+    from sandbox_memory import Memory, MemoryGenerateConfig
+
+    sandbox = await client.create(manifest=manifest)
+    async with sandbox:
+        await Runner.run(
+            SandboxAgent(
+                name="writer",
+                instructions="Work.",
+                model=ScriptedModel([[assistant_message("ok")]]),
+                capabilities=[
+                    Memory(read=None, generate=MemoryGenerateConfig(engine="offline")),
+                    Filesystem(),
+                    Shell(),
+                ],
+            ),
+            "I prefer short answers.",
+            run_config=RunConfig(sandbox=SandboxRunConfig(session=sandbox), group_id="quiet"),
+        )
+    code, out, err = await asyncio.to_thread(run, workspace_root, "show", "-c", "quiet")
+    assert code == 0, err
+    assert "settings: use=off, generate=on   overrides: none" in out
