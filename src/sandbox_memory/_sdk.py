@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import SandboxMemoryError
 from .phase_one import CANCEL_GRACE_SECONDS
+from .rollouts import display_id
 from .workspace import LocalWorkspace, SessionWorkspace, Workspace
 
 if TYPE_CHECKING:
@@ -210,7 +211,7 @@ class SessionMemoryManager:
             logger.error(
                 "could not serialise the run of conversation %s for memory (%s); recording "
                 "its input and final output only",
-                rollout_id,
+                display_id(rollout_id),
                 exc,
             )
             payload = {
@@ -232,7 +233,7 @@ class SessionMemoryManager:
                     logger.error(
                         "memory could not record a run of conversation %s: %s. The run is "
                         "not in %s; nothing else was changed",
-                        rollout_id,
+                        display_id(rollout_id),
                         exc,
                         self.memory.layout.sessions_dir,
                     )

@@ -157,6 +157,7 @@ class LayoutRuntime:
         self.generate = generate or MemoryGenerateConfig()
         self.read = read
         self.store = Store(workspace, layout.memories_dir, layout.sessions_dir)
+        self.store.redactor_source = lambda: self.redactor
         self._redactor: Redactor | None = None
         self._engine = engine
         self._engine_given = engine is not None
@@ -757,7 +758,10 @@ class LayoutRuntime:
             # Edited into something without a single entry line: nonsense, not an edit.
             aside = f"{self.store.dir}/MEMORY.md.broken-{now_ms()}"
             raw = await self.ws.read_bytes(f"{mdir}/MEMORY.md")
-            await self.ws.write_atomic(aside, raw if raw is not None else current.encode())
+            from .redact import redact_bytes
+
+            kept = redact_bytes(raw if raw is not None else current.encode(), self.redactor)
+            await self.ws.write_atomic(aside, kept)
             logger.warning(
                 "%s/MEMORY.md was edited into text without entry lines; kept as %s and "
                 "rebuilt from the store",

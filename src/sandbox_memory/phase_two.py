@@ -5,7 +5,11 @@ An engine only proposes candidates. :func:`check_candidates` decides which becom
 - every change cites at least one of the items being processed;
 - one change per key per consolidation;
 - a retracted entry stays retracted (only a direct ``Remember`` revives it);
-- a preference needs an explicit statement by the user (a user item among its sources);
+- what an entry may rest on depends on its kind (:data:`SUPPORT`): a preference and a decision
+  on what the user said, a procedure on what the user said or a command the agent ran (not on
+  tool output alone), a fact on any item that is not an external tool result; the content must
+  be supported by the cited items that may support it (:func:`supports`: at least half of its
+  words are theirs), not merely accompanied by one of them;
 - passwords, keys and links that grant access are never stored;
 - an entry resting only on external tool results (MCP, web, hosted or user-marked tools)
   is never stored;
@@ -25,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from .engines.base import Candidate
 from .engines.transcript import (
     is_external_item,
+    item_text,
     segment_id_of,
     segment_items,
     tool_names_by_call_id,
@@ -62,6 +67,65 @@ class ItemInfo:
     role: str | None
     type: str | None
     external: bool
+    text: str = ""
+
+    @property
+    def origin(self) -> str:
+        """Who an item speaks for: ``user``, ``assistant``, ``command`` (a call the agent made),
+        ``tool`` (a tool's output) or ``external`` (MCP, web, hosted or user-marked tools)."""
+        if self.external:
+            return "external"
+        if self.type in (None, "message"):
+            return "user" if self.role == "user" else "assistant"
+        if self.type is not None and self.type.endswith("_call"):
+            return "command"
+        return "tool"
+
+
+SUPPORT: dict[str, frozenset[str]] = {
+    "preference": frozenset({"user"}),
+    "decision": frozenset({"user"}),
+    "procedure": frozenset({"user", "command"}),
+    "fact": frozenset({"user", "assistant", "command", "tool"}),
+}
+"""The origins of the items each kind of entry may rest on. A preference or a decision is the
+user's to make; a procedure is what the user said to do or what the agent ran, never text a
+tool printed (a README, a web page, an injected instruction); external results support
+nothing."""
+
+SUPPORT_SHARE = 0.5
+"""The share of an entry's words that the items allowed to support it must contain."""
+
+_WORD_RE = re.compile(r"[^\W_]+")
+_CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+_FILLER = frozenset(
+    "the a an and or of to in on for with is are was be by at as it this that from user "
+    "prefers preference prefer likes wants decision decided stated use uses used should "
+    "always never run runs agent we our they their its when then than not no".split()
+)
+
+
+def _words(text: str) -> set[str]:
+    """Comparable words: lowercased, cut to 5 letters (``cleaning`` ~ ``clean``), single CJK
+    characters."""
+    out: set[str] = set()
+    for word in _WORD_RE.findall(text.lower()):
+        if _CJK_RE.search(word):
+            out.update(c for c in word if _CJK_RE.match(c))
+        elif word not in _FILLER and (len(word) >= 2 or word.isdigit()):
+            out.add(word[:5])
+    return out
+
+
+def supports(content: str, texts: Iterable[str]) -> bool:
+    """Do ``texts`` say what ``content`` says: at least :data:`SUPPORT_SHARE` of its words?"""
+    wanted = _words(content)
+    if not wanted:
+        return False
+    have: set[str] = set()
+    for text in texts:
+        have |= _words(text)
+    return len(wanted & have) >= SUPPORT_SHARE * len(wanted)
 
 
 @dataclass
@@ -88,6 +152,7 @@ class ItemIndex:
                     role=item.get("role") if isinstance(item.get("role"), str) else None,
                     type=item.get("type") if isinstance(item.get("type"), str) else None,
                     external=external,
+                    text=item_text(item, max_chars=_SUPPORT_TEXT_CHARS),
                 )
         return index
 
@@ -113,6 +178,50 @@ def secret_problem(text: str, redactor: Redactor) -> str | None:
     if ACCESS_LINK_RE.search(text):
         return "it contains a link that grants access"
     return None
+
+
+_SUPPORT_TEXT_CHARS = 8_000
+_ALLOWED_WORDS = {
+    "preference": "an explicit statement by the user",
+    "decision": "an explicit statement by the user",
+    "procedure": "a statement by the user or a command the agent ran",
+    "fact": "an item that is not an external tool result",
+}
+
+
+def _support_problem(kind: str, content: str, cited: list[str], index: ItemIndex) -> str | None:
+    allowed = SUPPORT.get(kind, SUPPORT["fact"])
+    supporting = [index.items[s] for s in cited if index.items[s].origin in allowed]
+    if not supporting and all(index.items[s].external for s in cited) and kind == "fact":
+        return "it rests only on external tool results"
+    if not supporting:
+        return f"a {kind} needs {_ALLOWED_WORDS.get(kind, 'a source')} among its sources"
+    if not supports(content, (info.text for info in supporting)):
+        return (
+            f"its content is not supported by the cited items that may support a {kind} "
+            f"({_ALLOWED_WORDS.get(kind, 'its sources')})"
+        )
+    return None
+
+
+def _key_problem(key: str, redactor: Redactor) -> str | None:
+    """A key is shown and promoted like content: it may not carry (a trace of) a secret."""
+    words = key.replace("-", " ")
+    if "redacted" in words.split():
+        return "its key is made from a redacted secret"
+    variants = (key, words, key.replace("-", "_"))
+    if any(redactor.find(v) for v in variants) or any(
+        len(part) >= _KEY_TOKEN_CHARS
+        and any(c.isdigit() for c in part)
+        and any(c.isalpha() for c in part)
+        for part in key.split("-")
+    ):
+        return "its key holds what looks like a credential"
+    return None
+
+
+_KEY_TOKEN_CHARS = 16
+"""A key part this long mixing letters and digits is a token, not a word."""
 
 
 def check_candidates(
@@ -148,12 +257,12 @@ def check_candidates(
             reason = "empty content"
         elif len(cand.content) > MAX_CONTENT_CHARS:
             reason = f"content longer than {MAX_CONTENT_CHARS} characters"
-        elif cand.kind == "preference" and not any(index.is_user(s) for s in cited):
-            reason = "a preference needs an explicit statement by the user among its sources"
-        elif all(index.items[s].external for s in cited):
-            reason = "it rests only on external tool results"
         else:
-            reason = secret_problem(cand.content, redactor)
+            reason = (
+                secret_problem(cand.content, redactor)
+                or _key_problem(key, redactor)
+                or _support_problem(cand.kind, cand.content, cited, index)
+            )
         if reason is not None:
             rejected.append(Rejection(key=str(cand.key), reason=reason))
             if log:

@@ -8,6 +8,7 @@ Everything is redacted before it is written. Appending costs the size of the seg
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -38,21 +39,44 @@ def safe_rollout_id(raw: object) -> str:
     """Return ``raw`` when it is a file-safe id, else a stable file-safe id derived from it.
 
     ``conv/123 ü`` becomes ``conv-123-<hash>``: the same raw id always maps to the same file, and
-    two raw ids never share one. Empty or absurd ids are refused with a clear error.
+    two raw ids never share one. An id holding a secret (a token used as ``group_id``) is
+    redacted first, so no part of the secret reaches a file name, a memory header, the model
+    input or a log line: ``ci-ghp_...`` becomes ``ci-redacted-github-token-<hash>``. Empty or
+    absurd ids are refused with a clear error.
     """
 
     if not isinstance(raw, str):
         raise MemoryConfigError("rollout_id", raw, "must be a string")
+    return _safe_rollout_id(raw)
+
+
+@functools.lru_cache(maxsize=4096)
+def _safe_rollout_id(raw: str) -> str:
     text = raw.strip()
     if not text:
         raise MemoryConfigError("rollout_id", raw, "must not be empty")
     if len(text) > MAX_ROLLOUT_ID_INPUT:
-        raise MemoryConfigError("rollout_id", text[:40] + "...", "is longer than 4096 chars")
-    if ROLLOUT_ID_RE.fullmatch(text) and ".." not in text:
+        shown = display_id(text[:40])
+        raise MemoryConfigError("rollout_id", shown + "...", "is longer than 4096 chars")
+    shown = display_id(text)
+    if shown == text and ROLLOUT_ID_RE.fullmatch(text) and ".." not in text:
         return text
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-._")[:80] or "rollout"
+    readable = _MARKER_RE.sub(lambda m: f"-redacted-{m.group(1)}-", shown)
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", readable).strip("-._")[:80] or "rollout"
+    slug = re.sub(r"-{2,}", "-", slug)
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
     return f"{slug}-{digest}"
+
+
+_MARKER_RE = re.compile(r"\[REDACTED:([a-z0-9-]{1,64})\]")
+
+
+def display_id(raw: object) -> str:
+    """A conversation id as it may be shown in a log line or an error: secrets redacted."""
+
+    from .redact import default_redactor  # imported on first use, like the runtime's
+
+    return default_redactor().redact_text(str(raw))
 
 
 def rollout_path(sessions_dir: str, rollout_id: str) -> str:

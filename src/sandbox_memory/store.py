@@ -27,11 +27,15 @@ import json
 import logging
 import re
 import time
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
 from .engines.base import EntryKind
+
+if TYPE_CHECKING:
+    from .redact import Redactor
 from .errors import MemoryConfigError
 from .rollouts import ROLLOUT_ID_RE
 from .workspace import LeaseLock, Workspace, set_aside_folder
@@ -306,6 +310,8 @@ class Store(MemoryStore):
         self.dir = f"{memories_dir}/store"
         self._legacy_checked = False
         self._layout_cache: tuple[bytes, LayoutMemory] | None = None
+        self.redactor_source: Callable[[], Redactor] | None = None
+        """Set by the runtime: files set aside are redacted like everything else written."""
 
     @property
     def lock_path(self) -> str:
@@ -350,7 +356,10 @@ class Store(MemoryStore):
         broken = f"{path}.broken-{hashlib.sha256(raw).hexdigest()[:12]}"
         if await self.ws.size(broken) is not None:
             return
-        await self.ws.write_atomic(broken, raw)
+        from .redact import redact_bytes  # imported on first use, like the runtime's redactor
+
+        redactor = self.redactor_source() if self.redactor_source is not None else None
+        await self.ws.write_atomic(broken, redact_bytes(raw, redactor))
         logger.error(
             "memory state file %s is not valid (%s); kept as %s and starting it afresh",
             path,

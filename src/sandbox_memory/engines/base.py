@@ -7,6 +7,7 @@ memory rules afterwards (see ``phase_two.py``): an engine only proposes.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -88,3 +89,23 @@ class ExtractionEngine(Protocol):
     name: str
 
     async def extract(self, request: ExtractionRequest) -> Extraction: ...
+
+
+_INSTRUCTION_RE = re.compile(
+    r"\b(?:important|note to (?:the )?(?:ai|assistant|agent|model)|system prompt|"
+    r"ignore (?:all |any |the |your )?(?:previous |prior |above )?instructions|"
+    r"(?:always |must |please )?remember (?:that|to)|from now on|you (?:must|should|are to)|"
+    r"do not tell|disregard|new instructions?|(?:system|assistant|developer)\s*:)",
+    re.IGNORECASE,
+)
+
+
+def tool_text_as_data(text: str) -> str | None:
+    """Text a tool printed, fit to be quoted to a later run: ``None`` when it addresses the
+    agent ("IMPORTANT: remember that ...", "ignore your instructions"), since memory must not
+    carry a tool's instructions into a prompt; else the text with backticks made quotes, so it
+    stays inside the quote it is shown in."""
+
+    if _INSTRUCTION_RE.search(text):
+        return None
+    return text.replace("`", "'")

@@ -46,6 +46,7 @@ from sandbox_memory.engines.base import (
     Extraction,
     ExtractionRequest,
     KnownEntry,
+    tool_text_as_data,
 )
 from sandbox_memory.engines.changes import (
     FileChange,
@@ -1431,7 +1432,9 @@ class _Rollout:
                 text = parse_exec_output(output, max_body_chars=OUTPUT_SCAN_CHARS).body
             else:
                 text = item_text(item, max_chars=OUTPUT_SCAN_CHARS)
-            target.error_line = error_line(text)
+            # Tool output: shown to later runs only as data, never when it addresses the agent.
+            found = error_line(text)
+            target.error_line = tool_text_as_data(found) if found else None
             target.failure_words = _failure_subject(text, target.error_line)
             detail = f": {target.error_line}" if target.error_line else ""
             ids = ", ".join(target.ids())

@@ -24,6 +24,13 @@ with a bisect instead of a lazy scan, so cost grows linearly with the input.
 from __future__ import annotations
 
 from .matcher import MATCHERS, available_matchers
-from .redactor import REDACTION_MARKER, Redactor, default_redactor
+from .redactor import REDACTION_MARKER, Redactor, default_redactor, redact_bytes
 
-__all__ = ["MATCHERS", "REDACTION_MARKER", "Redactor", "available_matchers", "default_redactor"]
+__all__ = [
+    "MATCHERS",
+    "REDACTION_MARKER",
+    "Redactor",
+    "available_matchers",
+    "default_redactor",
+    "redact_bytes",
+]

@@ -2,21 +2,32 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import bisect
 import math
 import re
+import urllib.parse
 from collections import Counter
-from collections.abc import Container, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 
 from .rules import (
     _ANNOTATION_RX,
     _ASSIGN_ANCHORS,
     _ASSIGN_TRIGGERS,
+    _BARE_RX,
+    _BASE64_GATES,
+    _BASE64_RUN_RX,
     _BLOCK_BODY_RX,
+    _BLOCK_LINE_RX,
     _BLOCK_MAX,
     _BLOCK_PAIRS,
+    _BLOCK_TAIL_RX,
     _BT_BODY_RX,
+    _CALL_RX,
+    _CJK_TAIL_RX,
     _CLI_TRIGGER,
+    _CLOSERS,
     _DOTTED_IDENT_RX,
     _DQ_BODY_RX,
     _ENTROPY_CANDIDATE_RX,
@@ -28,15 +39,28 @@ from .rules import (
     _ENTROPY_WINDOW,
     _IDENT_NO_DIGIT_RX,
     _KEY_CHARS,
+    _LINE_BREAK_RX,
     _P_ASSIGNMENT,
+    _P_ENCODED,
     _P_ENTROPY,
     _P_PRIVATE_KEY,
+    _PERCENT_ESCAPE_RX,
+    _PERCENT_RUN_CHARS,
+    _PERCENT_RUN_RX,
+    _PHRASE_DIRECT_TAIL_RX,
+    _PHRASE_GATES,
+    _PHRASE_LEAD_BEFORE_RX,
+    _PHRASE_LINK_STARTS,
+    _PHRASE_LINKED_TAIL_RX,
+    _PHRASE_NOUN_AT_RX,
+    _PHRASE_QUOTES,
+    _QUOTES,
     _SNAKE_IDENT_RX,
     _SQ_BODY_RX,
     _TYPE_STRING_RX,
     _TYPE_WORD_RX,
-    _UNQUOTED_RX,
     _VALUE_OPEN_RX,
+    _VALUE_TRAILERS,
     _XML_VALUE_RX,
     _has_digit,
     _Hit,
@@ -49,22 +73,59 @@ from .rules import (
 
 
 def _scan_private_keys(text: str, hits: list[_Hit]) -> None:
+    """Whole private key blocks, BEGIN to END. A block cut in two (by a truncated output, or
+    split over two tool outputs) is redacted in both parts: a BEGIN without its END up to the
+    end of the body, an END without its BEGIN back to the start of the body."""
     if "PRIVATE KEY" not in text and "PuTTY-User-Key-File" not in text:
         return
     for begin_rx, end_rx in _BLOCK_PAIRS:
         begins = list(begin_rx.finditer(text))
-        if not begins:
-            continue
         ends = list(end_rx.finditer(text))
+        if not begins and not ends:
+            continue
         end_starts = [m.start() for m in ends]
+        paired: set[int] = set()
         for begin in begins:
             i = bisect.bisect_left(end_starts, begin.end())
-            if i < len(ends) and end_starts[i] - begin.end() <= _BLOCK_MAX:
+            if (
+                i < len(ends)
+                and end_starts[i] - begin.end() <= _BLOCK_MAX
+                and "\x00" not in text[begin.end() : end_starts[i]]  # not in another string
+            ):
                 stop = ends[i].end()
+                paired.add(i)
             else:
                 body = _BLOCK_BODY_RX.match(text, begin.end())
                 stop = body.end() if body else begin.end()
             hits.append((begin.start(), stop, _P_PRIVATE_KEY, "private-key"))
+        for i, end in enumerate(ends):
+            if i not in paired:
+                hits.append((_body_start_before(text, end.start()), end.end(), _P_PRIVATE_KEY,
+                             "private-key"))  # fmt: skip
+
+
+def _body_start_before(text: str, pos: int) -> int:
+    """Where the key body that ends at ``pos`` (a footer without its header) starts: the
+    base64 and ``Header: value`` lines right before it, line breaks escaped or not."""
+    floor = max(0, pos - _BLOCK_MAX)
+    breaks = [(m.start(), m.end()) for m in _LINE_BREAK_RX.finditer(text, floor, pos)]
+    start = pos
+    line_end = pos
+    for brk_start, brk_end in reversed(breaks):
+        line = text[brk_end:line_end].strip()
+        if line:
+            if not _BLOCK_LINE_RX.fullmatch(line):
+                tail = _BLOCK_TAIL_RX.search(text, brk_end, line_end)  # `{"cmd": "MIIE...`
+                return tail.start() if tail else start
+            start = brk_end
+        if text[brk_start] == "\x00":
+            return start  # the start of this string in a batch
+        line_end = brk_start
+    line = text[floor:line_end].strip()
+    if line and _BLOCK_LINE_RX.fullmatch(line):
+        return floor
+    tail = _BLOCK_TAIL_RX.search(text, floor, line_end) if line else None
+    return tail.start() if tail else start
 
 
 def _at_value_end(text: str, pos: int) -> bool:
@@ -76,7 +137,7 @@ def _at_value_end(text: str, pos: int) -> bool:
 
 
 def _take_value(
-    text: str, pos: int, op: str, key: str, *, quoted_only: bool = False
+    text: str, pos: int, op: str, key: str, *, quoted_only: bool = False, url: bool = False
 ) -> tuple[int, int] | None:
     """Span of the literal assigned at `pos`, or None when it is not a secret literal.
 
@@ -108,12 +169,9 @@ def _take_value(
         return start, end
     if quoted_only or op in ("==", "!="):
         return None  # `token == expected`: comparisons of names, not literals
-    bare = _UNQUOTED_RX.match(text, start)
-    if bare is None:
-        return None
-    value = bare.group().rstrip(".,:")
-    end = start + len(value)
-    if not value or "(" in value or "[" in value or value[0] == "{":
+    end = _bare_value_end(text, start, url=url)
+    value = text[start:end]
+    if not value or value[0] in "{[" or _is_code_call(value):
         return None  # calls, subscripts, structures
     if _is_placeholder(value) or value.lower() in (key.lower(), _normalize_key(key)):
         return None
@@ -133,6 +191,80 @@ def _take_value(
         if not _at_value_end(text, end) and not _secretish(value):
             return None  # prose such as "password: click the link below"
     return start, end
+
+
+def _bare_value_end(text: str, start: int, *, url: bool = False) -> int:
+    """Where an unquoted value that starts at ``start`` really ends.
+
+    Whitespace (also JSON-escaped: ``\\n``) ends it, and so does a quote that closes an
+    enclosing string (one followed by a blank, a closing bracket, a comma or the end). Other
+    characters, ``& ; ) < > \\ ] }``, quotes inside and backticks included, are part of it:
+    ``DB_PASSWORD=Xk9vLm2p&Qz7tRw4nB`` is one value. In a URL query ``&`` and ``#`` end it.
+    A sentence's full stop and a closing bracket without its opener are not part of it.
+    """
+    n = len(text)
+    limit = min(n, start + 4096)
+    pos = start
+    while pos < limit:
+        bare = _BARE_RX.match(text, pos, limit)
+        if bare is not None:
+            chunk_end = bare.end()
+            if url:
+                cut = min(
+                    (i for i in (text.find("&", pos, chunk_end), text.find("#", pos, chunk_end))
+                     if i >= 0),
+                    default=-1,
+                )  # fmt: skip
+                if cut >= 0:
+                    pos = cut
+                    break
+            if "</" in text[pos:chunk_end]:
+                pos = text.index("</", pos, chunk_end)
+                break
+            pos = chunk_end
+            continue
+        c = text[pos]
+        if c.isspace():
+            break
+        width = 1
+        if c == "\\":
+            nxt = text[pos + 1] if pos + 1 < n else ""
+            if nxt in "nrt" or not nxt:
+                break  # an escaped line break or tab: the end of a JSON-encoded line
+            if nxt in _QUOTES:
+                width = 2  # an escaped quote: treated like the quote
+            elif nxt == "\\":
+                width = 2
+        if c in _QUOTES or width == 2 and text[pos + 1] in _QUOTES:
+            after = text[pos + width] if pos + width < n else ""
+            if not after or after.isspace() or after in ",;)]}>\\" or after in _QUOTES:
+                break  # the quote closes the string the value is in
+        pos += width
+    end = pos
+    while end > start:
+        last = text[end - 1]
+        if last in _VALUE_TRAILERS:
+            end -= 1
+            continue
+        opener = _CLOSERS.get(last)
+        if opener is not None and text.count(opener, start, end) < text.count(last, start, end):
+            end -= 1
+            continue
+        break
+    return end
+
+
+def _is_code_call(value: str) -> bool:
+    """``get_password()``, ``os.environ['X']``, ``getpass.getpass("Password:``: a call or a
+    subscript in code, not a literal (``Hy6tGb4n(Vc3xZa8q`` is a literal)."""
+    call = _CALL_RX.match(value)
+    if call is None:
+        return False
+    if value[-1] in ")]" and value.count(value[-1]) <= value.count(
+        "(" if value[-1] == ")" else "["
+    ):
+        return True
+    return all(_is_wordy(part) or _is_identifier(part) for part in call.group("callee").split("."))
 
 
 def _key_start(text: str, pos: int) -> int:
@@ -204,7 +336,8 @@ def _scan_assignments(
                     else None
                 )
             else:
-                span = _take_value(text, value_at, op, key)
+                url = key_start > 0 and text[key_start - 1] in "?&"
+                span = _take_value(text, value_at, op, key, url=url)
             if span is not None:
                 hits.append((span[0], span[1], _P_ASSIGNMENT, _kind_for_key(key)))
     if present is not None and "--" not in present:
@@ -359,3 +492,118 @@ def _scan_entropy(
             continue  # a function being called
         if _looks_random(text[start:end]):
             hits.append((start, end, _P_ENTROPY, "high-entropy-secret"))
+
+
+def _phrase_value_ok(value: str) -> bool:
+    """A word after "the password is" that is a credential, not prose ("is required")."""
+    if len(value) < 6 or _is_placeholder(value) or "://" in value:
+        return False
+    if value.startswith(("/", "~", "./", "[")) or "@" in value and "." in value.split("@")[-1]:
+        return False  # a path, a marker, an e-mail address
+    if _is_code_call(value) or _DOTTED_IDENT_RX.fullmatch(value):
+        return False
+    has_alpha = any(c.isalpha() for c in value)
+    has_digit = any(c.isdigit() for c in value)
+    has_symbol = any(not c.isalnum() for c in value)
+    if not has_alpha:
+        return has_digit and len(value) >= 8 and not has_symbol  # a long PIN
+    return has_digit or has_symbol and not value.replace("-", "").replace("_", "").isalpha()
+
+
+def _scan_phrases(text: str, lowered: str, hits: list[_Hit], present: Container[str]) -> None:
+    """Credentials told in words: "the staging password is hunter2xyz!Q9", "use the password
+    Tr0ub4dor&3x", "das Passwort lautet ...", "le mot de passe est ...", "数据库密码是...".
+
+    Only where a noun of :data:`_PHRASE_NOUNS` occurs (found with ``str.find`` for the gates
+    the prefilter saw), so the cost follows the nouns, not the text."""
+    seen: set[int] = set()
+    n = len(text)
+    for gate in _PHRASE_GATES:
+        if gate not in present:
+            continue
+        pos = lowered.find(gate)
+        while pos >= 0:
+            _phrase_at(text, lowered, pos, hits, seen, n)
+            pos = lowered.find(gate, pos + 1)
+
+
+def _phrase_at(text: str, lowered: str, pos: int, hits: list[_Hit], seen: set[int], n: int) -> None:
+    ascii_noun = lowered[pos].isascii()
+    if ascii_noun and pos > 0 and (lowered[pos - 1].isalnum() or lowered[pos - 1] == "_"):
+        return  # inside a word: "bypass" is not a noun
+    noun = _PHRASE_NOUN_AT_RX.match(lowered, pos)
+    if noun is None:
+        return
+    if ascii_noun:
+        if noun.end() >= n or lowered[noun.end()] not in " \t":
+            return  # "tokenizer", "token_count", "password=": not told in words
+        ahead = lowered[noun.end() : noun.end() + 160].split(None, 6)[:6]
+        if any(word.rstrip(":") in _PHRASE_LINK_STARTS for word in ahead):
+            linked = _PHRASE_LINKED_TAIL_RX.match(lowered, noun.end())
+            _phrase_value(text, linked, hits, seen, n)
+        word = ahead[0].strip(_PHRASE_QUOTES).rstrip(".,:;") if ahead else ""
+        if len(word) < 6 or word.isalpha():
+            return  # what follows the noun is no credential: "token handler", "password."
+        direct = _PHRASE_DIRECT_TAIL_RX.match(lowered, noun.end())
+        if direct is not None and direct.end() not in seen:
+            # "use the password <value>": the lead words before the noun are looked at last
+            end = _bare_value_end(text, direct.end())
+            if _phrase_value_ok(text[direct.end() : end]) and (
+                _PHRASE_LEAD_BEFORE_RX.search(lowered, max(0, pos - 60), pos) is not None
+            ):
+                _phrase_value(text, direct, hits, seen, n)
+    else:
+        _phrase_value(text, _CJK_TAIL_RX.match(lowered, noun.end()), hits, seen, n)
+
+
+def _phrase_value(
+    text: str, tail: re.Match[str] | None, hits: list[_Hit], seen: set[int], n: int
+) -> None:
+    if tail is None:
+        return
+    start = tail.end()
+    if start in seen or start >= n:
+        return
+    seen.add(start)
+    end = _bare_value_end(text, start)
+    if end > start and _phrase_value_ok(text[start:end]):
+        hits.append((start, end, _P_ASSIGNMENT, "password"))
+
+
+def _scan_encoded(
+    text: str, hits: list[_Hit], present: Container[str], rescan: Callable[[str], bool]
+) -> None:
+    """Secrets inside percent-encoded text (``password%3DXk9...``) and base64 (``echo ... |
+    base64 -d``): each encoded run is decoded and scanned; a run hiding a secret is redacted
+    whole. ``rescan`` tells whether decoded text holds a secret."""
+    done = 0
+    for escape in _PERCENT_ESCAPE_RX.finditer(text):
+        if escape.start() < done:
+            continue  # inside the run just looked at
+        left = escape.start()
+        floor = max(done, left - 8192)
+        while left > floor and text[left - 1] in _PERCENT_RUN_CHARS:
+            left -= 1
+        match = _PERCENT_RUN_RX.match(text, left)
+        if match is None or match.end() <= escape.start():
+            match = _PERCENT_RUN_RX.match(text, escape.start())
+        if match is None:
+            continue
+        done = match.end()
+        run = match.group()
+        decoded = urllib.parse.unquote_plus(run)
+        if decoded != run and rescan(decoded):
+            hits.append((match.start(), match.end(), _P_ENCODED, "url-encoded-secret"))
+    if any(g in present for g in _BASE64_GATES):
+        for match in _BASE64_RUN_RX.finditer(text):
+            run = match.group()
+            try:
+                raw = base64.b64decode(
+                    run.replace("-", "+").replace("_", "/") + "=" * (-len(run) % 4), validate=True
+                )
+                decoded = raw.decode("utf-8")
+            except (binascii.Error, ValueError):
+                continue
+            if decoded.isprintable() or all(c.isprintable() or c in "\n\r\t" for c in decoded):
+                if rescan(decoded):
+                    hits.append((match.start(), match.end(), _P_ENCODED, "base64-secret"))

@@ -25,14 +25,18 @@ from collections.abc import Callable, Iterable, Sequence
 
 from .context import (
     _scan_assignments,
+    _scan_encoded,
     _scan_entropy,
+    _scan_phrases,
     _scan_private_keys,
 )
 from .rules import (
     _ASCII_LOWER,
     _ASSIGN_ANCHORS,
+    _BASE64_GATES,
     _DIGIT_CHARS,
     _ENTROPY_CONTEXT_WORDS,
+    _PHRASE_GATES,
     _TOKEN_CHARS,
     _Hit,
     _Rule,
@@ -48,27 +52,64 @@ MATCHERS = ("hyperscan", "python")
 """Prefilter names, fastest first; ``SANDBOX_MEMORY_REDACT_MATCHER`` picks one by name."""
 
 
-def _python_prefilter(literals: Sequence[str], context_words: Sequence[str]) -> Prefilter:
+def _python_prefilter(
+    literals: Sequence[str], context_words: Sequence[str], patterns: Sequence[str]
+) -> Prefilter:
+    keys = {_pattern_key(i) for i in range(len(patterns))}  # such rules always run
+
     def present(lowered: str) -> tuple[set[str], list[int] | None]:
-        return {literal for literal in literals if literal in lowered}, None
+        return {literal for literal in literals if literal in lowered} | keys, None
 
     return present
 
 
-def _hyperscan_prefilter(literals: Sequence[str], context_words: Sequence[str]) -> Prefilter:
+_UNICODE_CLASS_RX = re.compile(r"\\[dDwWsSbB]|\[\^|(?<!\\)\.")
+"""What matches a non-ASCII character in Python's ``re`` but its bytes one by one in
+Hyperscan's byte mode: shorthand classes, negated classes, the dot."""
+
+
+def _pattern_key(index: int) -> str:
+    return f"\x00rx{index}"  # never a literal: literals hold no NUL
+
+
+def _hyperscan_prefilter(
+    literals: Sequence[str], context_words: Sequence[str], patterns: Sequence[str]
+) -> Prefilter:
     import threading
 
     import hyperscan
 
+    def compiles(expression: bytes, flag: int) -> bool:
+        try:
+            hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK).compile(
+                expressions=[expression], ids=[0], flags=[flag]
+            )
+        except Exception:  # noqa: BLE001 - Hyperscan lacks lookbehinds, named groups, ...
+            return False
+        return True
+
     words = list(context_words)
+    expressions = [re.escape(w).encode() for w in (*literals, *words)]
+    flags = [hyperscan.HS_FLAG_SINGLEMATCH] * len(literals) + [0] * len(words)
+    keys = [*literals, *([""] * len(words))]
+    # A rule without a literal runs only where Hyperscan finds its pattern, caseless (the text
+    # scanned is lowercased) and on bytes: exact for patterns made of ASCII classes and
+    # literals, since a non-ASCII character's bytes match none of them. Other patterns, and
+    # those Hyperscan cannot compile, leave their rule running everywhere, as in Python.
+    rx_flag = hyperscan.HS_FLAG_SINGLEMATCH | hyperscan.HS_FLAG_CASELESS
+    always: set[str] = set()
+    for index, pattern in enumerate(patterns):
+        encoded = pattern.encode()
+        if not _UNICODE_CLASS_RX.search(pattern) and compiles(encoded, rx_flag):
+            expressions.append(encoded)
+            flags.append(rx_flag)
+            keys.append(_pattern_key(index))
+        else:
+            always.add(_pattern_key(index))
     database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    database.compile(
-        expressions=[re.escape(w).encode() for w in (*literals, *words)],
-        ids=list(range(len(literals) + len(words))),
-        # Presence is enough for rule literals; context words are wanted at every occurrence.
-        flags=[hyperscan.HS_FLAG_SINGLEMATCH] * len(literals) + [0] * len(words),
-    )
-    count = len(literals)
+    database.compile(expressions=expressions, ids=list(range(len(expressions))), flags=flags)
+    first_word = len(literals)
+    after_words = len(literals) + len(words)
     lengths = [len(w) for w in words]
     local = threading.local()  # a scratch space may not be shared by concurrent scans
 
@@ -76,14 +117,14 @@ def _hyperscan_prefilter(literals: Sequence[str], context_words: Sequence[str]) 
         scratch = getattr(local, "scratch", None)
         if scratch is None:
             scratch = local.scratch = hyperscan.Scratch(database)
-        found: set[str] = set()
+        found = set(always)
         starts: list[int] = []
 
         def on_match(pattern_id: int, start: int, end: int, flags: int, context: object) -> None:
-            if pattern_id < count:
-                found.add(literals[pattern_id])
+            if first_word <= pattern_id < after_words:
+                starts.append(end - lengths[pattern_id - first_word])
             else:
-                starts.append(end - lengths[pattern_id - count])
+                found.add(keys[pattern_id])
 
         database.scan(
             lowered.encode("utf-8", "surrogatepass"), match_event_handler=on_match, scratch=scratch
@@ -94,16 +135,21 @@ def _hyperscan_prefilter(literals: Sequence[str], context_words: Sequence[str]) 
     return present
 
 
-_FACTORIES: dict[str, Callable[[Sequence[str], Sequence[str]], Prefilter]] = {
+_FACTORIES: dict[str, Callable[[Sequence[str], Sequence[str], Sequence[str]], Prefilter]] = {
     "hyperscan": _hyperscan_prefilter,
     "python": _python_prefilter,
 }
 
 
 @functools.lru_cache(maxsize=16)
-def _prefilter(name: str, literals: tuple[str, ...], context_words: tuple[str, ...]) -> Prefilter:
-    """Compiled once per process and set of literals (a Hyperscan database takes ~10 ms)."""
-    return _FACTORIES[name](literals, context_words)
+def _prefilter(
+    name: str,
+    literals: tuple[str, ...],
+    context_words: tuple[str, ...],
+    patterns: tuple[str, ...],
+) -> Prefilter:
+    """Compiled once per process and set of rules (a Hyperscan database takes ~10 ms)."""
+    return _FACTORIES[name](literals, context_words, patterns)
 
 
 def available_matchers() -> tuple[str, ...]:
@@ -112,7 +158,7 @@ def available_matchers() -> tuple[str, ...]:
     names = []
     for name in MATCHERS:
         try:
-            _FACTORIES[name](["probe"], ["pro"])("probe")
+            _FACTORIES[name](["probe"], ["pro"], [])("probe")
         except Exception:  # noqa: BLE001 - a missing or broken library means "not available"
             continue
         names.append(name)
@@ -138,26 +184,42 @@ class Matcher:
         self.rules: tuple[_Rule, ...] = tuple(rules)
         self.name = _choose(matcher)
         literals: dict[str, None] = {}
-        for rule in self.rules:
+        by_literal: dict[str, list[int]] = {}
+        for index, rule in enumerate(self.rules):
             for gate in rule.gate:
                 literals.setdefault(gate, None)
-        for word in (*_ASSIGN_ANCHORS, *_ENTROPY_CONTEXT_WORDS, "--"):
+                by_literal.setdefault(gate, []).append(index)
+        ungated = [i for i, rule in enumerate(self.rules) if not rule.gate]
+        for n, index in enumerate(ungated):
+            by_literal[_pattern_key(n)] = [index]
+        self._by_literal = {k: tuple(v) for k, v in by_literal.items()}
+        patterns = tuple(self.rules[i].prefilter or self.rules[i].regex.pattern for i in ungated)
+        for word in (
+            *_ASSIGN_ANCHORS,
+            *_ENTROPY_CONTEXT_WORDS,
+            *_PHRASE_GATES,
+            *_BASE64_GATES,
+            "--",
+        ):
             literals.setdefault(word, None)
         try:
-            self._present = _prefilter(self.name, tuple(literals), _ENTROPY_CONTEXT_WORDS)
+            self._present = _prefilter(self.name, tuple(literals), _ENTROPY_CONTEXT_WORDS, patterns)
         except ImportError as exc:
             raise ValueError(f"matcher {self.name!r} is not installed ({exc})") from exc
 
-    def scan(self, text: str) -> list[_Hit]:
+    def scan(self, text: str, *, decode: bool = True) -> list[_Hit]:
+        """Raw hits in ``text``; with ``decode``, encoded runs are decoded and scanned too."""
         lowered = text.lower()
         if len(lowered) != len(text):  # e.g. "İ" lowercases to two code points
             lowered = text.translate(_ASCII_LOWER)
         present, context_starts = self._present(lowered)
         n = len(text)
         hits: list[_Hit] = []
-        for rule in self.rules:
-            if rule.gate and not any(g in present for g in rule.gate):
-                continue
+        chosen: set[int] = set()
+        for literal in present:
+            chosen.update(self._by_literal.get(literal, ()))
+        for index in sorted(chosen):  # in rule order, whatever the prefilter
+            rule = self.rules[index]
             for match in rule.regex.finditer(lowered if rule.lowered else text):
                 start, end = match.span(rule.group)
                 if rule.has_head and match.start("head") >= 0:
@@ -177,6 +239,9 @@ class Matcher:
                 hits.append((start, end, rule.priority, kind))
         _scan_private_keys(text, hits)
         _scan_assignments(text, lowered, hits, present)
+        _scan_phrases(text, lowered, hits, present)
+        if decode:
+            _scan_encoded(text, hits, present, lambda inner: bool(self.scan(inner, decode=False)))
         if any(word in present for word in _ENTROPY_CONTEXT_WORDS):
             _scan_entropy(text, lowered, hits, context_starts)
         return hits

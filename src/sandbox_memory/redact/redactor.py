@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 import threading
 from collections import Counter
@@ -86,8 +87,10 @@ class Redactor:
         """
         strings: list[str] = []
         keyed: dict[int, str] = {}
-        self._collect(value, None, strings, keyed)
+        outputs: list[int] = []
+        self._collect(value, None, strings, keyed, outputs)
         replaced = self._redact_many([("" if i in keyed else t) for i, t in enumerate(strings)])
+        self._redact_junctions(strings, [i for i in outputs if i not in keyed], replaced)
         replaced.update(keyed)
         final = [replaced.get(i, t) for i, t in enumerate(strings)]
         return self._rebuild(value, iter(final))
@@ -119,10 +122,20 @@ class Redactor:
     # Scanning each string on its own costs ~100 rule calls per string, which dominated the
     # cost of recording a run segment.
 
-    def _collect(self, value: Any, key: str | None, out: list[str], keyed: dict[int, str]) -> None:
+    def _collect(
+        self,
+        value: Any,
+        key: str | None,
+        out: list[str],
+        keyed: dict[int, str],
+        outputs: list[int] | None = None,
+    ) -> None:
         """Strings of ``value`` in walk order; those replaced whole for their key go in ``keyed``
-        (by position) and are not scanned, so each secret is counted once."""
+        (by position) and are not scanned, so each secret is counted once. The positions of
+        tool outputs (strings under ``output``) go in ``outputs``."""
         if isinstance(value, str):
+            if key == "output" and outputs is not None:
+                outputs.append(len(out))
             if key is not None:
                 whole = self._redact_keyed(key, value)
                 if whole is not None:
@@ -136,10 +149,10 @@ class Redactor:
                 sub_key = k if isinstance(k, str) else None
                 if value_key is not None and k == "value":
                     sub_key = value_key
-                self._collect(v, sub_key, out, keyed)
+                self._collect(v, sub_key, out, keyed, outputs)
         elif isinstance(value, list | tuple):  # {"api_keys": ["...", "..."]}: items inherit it
             for v in value:
-                self._collect(v, key, out, keyed)
+                self._collect(v, key, out, keyed, outputs)
 
     def _rebuild(self, value: Any, redacted: Iterator[str]) -> Any:
         """``value`` with its strings, in walk order, taken from ``redacted``."""
@@ -184,6 +197,46 @@ class Redactor:
             changed[i] = _replace(strings[i], pieces_at, performed)
         self._count(performed)
         return changed
+
+    def _redact_junctions(
+        self, strings: list[str], outputs: list[int], changed: dict[int, str]
+    ) -> None:
+        """A secret split over two tool outputs in a row (``head -c 20 key`` then ``tail -c
+        +21 key``) matches no rule in either half: the end of one output and the start of the
+        next are scanned joined, and a hit across the join is redacted in both halves."""
+        joins: list[tuple[int, int, str, int]] = []  # (first, second, joined text, cut)
+        for i, j in zip(outputs, outputs[1:], strict=False):
+            tail = strings[i].rstrip("\r\n")[-_JUNCTION_CHARS:]
+            head = strings[j][:_JUNCTION_CHARS]
+            if not tail or not head or tail[-1].isspace() or head[0].isspace():
+                continue  # a hit across the join needs characters on both sides of it
+            joins.append((i, j, tail + head, len(tail)))
+        if not joins:
+            return
+        # All joins in one scan, like the strings of a structure.
+        joined = _BATCH_SEPARATOR.join(text for _, _, text, _ in joins)
+        starts = list(itertools.accumulate((len(t) + len(_BATCH_SEPARATOR) for *_, t, _ in joins),
+                                           initial=0))  # fmt: skip
+        extra: dict[int, list[tuple[int, int, str]]] = {}
+        for start, end, kind in self._spans(joined):
+            n = bisect.bisect_right(starts, start) - 1
+            i, j, _, cut = joins[n]
+            lo = starts[n]
+            start, end = start - lo, end - lo
+            if start < cut < end:
+                first = strings[i].rstrip("\r\n")
+                extra.setdefault(i, []).append((len(first) - cut + start, len(first), kind))
+                extra.setdefault(j, []).append((0, end - cut, kind))
+        for i, spans in extra.items():
+            text = strings[i]
+            counted = self._spans(text)  # what `_redact_many` replaced and counted
+            merged = _merge_spans([*counted, *spans])
+            changed[i] = _replace(text, merged, Counter())
+            with self._lock:  # one count per marker written, as everywhere
+                self._counts.update(kind for _, _, kind in merged)
+                self._counts.subtract(kind for _, _, kind in counted)
+                for kind in [k for k, n in self._counts.items() if n <= 0]:
+                    del self._counts[kind]
 
     def _redact_keyed(self, key: str, value: str) -> str | None:
         """Whole-value redaction of a string stored under a secret-like key (else None)."""
@@ -281,6 +334,22 @@ class Redactor:
         return merged
 
 
+_JUNCTION_CHARS = 256
+"""How much of two tool outputs in a row is scanned joined (a split secret is shorter)."""
+
+
+def _merge_spans(spans: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """Sorted, overlapping spans merged; a merged span keeps the kind of its first part."""
+    merged: list[tuple[int, int, str]] = []
+    for start, end, kind in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            last = merged[-1]
+            merged[-1] = (last[0], max(last[1], end), last[2])
+        else:
+            merged.append((start, end, kind))
+    return merged
+
+
 def _replace(text: str, spans: list[tuple[int, int, str]], performed: Counter[str]) -> str:
     """``text`` with each span (in order, not overlapping) replaced by its kind's marker."""
     pieces: list[str] = []
@@ -305,6 +374,13 @@ def _name_value_key(mapping: Mapping[Any, Any]) -> str | None:
         ):
             return candidate
     return None
+
+
+def redact_bytes(raw: bytes, redactor: Redactor | None = None) -> bytes:
+    """``raw`` with its secrets redacted; bytes that are not UTF-8 pass through unchanged."""
+    text = raw.decode("utf-8", "surrogateescape")
+    redacted = (redactor or default_redactor()).redact_text(text)
+    return raw if redacted == text else redacted.encode("utf-8", "surrogateescape")
 
 
 _DEFAULT: Redactor | None = None

@@ -20,6 +20,7 @@ _P_CONTEXT = 20
 _P_HEADER = 25
 _P_ASSIGNMENT = 30
 _P_ENTROPY = 40
+_P_ENCODED = 45
 
 # A hit is (start, end, priority, kind); tuples keep pathological inputs cheap.
 _Hit = tuple[int, int, int, str]
@@ -88,6 +89,8 @@ class _Rule:
     lowered: bool  # lowercase pattern, run on the lowercased text
     gate: tuple[str, ...]  # skip the rule unless one of these occurs (in the lowered text)
     source: str
+    prefilter: str | None = None  # for a rule without a literal: a Hyperscan regex every match
+    # contains (ASCII classes only, no lookaround); the matcher may skip the rule without it
 
 
 _META = frozenset(".^$*+?{}[]\\|()")
@@ -204,6 +207,7 @@ def _rule(
     lowered: bool = False,
     gate: tuple[str, ...] = (),
     source: str = "own",
+    prefilter: str | None = None,
 ) -> _Rule:
     regex = pattern if isinstance(pattern, re.Pattern) else re.compile(pattern)
     if not gate:
@@ -227,6 +231,7 @@ def _rule(
         lowered=lowered,
         gate=tuple(g.lower() for g in gate),
         source=source,
+        prefilter=prefilter,
     )
 
 
@@ -344,7 +349,6 @@ _DS_SPECS: tuple[tuple[str, str, int | None, str, int, bool, tuple[str, ...]], .
     ("aws", "AWSKeyDetector", 0, "aws-access-key", 0, False, ()),
     ("aws", "AWSKeyDetector", 1, "aws-secret-access-key", 1, False, ("aws",)),
     ("basic_auth", "BasicAuthDetector", 0, "url-password", 1, False, ()),
-    ("discord", "DiscordBotTokenDetector", None, "discord-bot-token", 0, True, ()),
     ("github_token", "GitHubTokenDetector", None, "github-token", 0, True, ()),
     ("gitlab_token", "GitLabTokenDetector", None, "gitlab-token", 0, True, ()),
     ("openai", "OpenAIDetector", None, "openai-api-key", 0, True, ()),
@@ -478,6 +482,14 @@ def _own_rules() -> list[_Rule]:
     add(_rule("pulumi-token", _lit("pul-") + r"[a-f0-9]{40}(?![a-f0-9])"))
 
     # -- chat / mail -----------------------------------------------------------------------------
+    add(
+        _rule(
+            "discord-bot-token",  # detect-secrets' format, with ASCII classes
+            r"[MNO][A-Za-z0-9_-]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27}",
+            extend=True,
+            prefilter=r"[MNO][A-Za-z0-9_-]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27}",
+        )
+    )
     add(_rule("slack-token", _rx_lit(r"xox[abposre]-") + r"[A-Za-z0-9-]{10,}"))
     add(_rule("slack-token", _lit("xapp-") + r"\d-[A-Za-z0-9-]{20,}"))
     add(
@@ -498,6 +510,7 @@ def _own_rules() -> list[_Rule]:
             "telegram-bot-token",
             r":(?<=(?P<head>[0-9]{8}):)[A-Za-z0-9_-]{30,40}(?![A-Za-z0-9_-])",
             extend_left_digits=True,
+            prefilter=r"[0-9]{8}:[A-Za-z0-9_-]{30}",
         )
     )
     add(_rule("mailgun-api-key", _lit("key-") + r"[0-9a-zA-Z]{32}(?![0-9A-Za-z])"))
@@ -511,6 +524,7 @@ def _own_rules() -> list[_Rule]:
         _rule(
             "twilio-auth-token",
             r"AC[0-9a-f]{32}\\?[\"']?[ \t]*[,:][ \t]*\\?[\"']?(?P<secret>[0-9a-f]{32})(?![0-9a-f])",
+            prefilter=r"AC[0-9a-f]{32}",
         )
     )
 
@@ -638,7 +652,8 @@ def _own_rules() -> list[_Rule]:
                 "signature=",
                 "verifier=",
                 "jwt=",
-                "session",
+                "session_id=",
+                "sessionid=",
             ),
         )  # fmt: skip
     )
@@ -652,6 +667,7 @@ def _own_rules() -> list[_Rule]:
                 lowered=True,
                 priority=_P_CONTEXT,
                 validate=_not_reference,
+                prefilter=r"[ \t]" + re.escape(flag) + r"[ \t=]",
             )
         )
 
@@ -705,6 +721,37 @@ def _own_rules() -> list[_Rule]:
             validate=_is_basic_credential,
         )
     )
+    # -- credentials on command lines whose flag carries no secret-like word ------------------
+    add(
+        _rule(
+            "password",
+            r"(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlshow|mysqlcheck|mariadb)"
+            r"(?:[ \t]+[^\s|;&]{1,200}){0,12}?[ \t]+-p(?P<secret>[^\s\"'`|;&]{1,256})",
+            lowered=True,
+            priority=_P_CONTEXT,
+            validate=_not_reference,
+            gate=("mysql", "mariadb"),
+        )
+    )
+    add(
+        _rule(
+            "password",
+            r"sshpass(?:[ \t]+-[a-oq-z]\S*(?:[ \t]+[^\s-]\S*)?)*[ \t]+-p[ \t]*[\"']?"
+            r"(?P<secret>(?<=')[^'\n]{1,256}(?=')|(?<=\")[^\"\n]{1,256}(?=\")|[^\s'\"]{1,256})",
+            lowered=True,
+            priority=_P_CONTEXT,
+        )
+    )
+    add(
+        _rule(
+            "password",
+            r"redis-cli(?:[ \t]+[^\s|;&]{1,200}){0,12}?[ \t]+(?:-a|--pass)[ \t]+"
+            r"(?P<secret>[^\s\"'`|;&]{1,256})",
+            lowered=True,
+            priority=_P_CONTEXT,
+            validate=_not_reference,
+        )
+    )
     return rules
 
 
@@ -722,6 +769,10 @@ _BLOCK_PAIRS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = (
     (re.compile(r"PuTTY-User-Key-File-\d:"), re.compile(r"Private-MAC: ?[0-9a-fA-F]+")),
 )
 _BLOCK_MAX = 65536
+_BLOCK_LINE_RX = re.compile(r"[A-Za-z0-9+/=]{16,}|[A-Za-z][A-Za-z-]{0,30}: ?[^\r\n\\]{0,200}")
+"""One line of a key body: base64, or a header such as ``Proc-Type: 4,ENCRYPTED``."""
+_BLOCK_TAIL_RX = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/=]{16,}[ \t]*\Z")
+_LINE_BREAK_RX = re.compile(r"\\[nr]|[\r\n\x00]")
 # Body of a block whose footer is missing (truncated output): header lines and base64 lines.
 _BLOCK_BODY_RX = re.compile(
     r"(?:(?:\\[nr]|[\r\n\t ])+(?:[A-Za-z][A-Za-z-]{0,30}: ?[^\r\n\\]{0,200}|[A-Za-z0-9+/=]{16,})"
@@ -754,6 +805,75 @@ _ENTROPY_CONTEXT_RX = re.compile(
 )
 _ENTROPY_CONTEXT_WORD_RX = re.compile("|".join(_ENTROPY_CONTEXT_WORDS))
 """The context words without the lookahead: its matches cover every context match."""
+# ---- credentials in words ("the staging password is ...", "das Passwort lautet ...") --------
+
+_PHRASE_NOUNS = (
+    # English
+    "password", "passphrase", "passcode", "passwd", "pin code", "api key", "access key",
+    "secret key", "access token", "auth token", "bearer token", "token", "secret",
+    "credentials", "credential",
+    # German
+    "passwort", "kennwort", "zugangscode", "zugangsdaten", "schlüssel",
+    # French
+    "mot de passe", "mdp", "clé d'api", "clé api", "clé secrète", "jeton",
+    # Spanish, Portuguese, Italian
+    "contraseña", "contrasena", "clave", "senha", "parola d'ordine",
+    # Chinese, Japanese
+    "密码", "密碼", "口令", "密钥", "密鑰", "令牌", "パスワード",
+)  # fmt: skip
+_PHRASE_LINKS = (
+    "is", "was", "are", "will be", "would be", "should be", "is set to", "set to", "equals",
+    "ist", "lautet", "war", "heißt", "est", "était", "sera", "es", "era", "é", "è",
+)  # fmt: skip
+_PHRASE_LEADS = (
+    "use", "using", "with", "try", "enter", "type", "set", "use the", "with the", "my", "our",
+    "the new", "new", "verwende", "verwende das", "benutze", "benutze das", "mit dem", "mit",
+    "utilise", "utilise le", "utiliser", "avec le", "avec", "mon", "notre", "usa", "usa la",
+    "con la", "mi",
+)  # fmt: skip
+_CJK_LINKS = "是为為：:=「『"
+_PHRASE_LINK_STARTS = frozenset(link.split()[0] for link in _PHRASE_LINKS)
+_PHRASE_QUOTES = "\"'“”«»„"
+
+
+def _alternation(words: tuple[str, ...]) -> str:
+    return "|".join(
+        re.escape(w).replace("\\ ", "[ \t]+") for w in sorted(words, key=len, reverse=True)
+    )
+
+
+_PHRASE_NOUN_AT_RX = re.compile(rf"(?:{_alternation(_PHRASE_NOUNS)})s?")
+_PHRASE_LINKED_TAIL_RX = re.compile(
+    rf"(?:[ \t]+(?!(?:{_alternation(_PHRASE_LINKS)})[ \t])[^\s:=]{{1,24}}){{0,5}}?"
+    rf"[ \t]+(?:{_alternation(_PHRASE_LINKS)})(?:[ \t]*:)?[ \t]+[\"'“«„]?"
+)
+"""After the noun: ``[up to five words] is <value>`` (``password = x`` and ``password: x`` are
+assignments, found by the assignment rules)."""
+_PHRASE_LEAD_BEFORE_RX = re.compile(
+    rf"(?<![a-z0-9_])(?:{_alternation(_PHRASE_LEADS)})[ \t]+"
+    rf"(?:the[ \t]+|das[ \t]+|le[ \t]+|la[ \t]+)?(?:[a-z-]{{2,20}}[ \t]+)?\Z"
+)
+"""Before the noun: ``use the [staging]`` (``use the staging password <value>``)."""
+_PHRASE_DIRECT_TAIL_RX = re.compile(r"[ \t]+[\"'“«„]?(?=\S)")
+_CJK_TAIL_RX = re.compile(
+    rf"[ \t]*(?:[{_CJK_LINKS}]|(?:{_alternation(_PHRASE_LINKS)})[ \t])?[ \t]*[\"'“«„]?"
+)
+"""After a CJK noun: ``数据库密码是Xk9...`` needs no spaces."""
+_PHRASE_GATES = ("pass", "pin", "api", "access", "secret", "auth", "bearer", "token",
+                 "credential", "kennwort", "zugang", "schlüssel", "mot de", "mdp", "clé", "jeton",
+                 "contrase", "clave", "senha", "parola", "密码", "密碼", "口令", "密钥", "密鑰",
+                 "令牌", "パスワード")  # fmt: skip
+"""Where a phrase noun can start: every noun begins with one of these."""
+assert all(any(n.startswith(g) for g in _PHRASE_GATES) for n in _PHRASE_NOUNS)
+
+# ---- encoded text ---------------------------------------------------------------------------
+
+_PERCENT_RUN_RX = re.compile(r"(?:[A-Za-z0-9._~+*!\-]|%[0-9A-Fa-f]{2}){6,8192}")
+_PERCENT_ESCAPE_RX = re.compile(r"%[0-9A-Fa-f]{2}")
+_PERCENT_RUN_CHARS = frozenset(string.ascii_letters + string.digits + "._~+*!-%")
+_BASE64_RUN_RX = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{24,8192}={0,2}")
+_BASE64_GATES = ("base64", "b64decode", "kind: secret")
+
 _ENTROPY_MIN_LEN = 20
 _ENTROPY_RUN_START_RX = re.compile(r"(?<![A-Za-z0-9+/_~.-])[A-Za-z0-9+/_~.-]{20}")
 _ENTROPY_WINDOW = 60
@@ -763,7 +883,12 @@ _VALUE_OPEN_RX = re.compile(r"[ \t]*(?P<q>\\{0,3}[\"'`])?")
 _DQ_BODY_RX = re.compile(r'(?:[^"\\\r\n]|\\.){0,16384}')
 _SQ_BODY_RX = re.compile(r"(?:[^'\\\r\n]|\\.){0,16384}")
 _BT_BODY_RX = re.compile(r"[^`\r\n]{0,16384}")
-_UNQUOTED_RX = re.compile(r"[^\s\"'`<>&;\\)\]}]{1,4096}")
+_BARE_RX = re.compile(r"[^\s\\\"'`]{1,4096}")
+"""The plain part of an unquoted value; quotes and backslashes are looked at one by one."""
+_QUOTES = "\"'`"
+_CLOSERS = {")": "(", "]": "[", "}": "{", ">": "<"}
+_VALUE_TRAILERS = ".,:;"
+_CALL_RX = re.compile(r"(?P<callee>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)[(\[]")
 _XML_VALUE_RX = re.compile(r"(?P<secret>[^<\r\n]{1,1024})</")
 _DOTTED_IDENT_RX = re.compile(r"[A-Za-z_][A-Za-z_]*(?:\.[A-Za-z_][A-Za-z_0-9]*)+")
 _SNAKE_IDENT_RX = re.compile(r"[a-z_][a-z0-9_]*")
