@@ -101,7 +101,8 @@ _CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 _FILLER = frozenset(
     "the a an and or of to in on for with is are was be by at as it this that from user "
     "prefers preference prefer likes wants decision decided stated use uses used should "
-    "always never run runs agent we our they their its when then than not no".split()
+    "always never run runs agent we our they their its when then than not no task goal note "
+    "fact says said asked asks wants want needs need told mentioned here there".split()
 )
 
 
@@ -112,7 +113,7 @@ def _words(text: str) -> set[str]:
     for word in _WORD_RE.findall(text.lower()):
         if _CJK_RE.search(word):
             out.update(c for c in word if _CJK_RE.match(c))
-        elif word not in _FILLER and (len(word) >= 2 or word.isdigit()):
+        elif word not in _FILLER and len(word) >= 2:
             out.add(word[:5])
     return out
 
