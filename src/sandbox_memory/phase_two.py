@@ -7,9 +7,10 @@ An engine only proposes candidates. :func:`check_candidates` decides which becom
 - a retracted entry stays retracted (only a direct ``Remember`` revives it);
 - what an entry may rest on depends on its kind (:data:`SUPPORT`): a preference and a decision
   on what the user said, a procedure on what the user said or a command the agent ran (not on
-  tool output alone), a fact on any item that is not an external tool result; the content must
-  be supported by the cited items that may support it (:func:`supports`: at least half of its
-  words are theirs), not merely accompanied by one of them;
+  tool output alone), a fact on any item that is not an external tool result; a preference,
+  and any entry that also cites items which may not support it, must be supported by the
+  cited items that may (:func:`supports`: at least half of its words are theirs), not merely
+  accompanied by one of them;
 - passwords, keys and links that grant access are never stored;
 - an entry resting only on external tool results (MCP, web, hosted or user-marked tools)
   is never stored;
@@ -197,7 +198,13 @@ def _support_problem(kind: str, content: str, cited: list[str], index: ItemIndex
         return "it rests only on external tool results"
     if not supporting:
         return f"a {kind} needs {_ALLOWED_WORDS.get(kind, 'a source')} among its sources"
-    if not supports(content, (info.text for info in supporting)):
+    # Words are compared where they decide: a preference must be said by the user, and an
+    # entry that also cites items which may not support it (a tool's output beside the user's
+    # unrelated task) must rest on the ones that may. An entry citing only allowed items may
+    # word what they say freely.
+    if (kind == "preference" or len(supporting) < len(cited)) and not supports(
+        content, (info.text for info in supporting)
+    ):
         return (
             f"its content is not supported by the cited items that may support a {kind} "
             f"({_ALLOWED_WORDS.get(kind, 'its sources')})"
