@@ -559,16 +559,26 @@ def _without_redone(body: str, start: int) -> str:
     return "".join(kept)
 
 
+def _sections(text: str) -> tuple[str, list[str]] | None:
+    """A rollout summary file split into its header and its ``## Segment(s) up to`` sections
+    (None when it has no section)."""
+
+    first = text.find(SECTION_MARK)
+    if first < 0:
+        return None
+    header, rest = text[: first + 1], text[first + 1 :]
+    parts = rest.split(SECTION_MARK)
+    return header, [parts[0], *(SECTION_MARK.lstrip("\n") + p for p in parts[1:])]
+
+
 def _summary_without_redone(text: str, start: int) -> str | None:
     """A rollout summary file without its sections of bytes from ``start`` on (``None`` when
     no section is left: the file is started afresh)."""
 
-    first = text.find(SECTION_MARK)
-    if first < 0:
+    split = _sections(text)
+    if split is None:
         return text
-    header, rest = text[: first + 1], text[first + 1 :]
-    parts = rest.split(SECTION_MARK)
-    sections = [parts[0], *(SECTION_MARK.lstrip("\n") + p for p in parts[1:])]
+    header, sections = split
     kept: list[str] = []
     for section in sections:
         m = _BLOCK_MARK_RE.search(section)
@@ -583,14 +593,10 @@ def _summary_without_redone(text: str, start: int) -> str | None:
 def bounded_summary(text: str, max_chars: int = SUMMARY_FILE_MAX_CHARS) -> str:
     """A rollout summary file cut to its header and newest sections when it grows too long."""
 
-    if len(text) <= max_chars:
+    split = _sections(text) if len(text) > max_chars else None
+    if split is None:
         return text
-    first = text.find(SECTION_MARK)
-    if first < 0:
-        return text
-    header, rest = text[: first + 1], text[first + 1 :]
-    parts = rest.split(SECTION_MARK)
-    sections = [parts[0], *(SECTION_MARK.lstrip("\n") + p for p in parts[1:])]
+    header, sections = split
     earlier = 0
     if header.rstrip().endswith("dropped to keep this file short)"):
         line = header.rstrip().rsplit("\n", 1)[-1]
