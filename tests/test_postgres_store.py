@@ -39,6 +39,32 @@ async def test_schema_is_created_on_first_use_and_recorded_by_version(pg_dsn: st
     await again.aclose()
 
 
+async def test_a_database_at_an_older_schema_is_migrated_on_first_use_keeping_its_data(
+    pg_dsn: str,
+) -> None:
+    from sandbox_memory.stores.postgres import MIGRATIONS
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # what version 1 left behind
+        conn.execute(
+            "CREATE TABLE sbm_schema (version integer NOT NULL, migrated_at timestamptz NOT NULL DEFAULT now())"
+        )
+        conn.execute(MIGRATIONS[0])
+        conn.execute("INSERT INTO sbm_schema (version) VALUES (1)")
+        conn.execute(
+            "INSERT INTO sbm_files (namespace, path, content) VALUES ('a', 'raw_memories/r.md', 'notes')"
+        )
+    store = PostgresStore(pg_dsn, namespace="a")
+    notes, newest = await store.files()
+    assert notes == {"raw_memories/r.md": b"notes"} and newest >= 1
+    await store.put_files({"raw_memories/r.md": None})
+    tomb, later = await store.files(after=newest)
+    assert tomb == {"raw_memories/r.md": None} and later > newest  # a deletion is seen
+    with psycopg.connect(pg_dsn) as conn:
+        rows = conn.execute("SELECT version FROM sbm_schema ORDER BY version").fetchall()
+    assert [v for (v,) in rows] == list(range(1, SCHEMA_VERSION + 1)) and SCHEMA_VERSION >= 2
+    await store.aclose()
+
+
 async def test_a_schema_newer_than_the_code_is_refused_clearly(pg_dsn: str) -> None:
     await (store := PostgresStore(pg_dsn, namespace="a")).ping()
     await store.aclose()
@@ -200,7 +226,7 @@ async def test_a_namespace_never_sees_another_namespaces_data(pg_dsn: str) -> No
     assert await other.rollouts() == {}
     assert await other.read_segments("r1") == []
     assert await other.threads() == {}
-    assert await other.files() == {}
+    assert await other.files() == ({}, 0)
     # acme's lease does not hold globex, and acme's fence does not open globex's writes.
     theirs = await other.acquire(timeout=1)
     with pytest.raises(MemoryLeaseLost):

@@ -183,6 +183,14 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (namespace, path)
     );
     """,
+    # 2: notes carry a revision, so a copy fetches only those changed since it last looked;
+    # a deleted note stays as a tombstone (no content) for copies to remove theirs.
+    """
+    ALTER TABLE sbm_files ALTER COLUMN content DROP NOT NULL;
+    CREATE SEQUENCE sbm_files_rev;
+    ALTER TABLE sbm_files ADD COLUMN rev bigint NOT NULL DEFAULT nextval('sbm_files_rev');
+    CREATE INDEX sbm_files_rev_idx ON sbm_files (namespace, rev);
+    """,
 ]
 """Migration ``i`` takes the schema from version ``i`` to ``i + 1``; never edit a released one."""
 
@@ -846,23 +854,24 @@ class PostgresStore:
         async with self._tx("writing notes") as conn:
             await self._check_fence(conn, fence)
             for path, data in files.items():
-                if data is None:
-                    await conn.execute(
-                        "DELETE FROM sbm_files WHERE namespace = %s AND path = %s",
-                        (self.namespace, path),
-                    )
-                else:
-                    await conn.execute(
-                        "INSERT INTO sbm_files (namespace, path, content) VALUES (%s, %s, %s) "
-                        "ON CONFLICT (namespace, path) DO UPDATE SET content = EXCLUDED.content",
-                        (self.namespace, path, data),
-                    )
+                # A deletion is a tombstone (no content): copies see it and remove theirs.
+                await conn.execute(
+                    "INSERT INTO sbm_files (namespace, path, content) VALUES (%s, %s, %s) "
+                    "ON CONFLICT (namespace, path) DO UPDATE SET content = EXCLUDED.content, "
+                    "rev = nextval('sbm_files_rev')",
+                    (self.namespace, path, data),
+                )
 
-    async def files(self) -> dict[str, bytes]:
+    async def files(self, *, after: int = 0) -> tuple[dict[str, bytes | None], int]:
+        """Notes changed since revision ``after`` (``None``: deleted) and the newest revision."""
+
         async with self._tx("reading notes") as conn:
             rows = await (
                 await conn.execute(
-                    "SELECT path, content FROM sbm_files WHERE namespace = %s", (self.namespace,)
+                    "SELECT path, content, rev FROM sbm_files WHERE namespace = %s AND rev > %s "
+                    "ORDER BY rev",
+                    (self.namespace, after),
                 )
             ).fetchall()
-        return {str(p): bytes(c) for p, c in rows}
+        newest = max([after, *(int(r) for _, _, r in rows)])
+        return {str(p): (None if c is None else bytes(c)) for p, c, _ in rows}, newest

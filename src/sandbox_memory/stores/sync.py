@@ -484,26 +484,32 @@ class SharedCopy:
             }
             changed = True
 
-        log = await self.store.read_log()
-        last_seq = log[-1][0] if log else 0
-        if last_seq != base["log_seq"] or len(await st.read_log()) != base["log_lines"]:
+        local_lines = len(await st.read_log())
+        if local_lines == base["log_lines"]:
+            # The copy's log is what it last fetched: append only what came since.
+            fresh = await self.store.read_log(after=int(base["log_seq"]))
+            if fresh:
+                for _, record in fresh:
+                    await st.append_log(record)
+                base["log_seq"], base["log_lines"] = fresh[-1][0], local_lines + len(fresh)
+        else:
+            # The copy logged changes of its own (now sent): the store's log replaces it.
+            log = await self.store.read_log()
             body = "".join(r.model_dump_json() + "\n" for _, r in log)
             await self.rt.ws.write_atomic(f"{st.dir}/log.jsonl", body.encode("utf-8"))
-            base["log_seq"], base["log_lines"] = last_seq, len(log)
+            base["log_seq"], base["log_lines"] = (log[-1][0] if log else 0), len(log)
 
-        files = await self.store.files()
-        for rel, data in files.items():
-            if (
-                base["files"].get(rel) != _h(data)
-                or await self.rt.ws.size(f"{self.mdir}/{rel}") is None
-            ):
+        notes, newest = await self.store.files(after=int(base.get("files_rev", 0)))
+        for rel, data in notes.items():
+            if data is None:
+                if base["files"].pop(rel, None) is not None:
+                    await self.rt.ws.remove(f"{self.mdir}/{rel}")
+                    changed = True
+            elif base["files"].get(rel) != _h(data):
                 await self.rt.ws.write_atomic(f"{self.mdir}/{rel}", data)
+                base["files"][rel] = _h(data)
                 changed = True
-        for rel in list(base["files"]):
-            if rel not in files:
-                await self.rt.ws.remove(f"{self.mdir}/{rel}")
-                changed = True
-        base["files"] = {rel: _h(data) for rel, data in files.items()}
+        base["files_rev"] = newest
 
         threads = await self.store.threads()
         local_threads = set(await self.rt.ws.listdir(f"{st.dir}/threads"))
