@@ -655,11 +655,11 @@ def render(results: dict[str, Any], tallies: dict[int, Tally], coding: list[dict
         "",
         "Where the evidence measure is lost: "
         f"{overall.rate('covered'):.2f} of the questions have an evidence turn that some entry "
-        "cites, so what is missing is ranking, not extraction. Search lists an entry and the "
-        "item it cites (and a promoted entry's layout and conversation copies) as separate "
-        "hits; with hits whose sources all appeared higher up skipped, the top 10 finds an "
-        f"evidence turn for {overall.rate('merged_evidence'):.2f} (a diagnostic, not what "
-        "`MemoryClient.search` returns).",
+        "cites, so what is missing is ranking, not extraction. With hits whose sources all "
+        "appeared higher up skipped (an entry and the item it cites counted once), the top 10 "
+        f"finds an evidence turn for {overall.rate('merged_evidence'):.2f}, against "
+        f"{overall.rate('search_evidence'):.2f} for the top 10 as `MemoryClient.search` "
+        "returns it (a diagnostic of how much duplicate hits cost).",
     ]
     ratio = overall.rate("search_answer") / max(overall.rate("bm25_answer"), 1e-9)
     for target, value, met in (
