@@ -485,8 +485,7 @@ async def test_phase_one_of_several_rollouts_runs_concurrently_within_the_bound(
     report = await rt.close()
     elapsed = time.monotonic() - started
     assert sorted(report["extracted"]) == names
-    assert model.max_active == 3
-    assert elapsed < 8 * 0.2  # faster than one at a time
+    assert model.max_active == 3  # three calls in flight at once, never more
     figure("faults.concurrency_bound_3_max_seen", model.max_active)
     figure("faults.eight_rollouts_seconds_at_0_2s_per_call", round(elapsed, 2))
 
