@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import random
+import re
 import shutil
 import signal
 import sys
@@ -785,3 +786,139 @@ async def test_setting_aside_unreadable_progress_does_not_write_notes_twice(
     for p in sorted(mem.glob("raw_memories/*.md")):
         text = p.read_text()
         assert text.count("- task: Run 1 of") == 1, text
+
+
+# ------------------------------------------------------------------ locks and clocks
+
+TEN_YEARS = 10 * 365 * 24 * 3600.0
+
+
+async def test_a_lock_stamped_years_ahead_is_taken_over_and_the_log_says_why(
+    workspace_root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write_lock(workspace_root, expires_in=TEN_YEARS, owner="1-otherhost000")
+    await record_conversations(workspace_root, ["later"])
+    with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
+        await runtime(workspace_root, engine="offline", lock_timeout_seconds=1).close()
+    assert progress(workspace_root)["later"]["consolidated"] is True
+    taken = [w for w in warnings_from(caplog) if "taking it over" in w]
+    assert len(taken) == 1 and "beyond the longest lease" in taken[0], taken
+
+
+async def test_a_live_lease_of_another_host_is_waited_for_not_taken(
+    workspace_root: Path,
+) -> None:
+    lock = write_lock(workspace_root, expires_in=110, owner="1-otherhost000")
+    await record_conversations(workspace_root, ["later"])
+    with pytest.raises(MemoryLockTimeout):
+        await runtime(workspace_root, engine="offline", lock_timeout_seconds=0.3).close()
+    assert json.loads(lock.read_text())["owner"] == "1-otherhost000"
+
+
+@pytest.mark.parametrize("when", [1e308, float("nan")])
+async def test_an_absurd_next_attempt_time_is_retried_now(
+    workspace_root: Path, caplog: pytest.LogCaptureFixture, when: float
+) -> None:
+    await record_conversations(workspace_root, ["stuck"])
+    record = workspace_root / STORE / "progress" / "stuck.json"
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(
+        json.dumps({"offset": 0, "attempts": 1, "status": "retrying", "next_attempt_at": when})
+    )
+    with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
+        report = await runtime(workspace_root, engine="offline").close()
+    assert "stuck" in report["extracted"]
+    assert progress(workspace_root)["stuck"]["attempts"] == 0
+    assert any("beyond the longest backoff" in w for w in warnings_from(caplog))
+
+
+def test_an_entry_stamped_a_year_ahead_does_not_outrank_a_newer_correction() -> None:
+    from sandbox_memory.phase_two import promote
+    from sandbox_memory.store import ConversationMemory, Entry, LayoutMemory, Source, now_ms
+
+    year_ms = 365 * 24 * 3600 * 1000
+    stale = Entry(
+        key="deploy",
+        content="Deploy with the old script.",
+        kind="decision",
+        sources=[Source(conversation="old", item="a:0")],
+        updated_at=now_ms() + year_ms,
+    )
+    layout = LayoutMemory(entries={"deploy": stale})
+    correction = Entry(
+        key="deploy",
+        content="Deploy with make deploy.",
+        kind="decision",
+        sources=[Source(conversation="new", item="b:0")],
+    )
+    conversation = ConversationMemory(rollout_id="new", entries={"deploy": correction})
+    assert promote(layout, conversation, since=0) == ["deploy"]
+    assert layout.entries["deploy"].content == "Deploy with make deploy."
+
+
+# ------------------------------------------------------------------ a rollout replaced
+
+
+async def record_learning(root: Path, name: str, runs: range) -> None:
+    from faultlib import learning_run
+
+    rt = runtime(root, engine="offline")
+    for n in runs:
+        await rt.record(learning_run(name, n), rollout_id=name)
+
+
+def runs_learned(root: Path, name: str) -> list[str]:
+    """The runs (segment ids) a result fact was learned from: one fact per run."""
+
+    doc = json.loads((root / STORE / "conversations" / f"{name}.json").read_text())
+    return sorted(
+        s["item"].split(":")[0]
+        for key, e in doc["entries"].items()
+        if key.startswith("result-")
+        for s in e["sources"]
+    )
+
+
+def notes_twice(root: Path, name: str) -> list[str]:
+    """Items cited by more than one block of the conversation's raw notes."""
+
+    text = (root / "memories/raw_memories" / f"{name}.md").read_text()
+    blocks = re.split(r"<!-- segments from byte \d+ -->", text)
+    cited = [set(re.findall(r"\[([0-9a-f]{8}):0\]", b)) for b in blocks]
+    return sorted({i for n, c in enumerate(cited) for i in c if any(i in o for o in cited[:n])})
+
+
+async def test_a_cleared_rollout_file_is_read_again_and_every_later_run_is_learned_once(
+    workspace_root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    await record_learning(workspace_root, "conv", range(1, 4))
+    await runtime(workspace_root, engine="offline").close()
+    (workspace_root / "sessions/conv.jsonl").write_bytes(b"")  # cleared
+    with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
+        for n in range(4, 9):  # five later runs, each followed by a close
+            await record_learning(workspace_root, "conv", range(n, n + 1))
+            await runtime(workspace_root, engine="offline").close()
+    learned = runs_learned(workspace_root, "conv")
+    assert len(learned) == len(set(learned)) == 8, learned  # 3 before, 5 after the clear
+    assert notes_twice(workspace_root, "conv") == []
+    assert any("read again from its start" in w for w in warnings_from(caplog))
+    figure("rollouts.cleared_later_runs_learned", "5 of 5")
+
+
+async def test_an_older_copy_of_sessions_restored_learns_only_the_new_runs_once(
+    workspace_root: Path, tmp_path: Path
+) -> None:
+    await record_learning(workspace_root, "conv", range(1, 3))
+    await runtime(workspace_root, engine="offline").close()
+    snapshot = tmp_path / "snapshot.jsonl"
+    shutil.copy(workspace_root / "sessions/conv.jsonl", snapshot)
+    await record_learning(workspace_root, "conv", range(3, 5))
+    await runtime(workspace_root, engine="offline").close()
+    shutil.copy(snapshot, workspace_root / "sessions/conv.jsonl")  # runs 3 and 4 are gone
+    await record_learning(workspace_root, "conv", range(5, 7))
+    await runtime(workspace_root, engine="offline").close()
+    learned = runs_learned(workspace_root, "conv")
+    assert len(learned) == len(set(learned)) == 6, learned  # 3 and 4 before the restore
+    assert notes_twice(workspace_root, "conv") == []
+    size = (workspace_root / "sessions/conv.jsonl").stat().st_size
+    assert progress(workspace_root)["conv"]["offset"] == size

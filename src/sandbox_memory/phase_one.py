@@ -12,10 +12,19 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .engines.base import Candidate, Extraction, ExtractionRequest, KnownEntry
-from .phase_two import ItemIndex, apply_to_conversation, check_candidates
+from .phase_two import ItemIndex, apply_to_conversation, check_candidates, plausible_ms
 from .privacy import keep_private, run_person, self_statements, shared_slug, shared_text
 from .rollouts import ParsedSegments, read_new_segments, rollout_path
-from .store import ConversationMemory, Entry, LayoutMemory, LogRecord, RolloutProgress, now_ms
+from .search import timestamp_ms
+from .store import (
+    ConversationMemory,
+    Entry,
+    LayoutMemory,
+    LogRecord,
+    RolloutProgress,
+    now_ms,
+    tail_hash,
+)
 
 if TYPE_CHECKING:
     from .manager import LayoutRuntime
@@ -26,6 +35,9 @@ T = TypeVar("T")
 
 SLUG_MAX = 60
 """Longest slug kept in a file name."""
+
+MAX_BACKOFF_SECONDS = 3600.0
+"""Longest delay between two attempts; a later ``next_attempt_at`` read from disk is absurd."""
 
 BACKOFF_BASE_SECONDS = 2.0
 """First retry delay after a failed extraction; doubles per attempt (capped by the hour)."""
@@ -181,10 +193,35 @@ async def _extract(rt: LayoutRuntime, rollout_id: str, *, budget: Budget | None)
     prog = await store.get_progress(rollout_id) or RolloutProgress()
     if prog.status == "failed":
         return False
-    if prog.next_attempt_at > time.time():
+    wait = prog.next_attempt_at - time.time()
+    if wait > MAX_BACKOFF_SECONDS + 60 or math.isnan(wait):
+        # Not a delay this code sets (a clock far off, a hand edit): retried now, not never.
+        logger.warning(
+            "rollout %s has its next attempt %s s from now, beyond the longest backoff "
+            "(%.0f s); it is retried now",
+            rollout_id,
+            f"{wait:.0f}" if math.isfinite(wait) else wait,
+            MAX_BACKOFF_SECONDS,
+        )
+    elif wait > 0:
         return False
     path = rollout_path(rt.layout.sessions_dir, rollout_id)
-    read = await read_new_segments(rt.ws, path, offset=prog.offset)
+    start = prog.offset
+    learned_until: int | None = None
+    replaced = await _replaced(rt, path, prog)
+    if replaced is not None:
+        # Read again from the start; runs stamped up to the newest one learned are taken as
+        # learned (an older copy restored holds only those), newer ones are new.
+        start, learned_until = 0, plausible_ms(timestamp_ms(prog.updated_at))
+        logger.warning(
+            "rollout %s is %s than what memory read of it (%d bytes); it is read again from "
+            "its start, and only runs after %s are learned",
+            path,
+            replaced,
+            prog.offset,
+            prog.updated_at or "the start",
+        )
+    read = await read_new_segments(rt.ws, path, offset=start)
     if read is None:
         return False
     parsed: ParsedSegments = read
@@ -195,15 +232,19 @@ async def _extract(rt: LayoutRuntime, rollout_id: str, *, budget: Budget | None)
             path,
         )
     segments = [s for s in parsed.segments if not _only_edits(s)]
+    if learned_until is not None:
+        segments = [s for s in segments if timestamp_ms(s.get("updated_at")) > learned_until]
     conversation = await store.load_conversation(rollout_id)
     if not rt.switch(conversation.overrides.generate, "generate"):
         return False  # left unprocessed: learning resumes if generate is switched back on
     if not segments:
         if parsed.end_offset != prog.offset:
             end = parsed.end_offset
+            tail = await _tail(rt, path, end)
 
             def skip(p: RolloutProgress) -> None:
                 p.offset = end
+                p.tail = tail
 
             async with rt.write_lock():
                 await rt.update_progress(rollout_id, skip)
@@ -306,7 +347,13 @@ async def _extract(rt: LayoutRuntime, rollout_id: str, *, budget: Budget | None)
             )
             return False
         changed = await _apply(
-            rt, rollout_id, extraction, segments, (prog.offset, parsed.end_offset), path
+            rt,
+            rollout_id,
+            extraction,
+            segments,
+            (start, parsed.end_offset),
+            path,
+            replaced=replaced is not None,
         )
     if budget is not None:
         budget.extracted.append(rollout_id)
@@ -346,7 +393,7 @@ async def _record_failure(rt: LayoutRuntime, rollout_id: str, message: str) -> N
             p.status = "failed"
         else:
             p.status = "retrying"
-            delay = min(BACKOFF_BASE_SECONDS * 2 ** (p.attempts - 1), 3600.0)
+            delay = min(BACKOFF_BASE_SECONDS * 2 ** (p.attempts - 1), MAX_BACKOFF_SECONDS)
             p.next_attempt_at = time.time() + delay
 
     async with rt.write_lock():
@@ -425,6 +472,8 @@ async def _apply(
     segments: list[dict[str, Any]],
     span: tuple[int, int],
     path: str,
+    *,
+    replaced: bool = False,
 ) -> bool:
     start_offset, end_offset = span
     store = rt.store
@@ -490,7 +539,11 @@ async def _apply(
     mark = BLOCK_MARK.format(start=start_offset)
     old_raw = await rt.ws.read_text(raw_rel)
     old_raw_body = old_raw.split("\n\n", 1)[1] if old_raw and "\n\n" in old_raw else ""
-    old_raw_body = _without_redone(old_raw_body, start_offset)
+    if replaced:
+        # The file's bytes were renumbered: earlier notes are kept, no longer by byte.
+        old_raw_body = _BLOCK_MARK_RE.sub("", old_raw_body).lstrip("\n")
+    else:
+        old_raw_body = _without_redone(old_raw_body, start_offset)
     raw_notes = shared_text(extraction.raw_memory.strip(), private)
     raw_text = header + mark + "\n" + rt.redactor.redact_text(raw_notes) + "\n"
     if old_raw_body.strip():
@@ -501,7 +554,10 @@ async def _apply(
         + rt.redactor.redact_text(summary_notes)
         + "\n"
     )
-    kept_summary = _summary_without_redone(old_summary, start_offset) if old_summary else None
+    if replaced and old_summary:
+        kept_summary: str | None = _BLOCK_MARK_RE.sub("", old_summary)
+    else:
+        kept_summary = _summary_without_redone(old_summary, start_offset) if old_summary else None
     if kept_summary:
         summary_text = bounded_summary(kept_summary.rstrip() + "\n\n" + section)
     else:
@@ -509,8 +565,11 @@ async def _apply(
     await rt.ws.write_text(raw_rel, raw_text)
     await rt.ws.write_text(summary_rel, summary_text)
 
+    tail = await _tail(rt, path, end_offset)
+
     def done(p: RolloutProgress) -> None:
         p.offset = end_offset
+        p.tail = tail
         p.updated_at = updated_at or p.updated_at
         p.slug = slug
         p.attempts = 0
@@ -535,6 +594,26 @@ async def _apply(
         )
     rt.bump()
     return True
+
+
+async def _tail(rt: LayoutRuntime, path: str, offset: int) -> str | None:
+    return await tail_hash(rt.ws, path, offset)
+
+
+async def _replaced(rt: LayoutRuntime, path: str, prog: RolloutProgress) -> str | None:
+    """How the rollout file differs from the one progress read (``"shorter"``, ``"different"``),
+    or ``None`` when it is that file, maybe grown."""
+
+    if prog.offset <= 0:
+        return None
+    size = await rt.ws.size(path)
+    if size is None:
+        return None
+    if size < prog.offset:
+        return "shorter"
+    if prog.tail is not None and await _tail(rt, path, prog.offset) != prog.tail:
+        return "different"
+    return None
 
 
 BLOCK_MARK = "<!-- segments from byte {start} -->"

@@ -332,6 +332,18 @@ def retract(entry: Entry, sources: list[Source], stamp: int | None = None) -> No
     entry.sources = [*entry.sources, *sources]
 
 
+MAX_CLOCK_AHEAD_MS = 10 * 60 * 1000
+"""How far ahead of this clock a stamp read from disk may be and still rank by it."""
+
+
+def plausible_ms(stamp: int) -> int:
+    """``stamp`` for ranking "newer wins": a time further ahead than another machine's clock
+    can plausibly be (a bad write, a clock years off) ranks as the oldest, so it never
+    outranks a correction made now."""
+
+    return stamp if stamp <= now_ms() + MAX_CLOCK_AHEAD_MS else 0
+
+
 def _same(old: Entry | None, new: Entry) -> bool:
     return (
         old is not None
@@ -355,7 +367,7 @@ def promote(layout: LayoutMemory, conversation: ConversationMemory, since: int) 
                 current is not None
                 and current.status == "active"
                 and current.person == entry.person
-                and current.updated_at < entry.updated_at
+                and plausible_ms(current.updated_at) < entry.updated_at
             ):
                 retract(
                     current,
@@ -368,7 +380,7 @@ def promote(layout: LayoutMemory, conversation: ConversationMemory, since: int) 
             continue
         if current is not None and current.status == "retracted":
             continue  # a person retracted it; only a person restores it
-        if current is not None and current.updated_at >= entry.updated_at:
+        if current is not None and plausible_ms(current.updated_at) >= entry.updated_at:
             continue
         layout.entries[entry.key] = entry.model_copy(deep=True)
         promoted.append(entry.key)

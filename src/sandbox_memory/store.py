@@ -156,9 +156,25 @@ class RolloutProgress(BaseModel):
     status: Literal["ok", "retrying", "failed"] = "ok"
     consolidated: bool = False
     """Whether phase 2 has taken this rollout's latest extraction into layout memory."""
+    tail: str | None = None
+    """Hash of the last bytes read (up to 256 before ``offset``): tells a rollout file that was
+    replaced (cleared, an older copy restored) from the one read, at the cost of one small read."""
     forgotten: bool = False
     """Phase 2 forgot this rollout: only ``offset`` and ``updated_at`` are kept, so its old
     segments are not extracted again and a later run of the conversation starts after them."""
+
+
+TAIL_BYTES = 256
+
+
+async def tail_hash(ws: Workspace, path: str, offset: int) -> str | None:
+    """Hash of the bytes of ``path`` just before ``offset`` (see ``RolloutProgress.tail``)."""
+
+    if offset <= 0:
+        return None
+    start = max(0, offset - TAIL_BYTES)
+    data = await ws.read_range(path, start, offset - start)
+    return None if data is None else hashlib.sha256(data).hexdigest()[:16]
 
 
 class Progress(BaseModel):
@@ -559,8 +575,11 @@ class Store(MemoryStore):
         prog = await self.get_progress(rollout_id)
         offset = prog.offset if prog is not None else 0
         path = f"{self.sessions_dir}/{rollout_id}.jsonl"
-        if (await self.ws.size(path) or 0) > offset:
-            return True
+        if (await self.ws.size(path) or 0) != offset:
+            return True  # grew, or shrank: cleared or restored from an older copy
+        if prog is not None and prog.tail is not None:
+            if await tail_hash(self.ws, path, offset) != prog.tail:
+                return True  # as long as what was read, but other bytes
         # Read to its end: drop the flag, then look again, so an append that raced with the
         # check (its flag was set before the removal) is not missed.
         await self.ws.remove(self.pending_flag(rollout_id))

@@ -26,6 +26,7 @@ import fcntl
 import io
 import json
 import logging
+import math
 import os
 import posixpath
 import secrets
@@ -52,6 +53,9 @@ TMP_SUFFIX = ".tmp-sbm"
 APPEND_ARG_MAX_BYTES = 96 * 1024
 """Largest line a session append passes as a shell argument (Linux caps one at 128 KiB);
 longer lines are written to a temporary file first, one more call."""
+
+LEASE_CLOCK_SLACK_SECONDS = 60.0
+"""How far another machine's clock may run ahead before its lease is not believed."""
 
 BIG_WRITE_BYTES = 1 << 20
 """Writes and reads at least this big leave the event loop (a thread does the system call)."""
@@ -804,13 +808,8 @@ class LeaseLock:
             except IsADirectoryError:
                 await set_aside_folder(self.workspace, self.path)
                 continue
-            expired = False
-            try:
-                info = json.loads(raw or b"{}")
-                expired = float(info.get("expires_at", 0)) < time.time() or _holder_dead(info)
-            except (ValueError, TypeError, AttributeError):
-                expired = raw is not None  # unreadable lock file: a torn write by a dead holder
-            if expired and raw is not None:
+            why = self._why_stale(raw)
+            if why is not None and raw is not None:
                 stale = f"{self.path}.stale-{secrets.token_hex(4)}"
                 if await self.workspace.rename(self.path, stale):
                     moved = await self.workspace.read_bytes(stale)
@@ -819,10 +818,7 @@ class LeaseLock:
                         await self.workspace.create_exclusive(self.path, moved)
                     await self.workspace.remove(stale)
                     if moved == raw:
-                        logger.warning(
-                            "memory lock %s had expired or its holder is gone; taking it over",
-                            self.path,
-                        )
+                        logger.warning("memory lock %s %s; taking it over", self.path, why)
                     continue
             waited = time.monotonic() - start
             if waited > self.timeout:
@@ -835,6 +831,35 @@ class LeaseLock:
                 logger.warning("waiting for memory lock %s held by another process", self.path)
                 warned = True
             await asyncio.sleep(self.poll)
+
+    def _why_stale(self, raw: bytes | None) -> str | None:
+        """Why the lock in ``raw`` may be taken over, or ``None`` while its holder has it.
+
+        Times read from disk are bounded by what is plausible: a lease never runs longer than
+        ``lease`` seconds from now, so an expiry further ahead (a clock far off, a bad write)
+        is not trusted to block memory for years.
+        """
+
+        if raw is None:
+            return None
+        try:
+            info = json.loads(raw or b"{}")
+            expires = float(info.get("expires_at", 0))
+        except (ValueError, TypeError, AttributeError):
+            return "is unreadable (a torn write by a holder that died)"
+        now = time.time()
+        if not math.isfinite(expires):
+            return f"has an expiry that is not a time ({expires})"
+        if expires < now:
+            return f"expired {now - expires:.0f}s ago"
+        if expires > now + self.lease + LEASE_CLOCK_SLACK_SECONDS:
+            return (
+                f"expires {expires - now:.0f}s from now, beyond the longest lease "
+                f"({self.lease:.0f}s): a clock far off or a bad write"
+            )
+        if _holder_dead(info):
+            return f"was held by process {info.get('owner')} of this machine, which is gone"
+        return None
 
     async def _renew(self) -> None:
         while True:
