@@ -179,7 +179,7 @@ async def test_a_lock_of_a_process_that_is_gone_is_taken_over_before_its_lease_e
     kill_when_ready(proc, after=0.3)
     lock = workspace_root / STORE / "lock"
     if not lock.exists():  # the kill landed outside the lock: leave one as the dead pid would
-        write_lock(workspace_root, expires_in=600, owner=f"{proc.pid}-0")
+        write_lock(workspace_root, expires_in=110, owner=f"{proc.pid}-0")
         data = json.loads(lock.read_text())
         lock.write_text(json.dumps({**data, "pid_space": _PID_SPACE}))
     assert json.loads(lock.read_text())["expires_at"] > time.time() + 60  # lease still running
@@ -200,7 +200,7 @@ async def test_waiting_for_a_held_lock_raises_lock_timeout_after_the_configured_
 ) -> None:
     caplog.set_level(logging.WARNING, logger="sandbox_memory")
     await record_conversations(workspace_root, ["waiting"])
-    write_lock(workspace_root, expires_in=600)  # another process is working
+    write_lock(workspace_root, expires_in=110)  # another process is working
     rt = runtime(workspace_root, engine="offline", lock_timeout_seconds=1.5)
     started = time.monotonic()
     with pytest.raises(MemoryLockTimeout, match="lock_timeout_seconds"):
@@ -215,7 +215,7 @@ async def test_a_close_that_cannot_get_the_lock_logs_and_leaves_the_run_for_late
     client, manifest, workspace_root, tmp_path, caplog
 ) -> None:
     caplog.set_level(logging.WARNING, logger="sandbox_memory")
-    lock = write_lock(workspace_root, expires_in=600)
+    lock = write_lock(workspace_root, expires_in=110)
     memory = Memory(generate=MemoryGenerateConfig(engine="offline", lock_timeout_seconds=1.1))
     snapshots = tmp_path / "snapshots"
     await one_run(
