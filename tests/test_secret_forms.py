@@ -5,6 +5,8 @@ Each test fails on the redactor and rules before this change."""
 from __future__ import annotations
 
 import json
+import random
+import string
 from pathlib import Path
 from typing import Any
 
@@ -276,3 +278,46 @@ async def test_an_injected_instruction_in_a_failing_test_never_reaches_a_fix_fac
                                                                result.rollout_summary])  # fmt: skip
     assert any(c.key.startswith("fix-") for c in result.candidates)
     assert "remember that" not in shown and "IMPORTANT" not in shown
+
+
+# ---- 3. formats of a public scanner catalogue ------------------------------------------------
+
+_rng = random.Random(1010)
+
+
+def _r(n: int, alphabet: str = string.ascii_letters + string.digits) -> str:
+    return "".join(_rng.choice(alphabet) for _ in range(n - 1)) + "7"
+
+
+_HEX = "0123456789abcdef"
+_LOW = string.ascii_lowercase + string.digits
+CATALOGUE = [
+    ("rubygems", "rubygems" + "_" + _r(48, _HEX)),
+    ("clojars", "CLOJARS" + "_" + _r(60, _LOW)),
+    ("dockerhub", "dckr" + "_pat_" + _r(27)),
+    ("artifactory", "AK" + "Cp" + _r(69)),
+    ("crates", "ci" + "o" + _r(32)),
+    ("nuget", "oy" + "2" + _r(43, _LOW)),
+    ("packagist", "packagist" + "_uut_" + _r(68, _HEX)),
+    ("new-relic", "NR" + "AK-" + _r(27, string.ascii_uppercase + string.digits)),
+    ("flyio", "fo" + "1_" + _r(43)),
+    ("planetscale", "pscale" + "_tkn_" + _r(40)),
+    ("supabase", "sb" + "p_" + _r(40, _HEX)),
+    ("prefect", "pn" + "u_" + _r(36)),
+    ("shippo", "shippo" + "_live_" + _r(40, _HEX)),
+    ("dynatrace", "dt0c01" + "." + _r(24) + "." + _r(64)),
+    ("easypost", "EZ" + "AK" + _r(54)),
+    ("brevo", "xkeysib" + "-" + _r(64, _HEX) + "-" + _r(16)),
+    ("alibaba", "LT" + "AI" + _r(20)),
+    ("langsmith", "lsv2" + "_pt_" + _r(32, _HEX) + "_" + _r(10, _HEX)),
+    ("airtable", "pa" + "t" + _r(14) + "." + _r(64, _HEX)),
+    ("slack-config", "xo" + "xe.xoxp-1-" + _r(150, string.ascii_uppercase + string.digits)),
+    ("terraform", _r(14, _LOW) + ".atlas" + "v1." + _r(64)),
+    ("azure-ad", _r(3) + "8Q" + "~" + _r(32)),
+]
+
+
+@pytest.mark.parametrize(("name", "token"), CATALOGUE, ids=[n for n, _ in CATALOGUE])
+def test_catalogue_formats_are_redacted_anywhere(redactor: Redactor, name: str, token: str) -> None:
+    for text in (f"deploy with {token} now", f"see {token}", json.dumps({"x": token})):
+        assert token not in redactor.redact_text(text), name

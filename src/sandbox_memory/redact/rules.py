@@ -431,6 +431,50 @@ def _vendor_context(kind: str, vendor: str, value: str) -> _Rule:
     )
 
 
+_CATALOGUE_FORMATS: tuple[tuple[str, str, str], ...] = (
+    # package registries: upload and publish tokens
+    ("rubygems-api-token", "rubygems_", r"[a-f0-9]{48}(?![a-f0-9])"),
+    ("clojars-api-token", "CLOJARS_", r"[a-z0-9]{60}(?![a-z0-9])"),
+    ("dockerhub-token", "dckr_pat_", r"[A-Za-z0-9_-]{25,}"),
+    ("dockerhub-token", "dckr_oat_", r"[A-Za-z0-9_-]{25,}"),
+    ("artifactory-api-key", "AKCp", r"[A-Za-z0-9]{69}(?![A-Za-z0-9])"),
+    ("artifactory-reference-token", "cmVmdGtu", r"[A-Za-z0-9]{56}(?![A-Za-z0-9])"),
+    ("crates-io-token", "cio", r"[A-Za-z0-9]{32}(?![A-Za-z0-9])"),
+    ("nuget-api-key", "oy2", r"[a-z0-9]{43}(?![a-z0-9])"),
+    ("packagist-token", "packagist_", r"[ou][ru]t_[a-f0-9]{68}"),
+    # platforms and SaaS
+    ("onepassword-service-token", "ops_eyJ", r"[A-Za-z0-9+/=_-]{100,}"),
+    ("new-relic-key", "NRAK-", r"[A-Z0-9]{27}(?![A-Z0-9])"),
+    ("new-relic-key", "NRII-", r"[A-Za-z0-9-]{32}"),
+    ("flyio-token", "fo1_", r"[A-Za-z0-9_-]{43}"),
+    ("planetscale-token", "pscale_tkn_", r"[A-Za-z0-9_=.-]{32,64}"),
+    ("planetscale-token", "pscale_pw_", r"[A-Za-z0-9_=.-]{32,64}"),
+    ("planetscale-token", "pscale_oauth_", r"[A-Za-z0-9_=.-]{32,64}"),
+    ("supabase-token", "sbp_", r"[a-f0-9]{40}(?![a-f0-9])"),
+    ("prefect-api-key", "pnu_", r"[A-Za-z0-9]{36}(?![A-Za-z0-9])"),
+    ("readme-api-key", "rdme_", r"[a-z0-9]{70}(?![a-z0-9])"),
+    ("shippo-api-token", "shippo_live_", r"[a-f0-9]{40}"),
+    ("shippo-api-token", "shippo_test_", r"[a-f0-9]{40}"),
+    ("typeform-token", "tfp_", r"[A-Za-z0-9_.=-]{59,}"),
+    ("frameio-token", "fio-u-", r"[A-Za-z0-9_=-]{64}"),
+    ("dynatrace-token", "dt0c01.", r"[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}"),
+    ("easypost-api-key", "EZAK", r"[A-Za-z0-9]{54}(?![A-Za-z0-9])"),
+    ("easypost-api-key", "EZTK", r"[A-Za-z0-9]{54}(?![A-Za-z0-9])"),
+    ("duffel-token", "duffel_live_", r"[A-Za-z0-9_=-]{43}"),
+    ("duffel-token", "duffel_test_", r"[A-Za-z0-9_=-]{43}"),
+    ("brevo-api-key", "xkeysib-", r"[a-f0-9]{64}-[A-Za-z0-9]{16}"),
+    ("alibaba-access-key", "LTAI", r"[A-Za-z0-9]{20}(?![A-Za-z0-9])"),
+    ("langsmith-api-key", "lsv2_pt_", r"[a-f0-9]{32}_[a-f0-9]{10}"),
+    ("langsmith-api-key", "lsv2_sk_", r"[a-f0-9]{32}_[a-f0-9]{10}"),
+    ("mapbox-token", "sk.eyJ", r"[A-Za-z0-9._-]{60,}"),
+    ("airtable-token", "pat", r"[A-Za-z0-9]{14}\.[a-f0-9]{64}(?![a-f0-9])"),
+    ("scalingo-token", "tk-us-", r"[A-Za-z0-9_-]{48}"),
+    ("gitlab-token", "glrt-", r"[A-Za-z0-9_-]{20,}"),
+)
+"""Vendor formats that start with a fixed prefix, checked against gitleaks' rule catalogue;
+the kinds name the format (``docs/robustness.md`` lists every format covered)."""
+
+
 def _own_rules() -> list[_Rule]:
     jwt_check = _load_jwt_check()
     rules: list[_Rule] = []
@@ -721,6 +765,38 @@ def _own_rules() -> list[_Rule]:
             validate=_is_basic_credential,
         )
     )
+    # -- formats from a public scanner catalogue (gitleaks' rules), as facts: prefix + body -----
+    for kind, prefix, body in _CATALOGUE_FORMATS:
+        add(_rule(kind, _lit(prefix) + body))
+    add(
+        _rule(
+            "slack-token",  # configuration and refresh tokens: xoxe.xoxp-1-..., xoxe-1-...
+            _lit("xoxe") + r"(?:\.xox[bp])?-\d-[A-Za-z0-9]{140,}",
+        )
+    )
+    add(
+        _rule(
+            "teams-webhook",
+            r"webhook\.office\.com/webhookb2/[A-Za-z0-9@-]{20,}/IncomingWebhook/"
+            r"(?P<secret>[A-Za-z0-9]{32}/[A-Za-z0-9-]{36})",
+            gate=("webhook.office.com",),
+        )
+    )
+    add(
+        _rule(
+            "terraform-cloud-token",
+            r"\.atlasv1\.(?<=(?P<head>[a-z0-9]{14})\.atlasv1\.)[A-Za-z0-9_=-]{60,70}",
+            gate=(".atlasv1.",),
+        )
+    )
+    add(
+        _rule(
+            "azure-ad-client-secret",
+            r"Q~(?<=(?P<head>[A-Za-z0-9_~.]{3}\d)Q~)[A-Za-z0-9_~.-]{31,34}(?![A-Za-z0-9_~.-])",
+            gate=("q~",),
+        )
+    )
+
     # -- credentials on command lines whose flag carries no secret-like word ------------------
     add(
         _rule(
