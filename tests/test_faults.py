@@ -460,11 +460,11 @@ async def test_extraction_cut_off_by_the_time_budget_waits_for_the_next_close(
 ) -> None:
     caplog.set_level(logging.WARNING, logger="sandbox_memory")
     await record_conversations(workspace_root, ["slow"])
-    model = PhaseOneModel(delay=2.0)
+    model = PhaseOneModel(delay=20.0)
     rt = runtime(workspace_root, engine="model", phase_one_model=model, max_seconds_per_close=0.3)
     started = time.monotonic()
     report = await rt.close()
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 5  # the budget, not the model's 20 s
     assert report["deferred"] == ["slow"]
     assert progress(workspace_root).get("slow", {}).get("attempts", 0) == 0
     # One line says what waits for the next close.

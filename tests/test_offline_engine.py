@@ -724,7 +724,7 @@ def test_huge_tool_output_is_clipped_fast() -> None:
     text = render_transcript([segment], max_chars=200_000)
     elapsed = time.perf_counter() - started
 
-    assert elapsed < 1.0
+    assert elapsed < 3.0  # linear in the output; a loaded CI core still passes
     assert len(text) < ITEM_CHAR_CAP + 1_000
     assert "chars omitted" in text
     assert "ValueError: boom" in text
