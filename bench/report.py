@@ -93,6 +93,40 @@ MISSED_EXPLANATIONS = {
         "Meeting 5x needs the append script to run without helper processes (shell builtins "
         "only) or a backend append call; the recording itself is one call."
     ),
+    "scale.close_10k.": (
+        "Missed by far (ours about 23 s and +155 MB against the built-in's 3.7 s and +18 MB "
+        "here). What is left is per-rollout work that still reads all of layout memory, not "
+        "the store files: with 20,000 entries every one of the 30 extractions builds the "
+        "known-entries list from every entry (`phase_one._extract` sorts conversation, layout "
+        "and registry entries; `engines/model.py` `_known_for_prompt` scores each against the "
+        "transcript), each of the four workers holding its own list, then phase 2 parses and "
+        "re-renders all 20,000 entries into `MEMORY.md`. A cProfile of the close process on "
+        "a tenth of the store (1,000 conversations, 2,000 entries; 9.3 s): `_known_for_prompt` "
+        "1.7 s cumulative for 30 calls, the known list in `_extract` 0.85 s, 219 fsyncs 1.2 s "
+        "(per-record writes: progress, conversation, notes, summary per rollout), 411 JSON "
+        "validations 0.76 s, the search index sync (one per extraction and per close) most of "
+        "the rest. The built-in reads each raw memory file but sends no entries to phase 1. "
+        "Meeting the target needs layout memory behind the same per-record seam (an index of "
+        "known entries by word, `MEMORY.md` rendered incrementally), not a file format change."
+    ),
+    "scale.close.": (
+        "Phase 2 after a new conversation still parses, promotes into and re-renders the whole "
+        "layout memory (`layout.json` once, `MEMORY.md` and `memory_summary.md` from every "
+        "entry), so the close grows with the entries; see `scale.close_10k.wall`."
+    ),
+    "scale.remember.": (
+        "A command runs phase 2 (see `scale.close.growth`): the whole layout memory is parsed "
+        "and `MEMORY.md` rendered again for one changed entry."
+    ),
+    "scale.forget.": (
+        "A command runs phase 2 (see `scale.close.growth`): the whole layout memory is parsed "
+        "and `MEMORY.md` rendered again for one changed entry."
+    ),
+    "scale.phase2_idle.": (
+        "Phase 2 with nothing new still parses `layout.json` and renders `MEMORY.md` to "
+        "compare it (files whose rendering is unchanged are no longer written); skipping "
+        "that needs a change stamp for layout memory."
+    ),
     "big_rollout.growth.": (
         "Ours reads a rollout's unprocessed bytes in 8 MB chunks (`read_new_segments`) and "
         "clips each item's strings as it parses, so the close holds a chunk and the clipped "

@@ -84,7 +84,8 @@ def _frame_chars(system: str, capability: Any) -> int:
 
     live = bool(capability.read and capability.read.live_update)
     if system == "ours":
-        return len(render_read_prompt(memory_dir="memories", summary="", live_update=live))
+        # An empty summary renders no prompt at all: measure around a one-character one.
+        return len(render_read_prompt(memory_dir="memories", summary="x", live_update=live)) - 1
     return len(
         render_memory_read_prompt(memory_dir="memories", memory_summary="", live_update=live)
     )
