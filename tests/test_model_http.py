@@ -701,3 +701,88 @@ async def test_one_key_is_one_fact_and_a_live_edit_touches_only_its_line(
     assert conv_b.entries["ci-runner"].content == "CI runs on runner-2."
     lines = [line for line in memory_md(workspace_root).splitlines() if "**staging-host**" in line]
     assert len(lines) == 1 and "host-b" in lines[0]
+
+
+# ------------------------------------------------------------ history replay
+
+
+async def test_a_replayed_history_is_recognised_not_recorded_or_extracted_again(
+    provider: hp.ProviderServer, client: Any, manifest: Any, workspace_root: Path
+) -> None:
+    from agents import Runner
+    from agents.run import RunConfig
+    from agents.sandbox import SandboxRunConfig
+    from agents.testing import ScriptedModel, assistant_message
+
+    from helpers import TEST_COMMAND, bug_fix_script
+
+    cited: list[list[str]] = []
+
+    def extraction(request: hp.Request) -> hp.Reply:
+        ids = re.findall(r"^\[([\w-]+:\d+)\]", request.user_text, flags=re.MULTILINE)
+        cited.append(ids)
+        return reply([])
+
+    provider.respond_with(extraction)
+    memory = http_memory(provider)
+    sandbox = await client.create(manifest=manifest)
+    async with sandbox:
+        config = RunConfig(sandbox=SandboxRunConfig(session=sandbox))
+        first = await Runner.run(
+            sandbox_agent(ScriptedModel(bug_fix_script()), memory),
+            "Fix the bug.",
+            run_config=config,
+        )
+        second = await Runner.run(
+            sandbox_agent(ScriptedModel([[assistant_message("Added.")]]), memory),
+            [*first.to_input_list(), {"role": "user", "content": "Now add a test."}],
+            run_config=config,
+        )
+        await Runner.run(
+            sandbox_agent(ScriptedModel([[assistant_message("You're welcome.")]]), memory),
+            [*second.to_input_list(), {"role": "user", "content": "Thanks."}],
+            run_config=config,
+        )
+
+    (rollout,) = list((workspace_root / "sessions").glob("*.jsonl"))  # one conversation
+    segments = read_segments(rollout)
+    assert len(segments) == 3
+    first_ids = [
+        i["memory_item_id"] for i in [*segments[0]["input"], *segments[0]["generated_items"]]
+    ]
+    replayed = [i for i in segments[2]["input"] if i.get("type") == "memory_replayed_item"]
+    new = [i for i in segments[2]["input"] if i.get("type") != "memory_replayed_item"]
+    # Run 3 replays run 1 (8 items), run 2's message and reply: all recognised, by their ids.
+    assert [i["memory_item_id"] for i in replayed][: len(first_ids)] == first_ids
+    assert len(replayed) == len(first_ids) + 2
+    assert [i.get("content") for i in new] == ["Thanks."]
+    assert TEST_COMMAND not in json.dumps(segments[2])  # not stored again
+    # Each item is extracted once, under one id.
+    assert len(cited) == 3
+    assert set(cited[1]).isdisjoint(cited[0]) and set(cited[2]).isdisjoint(cited[0] + cited[1])
+    assert all(
+        TEST_COMMAND not in r.user_text.split("Transcript of the new part:")[1]
+        for r in provider.phase_one_requests()[1:]
+    )
+    # A line grows by what is new, not by the history.
+    sizes = [len(json.dumps(s)) for s in segments]
+    assert sizes[2] < sizes[0]
+
+
+@pytest.mark.parametrize("sidecar", ["kept", "lost"])
+async def test_replays_are_recognised_by_a_new_process(workspace_root: Path, sidecar: str) -> None:
+    from sandbox_memory.engines.offline import OfflineEngine
+
+    first = layout_runtime(workspace_root, OfflineEngine())
+    await first.record(FIX_RUN, rollout_id="conv")
+    if sidecar == "lost":
+        (workspace_root / "memories/store/items/conv.txt").unlink()  # rebuilt from the rollout
+    later = layout_runtime(workspace_root, OfflineEngine())
+    history = [*FIX_RUN["input"], *FIX_RUN["generated_items"]]
+    again = {"input": [*history, {"role": "user", "content": "Fix the bug."}]}
+    await later.record(again, rollout_id="conv")
+    segments = read_segments(workspace_root / "sessions/conv.jsonl")
+    kinds = [i.get("type") for i in segments[1]["input"]]
+    assert kinds == ["memory_replayed_item"] * len(history) + [None]
+    # Said again as the new message, the same words are new: kept in full.
+    assert segments[1]["input"][-1]["content"] == "Fix the bug."

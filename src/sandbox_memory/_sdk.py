@@ -17,6 +17,7 @@ import asyncio
 import contextvars
 import logging
 import posixpath
+import re
 import time
 import weakref
 from pathlib import Path
@@ -109,6 +110,10 @@ CLOSE_GRACE_SECONDS = 3 * CANCEL_GRACE_SECONDS
 after-run extractions and the close's own wind down once each (their HTTP requests are
 cancelled), then phase 2, which is code (it waits for the layout lock only when another
 process holds it, up to ``lock_timeout_seconds``)."""
+
+PER_RUN_ID_RE = re.compile(r"run-[0-9a-f]{32}")
+"""The rollout id the SDK makes up for a run without conversation id, session or group
+(``agents.run_internal.run_grouping``: ``run-`` and a uuid4's hex)."""
 
 RUNTIME_FRAMES_SEARCHED = 12
 """How far up the stack ``bind`` looks for the SDK runtime preparing the run (it is 1-3 frames
@@ -226,7 +231,12 @@ class SessionMemoryManager:
         person = current_person.get() or self.memory.person
         for attempt in (1, 2):
             try:
-                rid = await self.runtime.record(payload, rollout_id=rollout_id, person=person)
+                rid = await self.runtime.record(
+                    payload,
+                    rollout_id=rollout_id,
+                    person=person,
+                    per_run_id=PER_RUN_ID_RE.fullmatch(rollout_id) is not None,
+                )
                 break
             except Exception as exc:  # noqa: BLE001
                 if attempt == 2:

@@ -47,6 +47,9 @@ from .rollouts import (
     append_segment,
     build_segment,
     history_fingerprint,
+    mark_replayed,
+    new_item_digests,
+    read_new_segments,
     rollout_path,
     safe_rollout_id,
     segment_line,
@@ -167,6 +170,8 @@ class LayoutRuntime:
         self._run_budget: Budget | None = None
         self._redactions_reported = 0
         """Redactions already counted in an earlier close's report."""
+        self._item_digests: dict[str, dict[str, list[str]]] = {}
+        """Per conversation: digests of its recorded items (see ``_recorded_items``)."""
         self._calls_reported = 0
         """Model requests already counted in an earlier close's report."""
         self.generation = 0
@@ -276,17 +281,36 @@ class LayoutRuntime:
     # ----------------------------------------------------------------- record
 
     async def record(
-        self, payload: dict[str, Any], *, rollout_id: str, person: str | None = None
+        self,
+        payload: dict[str, Any],
+        *,
+        rollout_id: str,
+        person: str | None = None,
+        per_run_id: bool = False,
     ) -> str:
-        """Append one run segment (redacted, with item ids); return the file-safe rollout id."""
+        """Append one run segment (redacted, with item ids); return the file-safe rollout id.
+
+        ``per_run_id``: ``rollout_id`` was made up for this run alone (no conversation id,
+        session or group). If the run replays the history of a recorded conversation, it is
+        recorded in that conversation, where its replayed items are recognised.
+        """
 
         rid = safe_rollout_id(rollout_id)
         before = self.redactor.total
         segment = build_segment(payload, rollout_id=rid, person=person, redactor=self.redactor)
+        if per_run_id and await self.ws.size(rollout_path(self.layout.sessions_dir, rid)) is None:
+            items = [*(segment.get("input") or []), *(segment.get("generated_items") or [])]
+            joined = await self.conversation_for(history_fingerprint(items))
+            if joined is not None and joined != rid:
+                rid = segment["rollout_id"] = joined
         redacted = self.redactor.total - before
         if redacted:
             logger.info("redacted %d secret(s) from a run of conversation %s", redacted, rid)
         async with self.session_file_lock(rid):
+            known = await self._recorded_items(rid)
+            replayed = mark_replayed(segment, known)
+            if replayed:
+                logger.debug("%d replayed item(s) of conversation %s recognised", replayed, rid)
             is_new = await append_segment(
                 self.ws,
                 sessions_dir=self.layout.sessions_dir,
@@ -294,6 +318,7 @@ class LayoutRuntime:
                 segment=segment,
                 flag=self.store.pending_flag(rid),
             )
+            await self._remember_items(rid, known, new_item_digests(segment))
         if self.shared is not None:
             await self.shared.after_record(rid, segment, segment_line(segment))
         if is_new:
@@ -316,6 +341,54 @@ class LayoutRuntime:
                     )
         self.bump()
         return rid
+
+    def _items_path(self, rid: str) -> str:
+        return f"{self.store.dir}/items/{rid}.txt"
+
+    async def _recorded_items(self, rid: str) -> dict[str, list[str]]:
+        """Digest -> ids of the items conversation ``rid`` recorded (for replay recognition).
+
+        Kept in ``store/items/<rid>.txt`` (one ``digest id`` line per item, appended) and cached
+        per runtime; rebuilt from the rollout file once when missing (older rollouts).
+        """
+
+        cached = self._item_digests.get(rid)
+        if cached is not None:
+            return cached
+        known: dict[str, list[str]] = {}
+        raw = await self.ws.read_bytes(self._items_path(rid))
+        if raw is not None:
+            for line in raw.decode("utf-8", "replace").splitlines():
+                digest, _, item_id = line.partition(" ")
+                if item_id:
+                    known.setdefault(digest, []).append(item_id)
+        else:
+            path = rollout_path(self.layout.sessions_dir, rid)
+            parsed = await read_new_segments(self.ws, path, offset=0)
+            pairs = [p for s in (parsed.segments if parsed else []) for p in new_item_digests(s)]
+            if pairs:
+                await self._remember_items(rid, known, pairs)
+        self._item_digests[rid] = known
+        return known
+
+    async def _remember_items(
+        self, rid: str, known: dict[str, list[str]], pairs: list[tuple[str, str]]
+    ) -> None:
+        if not pairs:
+            return
+        try:
+            data = "".join(f"{d} {i}\n" for d, i in pairs).encode()
+            await self.ws.append_line(self._items_path(rid), data)
+        except Exception as exc:  # noqa: BLE001 - the segment is recorded; only dedup suffers
+            logger.warning(
+                "could not note the items of conversation %s (%s); a replay of them in its "
+                "next run is recorded again",
+                rid,
+                exc,
+            )
+            return
+        for digest, item_id in pairs:
+            known.setdefault(digest, []).append(item_id)
 
     async def sync_search(self) -> bool:
         """Bring the search index up to date; ``False`` (logged) when it could not be.

@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from .engines.base import ITEM_ID_FIELD
+from .engines.transcript import REPLAYED_ITEM_TYPE
 from .errors import MemoryConfigError
 from .workspace import Workspace
 
@@ -134,6 +135,54 @@ def build_segment(
         segment["terminal_metadata"] = {"terminal_state": "completed", "has_final_output": False}
     redacted: dict[str, Any] = redactor.redact_json(segment)
     return redacted
+
+
+_NOT_DIGESTED = frozenset({ITEM_ID_FIELD, "id", "status", "provider_data"})
+
+
+def item_digest(item: dict[str, Any]) -> str:
+    """Content hash of a recorded item (ids and status left out): how a replay is recognised."""
+
+    core = {k: v for k, v in item.items() if k not in _NOT_DIGESTED}
+    text = json.dumps(core, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
+
+
+def mark_replayed(segment: dict[str, Any], known: dict[str, list[str]]) -> int:
+    """Replace the leading input items the conversation already recorded (``known``: digest ->
+    original item ids) by references to them; return how many. The last input item is always
+    kept: a run brings something new, and a message sent twice is said twice."""
+
+    items = segment.get("input")
+    if not isinstance(items, list):
+        return 0
+    taken: dict[str, int] = {}
+    replayed = 0
+    for position, item in enumerate(items[:-1]):
+        if not isinstance(item, dict):
+            break
+        digest = item_digest(item)
+        ids = known.get(digest, [])
+        used = taken.get(digest, 0)
+        if used >= len(ids):
+            break  # the replayed prefix ends here
+        taken[digest] = used + 1
+        items[position] = {"type": REPLAYED_ITEM_TYPE, ITEM_ID_FIELD: ids[used]}
+        replayed += 1
+    return replayed
+
+
+def new_item_digests(segment: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(digest, item id)`` of the items this segment records for the first time."""
+
+    out: list[tuple[str, str]] = []
+    for key in ("input", "generated_items"):
+        for item in segment.get(key) or []:
+            if isinstance(item, dict) and item.get("type") != REPLAYED_ITEM_TYPE:
+                item_id = item.get(ITEM_ID_FIELD)
+                if isinstance(item_id, str):
+                    out.append((item_digest(item), item_id))
+    return out
 
 
 FINGERPRINT_ITEMS = 2

@@ -24,6 +24,12 @@ from typing import Any
 
 from sandbox_memory.engines.base import ITEM_ID_FIELD
 
+REPLAYED_ITEM_TYPE = "memory_replayed_item"
+"""Type of the reference that stands for an input item the conversation already recorded (a
+history replayed with ``result.to_input_list()``, see ``rollouts.mark_replayed``): it keeps
+the item's original ``memory_item_id`` and nothing else, so the item is neither stored again
+nor re-extracted, and never cited under a new id."""
+
 HEAD_FRACTION = 0.4
 """Share of a clipped text kept from its start; the rest is kept from its end.
 
@@ -193,6 +199,9 @@ def segment_items(segment: Mapping[str, Any], seg_id: str) -> Iterator[tuple[str
         else:
             items = ()
         for item in items:
+            if isinstance(item, dict) and item.get("type") == REPLAYED_ITEM_TYPE:
+                position += 1  # recorded (and extracted) in an earlier segment: not new here
+                continue
             if isinstance(item, dict):
                 item_id = item.get(ITEM_ID_FIELD)
                 if not isinstance(item_id, str) or not item_id:
