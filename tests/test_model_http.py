@@ -769,14 +769,18 @@ async def test_a_replayed_history_is_recognised_not_recorded_or_extracted_again(
     assert sizes[2] < sizes[0]
 
 
-@pytest.mark.parametrize("sidecar", ["kept", "lost"])
-async def test_replays_are_recognised_by_a_new_process(workspace_root: Path, sidecar: str) -> None:
+@pytest.mark.parametrize("state", ["extracted", "pending", "notes lost"])
+async def test_replays_are_recognised_by_a_new_process(workspace_root: Path, state: str) -> None:
     from sandbox_memory.engines.offline import OfflineEngine
 
     first = layout_runtime(workspace_root, OfflineEngine())
     await first.record(FIX_RUN, rollout_id="conv")
-    if sidecar == "lost":
-        (workspace_root / "memories/store/items/conv.txt").unlink()  # rebuilt from the rollout
+    notes = workspace_root / "memories/store/items/conv.txt"
+    if state != "pending":
+        await first.close()
+        assert notes.exists()
+    if state == "notes lost":
+        notes.unlink()  # rebuilt from the rollout
     later = layout_runtime(workspace_root, OfflineEngine())
     history = [*FIX_RUN["input"], *FIX_RUN["generated_items"]]
     again = {"input": [*history, {"role": "user", "content": "Fix the bug."}]}

@@ -23,7 +23,7 @@ from .config import (
     MemoryReadConfig,
 )
 from .engines.base import ExtractionEngine
-from .phase_one import Budget, extract_rollout
+from .phase_one import Budget, extract_rollout, note_items
 from .phase_two import (
     displayed_entries,
     forget_conversations,
@@ -318,7 +318,8 @@ class LayoutRuntime:
                 segment=segment,
                 flag=self.store.pending_flag(rid),
             )
-            await self._remember_items(rid, known, new_item_digests(segment))
+            for digest, item_id in new_item_digests(segment):
+                known.setdefault(digest, []).append(item_id)
         if self.shared is not None:
             await self.shared.after_record(rid, segment, segment_line(segment))
         if is_new:
@@ -342,53 +343,40 @@ class LayoutRuntime:
         self.bump()
         return rid
 
-    def _items_path(self, rid: str) -> str:
+    def items_path(self, rid: str) -> str:
         return f"{self.store.dir}/items/{rid}.txt"
 
     async def _recorded_items(self, rid: str) -> dict[str, list[str]]:
         """Digest -> ids of the items conversation ``rid`` recorded (for replay recognition).
 
-        Kept in ``store/items/<rid>.txt`` (one ``digest id`` line per item, appended) and cached
-        per runtime; rebuilt from the rollout file once when missing (older rollouts).
+        Cached per runtime (a record adds its items without any I/O). A cold cache is built
+        from ``store/items/<rid>.txt``, where phase 1 notes the items it extracted, plus the
+        part of the rollout not extracted yet; without that file (older rollouts), from the
+        whole rollout once, and the file is written.
         """
 
         cached = self._item_digests.get(rid)
         if cached is not None:
             return cached
         known: dict[str, list[str]] = {}
-        raw = await self.ws.read_bytes(self._items_path(rid))
+        raw = await self.ws.read_bytes(self.items_path(rid))
+        prog = await self.store.get_progress(rid)
+        offset = prog.offset if prog is not None else 0
         if raw is not None:
             for line in raw.decode("utf-8", "replace").splitlines():
                 digest, _, item_id = line.partition(" ")
                 if item_id:
                     known.setdefault(digest, []).append(item_id)
-        else:
-            path = rollout_path(self.layout.sessions_dir, rid)
-            parsed = await read_new_segments(self.ws, path, offset=0)
-            pairs = [p for s in (parsed.segments if parsed else []) for p in new_item_digests(s)]
-            if pairs:
-                await self._remember_items(rid, known, pairs)
+        path = rollout_path(self.layout.sessions_dir, rid)
+        parsed = await read_new_segments(self.ws, path, offset=0 if raw is None else offset)
+        if parsed is not None:
+            for segment in parsed.segments:
+                for digest, item_id in new_item_digests(segment):
+                    known.setdefault(digest, []).append(item_id)
+            if raw is None and parsed.segments:
+                await note_items(self, rid, parsed.segments)
         self._item_digests[rid] = known
         return known
-
-    async def _remember_items(
-        self, rid: str, known: dict[str, list[str]], pairs: list[tuple[str, str]]
-    ) -> None:
-        if not pairs:
-            return
-        try:
-            data = "".join(f"{d} {i}\n" for d, i in pairs).encode()
-            await self.ws.append_line(self._items_path(rid), data)
-        except Exception as exc:  # noqa: BLE001 - the segment is recorded; only dedup suffers
-            logger.warning(
-                "could not note the items of conversation %s (%s); a replay of them in its "
-                "next run is recorded again",
-                rid,
-                exc,
-            )
-            return
-        for digest, item_id in pairs:
-            known.setdefault(digest, []).append(item_id)
 
     async def sync_search(self) -> bool:
         """Bring the search index up to date; ``False`` (logged) when it could not be.

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .engines.base import Candidate, Extraction, ExtractionRequest, KnownEntry
 from .phase_two import ItemIndex, apply_to_conversation, check_candidates, plausible_ms
 from .privacy import keep_private, run_person, self_statements, shared_slug, shared_text
-from .rollouts import ParsedSegments, read_new_segments, rollout_path
+from .rollouts import ParsedSegments, new_item_digests, read_new_segments, rollout_path
 from .search import timestamp_ms
 from .store import (
     ConversationMemory,
@@ -355,6 +355,7 @@ async def _extract(rt: LayoutRuntime, rollout_id: str, *, budget: Budget | None)
             path,
             replaced=replaced is not None,
         )
+    await note_items(rt, rollout_id, parsed.segments)
     if budget is not None:
         budget.extracted.append(rollout_id)
     return changed
@@ -691,6 +692,26 @@ def bounded_summary(text: str, max_chars: int = SUMMARY_FILE_MAX_CHARS) -> str:
     dropped = earlier + len(sections) - len(kept)
     note = f"({dropped} earlier part(s) of this conversation dropped to keep this file short)\n\n"
     return header.rstrip() + "\n\n" + note + "".join(reversed(kept))
+
+
+async def note_items(rt: LayoutRuntime, rollout_id: str, segments: list[dict[str, Any]]) -> None:
+    """Note the digests of these segments' items in ``store/items/<id>.txt``: a later run that
+    replays them is recognised (see ``rollouts.mark_replayed``). Best effort: a failure only
+    costs a replay recorded again."""
+
+    pairs = [pair for segment in segments for pair in new_item_digests(segment)]
+    if not pairs:
+        return
+    try:
+        data = "".join(f"{digest} {item_id}\n" for digest, item_id in pairs).encode()
+        await rt.ws.append_line(rt.items_path(rollout_id), data)
+    except Exception as exc:  # noqa: BLE001
+        logger.warning(
+            "could not note the items of conversation %s (%s); a replay of them is recorded "
+            "again",
+            rollout_id,
+            exc,
+        )
 
 
 def _only_edits(segment: dict[str, object]) -> bool:
