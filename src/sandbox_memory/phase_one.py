@@ -707,8 +707,7 @@ async def note_items(rt: LayoutRuntime, rollout_id: str, segments: list[dict[str
         await rt.ws.append_line(rt.items_path(rollout_id), data)
     except Exception as exc:  # noqa: BLE001
         logger.warning(
-            "could not note the items of conversation %s (%s); a replay of them is recorded "
-            "again",
+            "could not note the items of conversation %s (%s); a replay of them is recorded again",
             rollout_id,
             exc,
         )
