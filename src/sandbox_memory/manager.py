@@ -298,7 +298,7 @@ class LayoutRuntime:
         rid = safe_rollout_id(rollout_id)
         before = self.redactor.total
         segment = build_segment(payload, rollout_id=rid, person=person, redactor=self.redactor)
-        if per_run_id and await self.ws.size(rollout_path(self.layout.sessions_dir, rid)) is None:
+        if per_run_id:
             items = [*(segment.get("input") or []), *(segment.get("generated_items") or [])]
             joined = await self.conversation_for(history_fingerprint(items))
             if joined is not None and joined != rid:
@@ -344,21 +344,29 @@ class LayoutRuntime:
         return rid
 
     def items_path(self, rid: str) -> str:
-        return f"{self.store.dir}/items/{rid}.txt"
+        """Digests of a conversation's extracted items, next to its rollout (derived from it)."""
+
+        return f"{self.layout.sessions_dir}/.items/{rid}.txt"
 
     async def _recorded_items(self, rid: str) -> dict[str, list[str]]:
         """Digest -> ids of the items conversation ``rid`` recorded (for replay recognition).
 
         Cached per runtime (a record adds its items without any I/O). A cold cache is built
-        from ``store/items/<rid>.txt``, where phase 1 notes the items it extracted, plus the
-        part of the rollout not extracted yet; without that file (older rollouts), from the
-        whole rollout once, and the file is written.
+        from ``sessions/.items/<rid>.txt``, where phase 1 notes the items it extracted, plus
+        the part of the rollout not extracted yet; without that file (older rollouts), from the
+        whole rollout once, and the file is written. Without a rollout there is nothing.
         """
 
         cached = self._item_digests.get(rid)
         if cached is not None:
             return cached
         known: dict[str, list[str]] = {}
+        path = rollout_path(self.layout.sessions_dir, rid)
+        if await self.ws.size(path) is None:
+            self._item_digests[rid] = known
+            if await self.ws.size(self.items_path(rid)) is not None:
+                await self.ws.remove(self.items_path(rid))  # notes of a rollout that is gone
+            return known
         raw = await self.ws.read_bytes(self.items_path(rid))
         prog = await self.store.get_progress(rid)
         offset = prog.offset if prog is not None else 0
@@ -367,7 +375,6 @@ class LayoutRuntime:
                 digest, _, item_id = line.partition(" ")
                 if item_id:
                     known.setdefault(digest, []).append(item_id)
-        path = rollout_path(self.layout.sessions_dir, rid)
         parsed = await read_new_segments(self.ws, path, offset=0 if raw is None else offset)
         if parsed is not None:
             for segment in parsed.segments:

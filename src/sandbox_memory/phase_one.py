@@ -695,7 +695,7 @@ def bounded_summary(text: str, max_chars: int = SUMMARY_FILE_MAX_CHARS) -> str:
 
 
 async def note_items(rt: LayoutRuntime, rollout_id: str, segments: list[dict[str, Any]]) -> None:
-    """Note the digests of these segments' items in ``store/items/<id>.txt``: a later run that
+    """Note the digests of these segments' items in ``sessions/.items/<id>.txt``: a later run that
     replays them is recognised (see ``rollouts.mark_replayed``). Best effort: a failure only
     costs a replay recorded again."""
 
