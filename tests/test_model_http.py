@@ -775,7 +775,7 @@ async def test_replays_are_recognised_by_a_new_process(workspace_root: Path, sta
 
     first = layout_runtime(workspace_root, OfflineEngine())
     await first.record(FIX_RUN, rollout_id="conv")
-    notes = workspace_root / "sessions/.items/conv.txt"
+    notes = workspace_root / "memories/store/items/conv.txt"
     if state != "pending":
         await first.close()
         assert notes.exists()

@@ -23,7 +23,7 @@ from .config import (
     MemoryReadConfig,
 )
 from .engines.base import ExtractionEngine
-from .phase_one import Budget, extract_rollout, note_items
+from .phase_one import Budget, extract_rollout, note_items, parse_item_notes
 from .phase_two import (
     displayed_entries,
     forget_conversations,
@@ -344,15 +344,15 @@ class LayoutRuntime:
         return rid
 
     def items_path(self, rid: str) -> str:
-        """Digests of a conversation's extracted items, next to its rollout (derived from it)."""
+        """Digests of a conversation's extracted items (see ``note_items``)."""
 
-        return f"{self.layout.sessions_dir}/.items/{rid}.txt"
+        return f"{self.store.dir}/items/{rid}.txt"
 
     async def _recorded_items(self, rid: str) -> dict[str, list[str]]:
         """Digest -> ids of the items conversation ``rid`` recorded (for replay recognition).
 
         Cached per runtime (a record adds its items without any I/O). A cold cache is built
-        from ``sessions/.items/<rid>.txt``, where phase 1 notes the items it extracted, plus
+        from ``store/items/<rid>.txt``, where phase 1 notes the items it extracted, plus
         the part of the rollout not extracted yet; without that file (older rollouts), from the
         whole rollout once, and the file is written. Without a rollout there is nothing.
         """
@@ -371,10 +371,8 @@ class LayoutRuntime:
         prog = await self.store.get_progress(rid)
         offset = prog.offset if prog is not None else 0
         if raw is not None:
-            for line in raw.decode("utf-8", "replace").splitlines():
-                digest, _, item_id = line.partition(" ")
-                if item_id:
-                    known.setdefault(digest, []).append(item_id)
+            for digest, item_id in parse_item_notes(raw):
+                known.setdefault(digest, []).append(item_id)
         parsed = await read_new_segments(self.ws, path, offset=0 if raw is None else offset)
         if parsed is not None:
             for segment in parsed.segments:

@@ -695,22 +695,41 @@ def bounded_summary(text: str, max_chars: int = SUMMARY_FILE_MAX_CHARS) -> str:
 
 
 async def note_items(rt: LayoutRuntime, rollout_id: str, segments: list[dict[str, Any]]) -> None:
-    """Note the digests of these segments' items in ``sessions/.items/<id>.txt``: a later run that
+    """Note the digests of these segments' items in ``store/items/<id>.txt`` (one line per
+    segment: ``<segment id> <position>:<digest> ...``, some 15 bytes an item): a later run that
     replays them is recognised (see ``rollouts.mark_replayed``). Best effort: a failure only
     costs a replay recorded again."""
 
-    pairs = [pair for segment in segments for pair in new_item_digests(segment)]
-    if not pairs:
+    lines: list[str] = []
+    for segment in segments:
+        by_segment: dict[str, list[str]] = {}
+        for digest, item_id in new_item_digests(segment):
+            seg, _, position = item_id.rpartition(":")
+            by_segment.setdefault(seg, []).append(f"{position}:{digest}")
+        lines += [f"{seg} {' '.join(parts)}\n" for seg, parts in by_segment.items()]
+    if not lines:
         return
     try:
-        data = "".join(f"{digest} {item_id}\n" for digest, item_id in pairs).encode()
-        await rt.ws.append_line(rt.items_path(rollout_id), data)
+        await rt.ws.append_line(rt.items_path(rollout_id), "".join(lines).encode())
     except Exception as exc:  # noqa: BLE001
         logger.warning(
             "could not note the items of conversation %s (%s); a replay of them is recorded again",
             rollout_id,
             exc,
         )
+
+
+def parse_item_notes(raw: bytes) -> list[tuple[str, str]]:
+    """``(digest, item id)`` pairs of notes written by :func:`note_items`."""
+
+    pairs: list[tuple[str, str]] = []
+    for line in raw.decode("utf-8", "replace").splitlines():
+        seg, _, rest = line.partition(" ")
+        for part in rest.split():
+            position, _, digest = part.partition(":")
+            if digest:
+                pairs.append((digest, f"{seg}:{position}"))
+    return pairs
 
 
 def _only_edits(segment: dict[str, object]) -> bool:

@@ -137,6 +137,9 @@ def build_segment(
     return redacted
 
 
+DIGEST_CHARS = 12
+"""Hex characters of an item digest (48 bits: collisions within a conversation negligible)."""
+
 _NOT_DIGESTED = frozenset({ITEM_ID_FIELD, "id", "status", "provider_data"})
 
 
@@ -145,7 +148,7 @@ def item_digest(item: dict[str, Any]) -> str:
 
     core = {k: v for k, v in item.items() if k not in _NOT_DIGESTED}
     text = json.dumps(core, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:DIGEST_CHARS]
 
 
 def mark_replayed(segment: dict[str, Any], known: dict[str, list[str]]) -> int:
@@ -221,7 +224,7 @@ def history_fingerprint(items: Any) -> str | None:
     if len(kept) < FINGERPRINT_ITEMS:
         return None
     text = "\n".join(_item_text(i) for i in kept)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:DIGEST_CHARS]
 
 
 async def append_segment(
