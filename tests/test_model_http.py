@@ -790,3 +790,29 @@ async def test_replays_are_recognised_by_a_new_process(workspace_root: Path, sta
     assert kinds == ["memory_replayed_item"] * len(history) + [None]
     # Said again as the new message, the same words are new: kept in full.
     assert segments[1]["input"][-1]["content"] == "Fix the bug."
+
+
+# ------------------------------------------------------------------- prompt
+
+
+def test_the_phase_one_prompt_states_the_limits_the_code_enforces() -> None:
+    from sandbox_memory.engines.base import ENTRY_KINDS
+    from sandbox_memory.phase_one import SLUG_MAX
+    from sandbox_memory.render import load_prompt
+    from sandbox_memory.store import KEY_RE, MAX_CONTENT_CHARS
+
+    prompt = load_prompt("phase_one.md")
+    assert len(prompt) / 4 < 1_000  # well under 1,000 tokens
+    key_limit = re.search(r"`key`: .*?at most (\d+) characters", prompt, flags=re.S)
+    content_limit = re.search(r"`content`: .*?at most (\d+) characters", prompt, flags=re.S)
+    slug_limit = re.search(r"`rollout_slug`: .*?at most (\d+) characters", prompt, flags=re.S)
+    assert key_limit and content_limit and slug_limit
+    assert KEY_RE.fullmatch("a" * int(key_limit.group(1)))
+    assert not KEY_RE.fullmatch("a" * (int(key_limit.group(1)) + 1))
+    assert int(content_limit.group(1)) == MAX_CONTENT_CHARS
+    assert int(slug_limit.group(1)) == SLUG_MAX
+    for kind in ENTRY_KINDS:
+        assert f"`{kind}` (" in prompt
+    assert "empty `candidates` list is right" in prompt
+    for part in ("the task", "the outcome", "what worked and what", "files changed"):
+        assert part in prompt.replace("\n  ", " ")
