@@ -28,6 +28,7 @@ class CountingWorkspace(LocalWorkspace):
     def __init__(self, root: Path) -> None:
         super().__init__(root)
         self.calls: Counter[str] = Counter()
+        self.changed: Counter[str] = Counter()  # writes and removals, by path
 
     async def size(self, path: str) -> int | None:
         self.calls["size"] += 1
@@ -43,7 +44,12 @@ class CountingWorkspace(LocalWorkspace):
 
     async def write_atomic(self, path: str, data: bytes) -> None:
         self.calls["write_atomic"] += 1
+        self.changed[path] += 1
         await super().write_atomic(path, data)
+
+    async def remove(self, path: str) -> None:
+        self.changed[path] += 1
+        await super().remove(path)
 
 
 def runtime(ws: Workspace, **generate: Any) -> LayoutRuntime:
@@ -105,17 +111,23 @@ async def test_a_rollout_written_by_something_else_is_found_by_name(tmp_path: Pa
 
 
 async def test_an_extraction_rewrites_only_its_own_rollouts_progress(tmp_path: Path) -> None:
-    rt = runtime(LocalWorkspace(tmp_path))
+    ws = CountingWorkspace(tmp_path)
+    rt = runtime(ws)
     for rid in ("a", "b", "c"):
         await rt.record(run(f"Work on {rid}."), rollout_id=rid)
     await rt.close()
     folder = tmp_path / STORE / "progress"
-    before = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in folder.iterdir()}
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
     assert sorted(before) == ["a.json", "b.json", "c.json"]
     offset = read_progress(tmp_path)["a"]["offset"]
+    ws.changed.clear()
     await rt.record(run("More work on a.", "2026-01-02T00:00:00+00:00"), rollout_id="a")
     await rt.close()
-    after = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in folder.iterdir()}
+    # Counted at the workspace seam (a rewrite with the same bytes counts too), not by inode
+    # and mtime, which a busy machine's file system can reuse or leave coarse.
+    progress = {path for path in ws.changed if path.startswith(f"{STORE}/progress/")}
+    assert progress == {f"{STORE}/progress/a.json"}
+    after = {p.name: p.read_bytes() for p in folder.iterdir()}
     assert after["b.json"] == before["b.json"] and after["c.json"] == before["c.json"]
     assert read_progress(tmp_path)["a"]["offset"] > offset  # read further
 
