@@ -431,3 +431,32 @@ async def test_the_local_copy_of_a_remote_index_goes_with_it(client: Any, tmp_pa
         del c
         gc.collect()
         assert not copy.exists()
+
+
+async def test_the_items_a_retracted_entry_rests_on_are_not_found_until_it_is_remembered(
+    tmp_path: Path,
+) -> None:
+    c = client_for(tmp_path)
+    await record(c, "ops", "We use the staging database on port 6543.", "Noted.")
+    await record(c, "trip", "We booked the ferry to Naxos for Tuesday.", "Noted the ferry.")
+    await c.runtime.close()
+    view = await c.view(None)
+    (learned,) = [e for e in view.entries.values() if "6543" in e.content and e.sources]
+    rests_on = {(s.conversation, s.item) for s in learned.sources}
+
+    def items(hits: list[Any]) -> set[tuple[str, str]]:
+        return {(s.conversation, s.item) for h in hits if h.kind == "item" for s in h.sources}
+
+    query = "staging database port 6543"
+    assert [h.key for h in await c.search(query) if h.kind == "entry"] == [learned.key]
+
+    view = await c.apply(Forget(key=learned.key), expected=view.version)
+    for searcher in (c, client_for(tmp_path)):  # this process, and another one
+        hits = await searcher.search(query)
+        assert not [h for h in hits if h.kind == "entry"]
+        assert not items(hits) & rests_on
+        assert not items(await searcher.search(query, conversation="ops")) & rests_on
+    assert items(await c.search("ferry Naxos"))  # other runs' items are still found
+
+    await c.apply(Remember(key=learned.key, content=learned.content), expected=view.version)
+    assert [h.key for h in await c.search(query) if h.kind == "entry"] == [learned.key]

@@ -24,7 +24,9 @@ It is brought up to date incrementally from watermarks it keeps itself:
   when its rollout was extracted again (or forgotten, which drops it).
 
 A retracted entry leaves the index at the next sync, and every search syncs first, so it
-never appears in a result. Hits carry a ``person`` filter: a private entry, and the items and
+never appears in a result; nor do the recorded items it rests on (its sources), as long as it
+stays retracted: a search for a forgotten fact does not bring it back through the run it was
+learned from. A direct Remember makes the entry active again, and its items with it. Hits carry a ``person`` filter: a private entry, and the items and
 summary of a person's runs, are returned only to that person.
 
 Over a local folder the SQLite file is used in place. Through any other sandbox backend (the
@@ -73,7 +75,7 @@ logger = logging.getLogger("sandbox_memory")
 INDEX_FILE = "search.sqlite"
 """Name of the index under ``<memories_dir>/store/``."""
 
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 """Bumped when the index's tables change; an index of another version is rebuilt."""
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
@@ -163,6 +165,14 @@ CREATE TABLE IF NOT EXISTS rollouts(
     summary_stamp TEXT,
     persons TEXT NOT NULL DEFAULT '[]'
 );
+CREATE TABLE IF NOT EXISTS retracted(
+    scope TEXT NOT NULL,
+    key TEXT NOT NULL,
+    conversation TEXT NOT NULL,
+    item TEXT NOT NULL,
+    PRIMARY KEY (scope, key, conversation, item)
+);
+CREATE INDEX IF NOT EXISTS retracted_item ON retracted(conversation, item);
 CREATE TABLE IF NOT EXISTS usage(
     target TEXT NOT NULL,
     kind TEXT NOT NULL,
@@ -614,6 +624,17 @@ class SearchIndex:
         )
         for doc in set(have) - set(wanted):
             self._drop(db, "doc = ?", (doc,))
+        # The items a retracted entry rests on are hidden from search while it stays so.
+        db.execute("DELETE FROM retracted WHERE scope = ?", (scope,))
+        db.executemany(
+            "INSERT OR IGNORE INTO retracted(scope, key, conversation, item) VALUES (?, ?, ?, ?)",
+            [
+                (scope, e.key, s.conversation, s.item)
+                for e in entries.values()
+                if e.status == "retracted"
+                for s in e.sources
+            ],
+        )
         for doc, entry in wanted.items():
             stamp = _entry_stamp(entry)
             if have.get(doc) == stamp:
@@ -824,7 +845,10 @@ class SearchIndex:
             "LEFT JOIN usage u ON u.target = CASE WHEN d.kind = 'entry' THEN d.key "
             "ELSE d.conversation END AND u.kind = CASE WHEN d.kind = 'entry' THEN 'entry' "
             "ELSE 'conversation' END "
-            "WHERE fts MATCH ? AND (d.person IS NULL OR d.person = ?)"
+            "WHERE fts MATCH ? AND (d.person IS NULL OR d.person = ?) "
+            "AND NOT (d.kind = 'item' AND EXISTS (SELECT 1 FROM retracted r "
+            "WHERE r.conversation = d.conversation "
+            "AND r.item = json_extract(d.sources, '$[0].item')))"
         )
         args: list[Any] = [expression, person]
         if conversation is not None:
