@@ -23,6 +23,7 @@ from .config import (
     MemoryReadConfig,
 )
 from .engines.base import ExtractionEngine
+from .offload import Recording, RedactionSettings
 from .phase_one import Budget, extract_rollout, note_items, parse_item_notes
 from .phase_two import (
     displayed_entries,
@@ -44,15 +45,10 @@ from .render import (
     render_summary_file,
 )
 from .rollouts import (
-    append_segment,
-    build_segment,
-    history_fingerprint,
-    mark_replayed,
     new_item_digests,
     read_new_segments,
     rollout_path,
     safe_rollout_id,
-    segment_line,
 )
 from .search import SearchIndex
 from .store import (
@@ -162,6 +158,9 @@ class LayoutRuntime:
         self.store = Store(workspace, layout.memories_dir, layout.sessions_dir)
         self.store.redactor_source = lambda: self.redactor
         self._redactor: Redactor | None = None
+        self._redaction_settings: RedactionSettings | None = None
+        """What ``redactor`` was built from (``None`` for one set from outside): a child
+        process builds the same one to record a big run (:mod:`sandbox_memory.offload`)."""
         self._engine = engine
         self._engine_given = engine is not None
         self._progress_lock = asyncio.Lock()
@@ -202,12 +201,12 @@ class LayoutRuntime:
         """Built on first use: reading memory (the command line's show) never needs it."""
 
         if self._redactor is None:
-            from .redact import Redactor
-
-            self._redactor = Redactor(
-                extra_patterns=self.generate.redact_patterns,
-                allowlist=self.generate.redact_allowlist,
+            settings = RedactionSettings(
+                extra_patterns=tuple(self.generate.redact_patterns.items()),
+                allowlist=tuple(self.generate.redact_allowlist),
             )
+            self._redactor = settings.build()
+            self._redaction_settings = settings
         return self._redactor
 
     @property
@@ -297,35 +296,41 @@ class LayoutRuntime:
 
         rid = safe_rollout_id(rollout_id)
         before = self.redactor.total
-        segment = build_segment(payload, rollout_id=rid, person=person, redactor=self.redactor)
-        if per_run_id:
-            items = [*(segment.get("input") or []), *(segment.get("generated_items") or [])]
-            joined = await self.conversation_for(history_fingerprint(items))
-            if joined is not None and joined != rid:
-                rid = segment["rollout_id"] = joined
-        redacted = self.redactor.total - before
-        if redacted:
-            logger.info("redacted %d secret(s) from a run of conversation %s", redacted, rid)
-        async with self.session_file_lock(rid):
-            known = await self._recorded_items(rid)
-            replayed = mark_replayed(segment, known)
-            if replayed:
-                logger.debug("%d replayed item(s) of conversation %s recognised", replayed, rid)
-            is_new = await append_segment(
-                self.ws,
-                sessions_dir=self.layout.sessions_dir,
-                rollout_id=rid,
-                segment=segment,
-                flag=self.store.pending_flag(rid),
-            )
-            for digest, item_id in new_item_digests(segment):
-                known.setdefault(digest, []).append(item_id)
+        recording = Recording(
+            payload,
+            rollout_id=rid,
+            person=person,
+            redactor=self.redactor,
+            settings=self._redaction_settings,
+        )
+        await recording.build()
+        try:
+            if per_run_id:
+                joined = await self.conversation_for(recording.fingerprint)
+                if joined is not None and joined != rid:
+                    rid = joined
+            async with self.session_file_lock(rid):
+                known = await self._recorded_items(rid)
+                line, replayed, digests, fp = await recording.finish(rid, known)
+                redacted = self.redactor.total - before
+                if redacted:
+                    logger.info(
+                        "redacted %d secret(s) from a run of conversation %s", redacted, rid
+                    )
+                if replayed:
+                    logger.debug("%d replayed item(s) of conversation %s recognised", replayed, rid)
+                is_new = await self.ws.append_line(
+                    rollout_path(self.layout.sessions_dir, rid),
+                    line,
+                    flag=self.store.pending_flag(rid),
+                )
+                for digest, item_id in digests:
+                    known.setdefault(digest, []).append(item_id)
+        finally:
+            recording.abandon()
         if self.shared is not None:
-            await self.shared.after_record(rid, segment, segment_line(segment))
+            await self.shared.after_record(rid, {"segment_id": recording.segment_id}, line)
         if is_new:
-            fp = history_fingerprint(
-                [*(segment.get("input") or []), *(segment.get("generated_items") or [])]
-            )
             if fp is not None:
                 # The segment is recorded: a failure here must not make the caller record it
                 # again (a second, duplicate line), so it is logged and the run goes on. One

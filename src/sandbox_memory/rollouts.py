@@ -156,23 +156,46 @@ def mark_replayed(segment: dict[str, Any], known: dict[str, list[str]]) -> int:
     original item ids) by references to them; return how many. The last input item is always
     kept: a run brings something new, and a message sent twice is said twice."""
 
+    plan = replay_plan(leading_digests(segment), known)
+    apply_replayed(segment, plan)
+    return len(plan)
+
+
+def leading_digests(segment: dict[str, Any]) -> list[str]:
+    """Digests of the input items a replay may cover: all but the last, up to a non-item."""
+
     items = segment.get("input")
     if not isinstance(items, list):
-        return 0
-    taken: dict[str, int] = {}
-    replayed = 0
-    for position, item in enumerate(items[:-1]):
+        return []
+    out: list[str] = []
+    for item in items[:-1]:
         if not isinstance(item, dict):
             break
-        digest = item_digest(item)
+        out.append(item_digest(item))
+    return out
+
+
+def replay_plan(digests: list[str], known: dict[str, list[str]]) -> list[tuple[int, str]]:
+    """``(position, original item id)`` of the leading items ``known`` already holds."""
+
+    taken: dict[str, int] = {}
+    plan: list[tuple[int, str]] = []
+    for position, digest in enumerate(digests):
         ids = known.get(digest, [])
         used = taken.get(digest, 0)
         if used >= len(ids):
             break  # the replayed prefix ends here
         taken[digest] = used + 1
-        items[position] = {"type": REPLAYED_ITEM_TYPE, ITEM_ID_FIELD: ids[used]}
-        replayed += 1
-    return replayed
+        plan.append((position, ids[used]))
+    return plan
+
+
+def apply_replayed(segment: dict[str, Any], plan: list[tuple[int, str]]) -> None:
+    """Replace the planned input items by references to the items they replay."""
+
+    items = segment["input"] if plan else []
+    for position, item_id in plan:
+        items[position] = {"type": REPLAYED_ITEM_TYPE, ITEM_ID_FIELD: item_id}
 
 
 def new_item_digests(segment: dict[str, Any]) -> list[tuple[str, str]]:

@@ -111,6 +111,10 @@ class Redactor:
         with self._lock:
             return sum(self._counts.values())
 
+    def add_counts(self, counts: Mapping[str, int]) -> None:
+        """Count redactions made elsewhere (by an identical redactor in a child process)."""
+        self._count(Counter(counts))
+
     def reset_counts(self) -> None:
         with self._lock:
             self._counts.clear()

@@ -1,0 +1,365 @@
+"""Recording a huge run segment off the event loop, in a child process.
+
+Redacting and encoding a segment holds the GIL for time linear in its size (a 200 MB tool
+output: over ten seconds), so a thread would still stall the loop. A segment whose strings
+exceed :data:`OFFLOAD_CHARS` is built in a child process instead: the loop pays only for
+handing the payload over and taking the line back. Smaller segments are built in-process,
+as before. The child builds the line with the same code and the same redaction settings, so
+the line is byte-identical to the one the in-process path would write; its redaction counts
+come back with it. Any failure of the child falls back to the in-process path (logged at
+WARNING): a run is never lost for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import logging
+import os
+import pickle
+import struct
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING, Any
+
+from .rollouts import (
+    apply_replayed,
+    build_segment,
+    display_id,
+    history_fingerprint,
+    leading_digests,
+    mark_replayed,
+    new_item_digests,
+    replay_plan,
+    segment_line,
+)
+
+if TYPE_CHECKING:
+    from .redact import Redactor
+
+logger = logging.getLogger("sandbox_memory")
+
+OFFLOAD_CHARS = 4 << 20
+"""A payload whose strings hold more characters than this (4 Mi) is redacted and encoded in a
+child process: in-process, that work would hold the event loop for about 0.1 s per 1 MB. Below
+it, the cost of handing the payload to a child is larger than the work itself."""
+
+
+@dataclass(frozen=True)
+class RedactionSettings:
+    """What a redactor is built from: the child builds its own, identical one."""
+
+    extra_patterns: tuple[tuple[str, str], ...] = ()
+    allowlist: tuple[str, ...] = ()
+
+    def build(self) -> Redactor:
+        from .redact import Redactor
+
+        return Redactor(extra_patterns=dict(self.extra_patterns), allowlist=self.allowlist)
+
+
+def payload_chars(value: Any, limit: int) -> int:
+    """Characters in the strings of ``value``, counted until more than ``limit`` (cheap)."""
+
+    total = 0
+    stack = [value]
+    while stack and total <= limit:
+        item = stack.pop()
+        if isinstance(item, str):
+            total += len(item)
+        elif isinstance(item, Mapping):
+            for k, v in item.items():
+                if isinstance(k, str):
+                    total += len(k)
+                stack.append(v)
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return total
+
+
+_child_redactors: dict[RedactionSettings, Redactor] = {}
+_held: dict[str, Any] = {}
+"""The segment the child built and holds until the parent says how to finish it."""
+
+
+def _child_build(
+    payload: dict[str, Any],
+    rollout_id: str,
+    person: str | None,
+    segment_id: str | None,
+    settings: RedactionSettings,
+) -> tuple[str, str | None, list[str], dict[str, int]]:
+    """Build and redact a segment; keep it. Returns its id, its history fingerprint, the
+    digests of its leading input items (for replay recognition) and the redactions by kind."""
+
+    redactor = _child_redactors.get(settings)
+    if redactor is None:
+        redactor = _child_redactors[settings] = settings.build()
+    redactor.reset_counts()
+    _held.clear()
+    segment = build_segment(
+        payload, rollout_id=rollout_id, person=person, redactor=redactor, segment_id=segment_id
+    )
+    _held["segment"] = segment
+    return (
+        str(segment["segment_id"]),
+        _fingerprint(segment),
+        leading_digests(segment),
+        (redactor.counts),
+    )
+
+
+def _child_finish(
+    rollout_id: str, replayed: list[tuple[int, str]]
+) -> tuple[bytes, list[tuple[str, str]], str | None]:
+    """Finish the held segment: its conversation, its replayed items; encode it."""
+
+    segment = _held.pop("segment")
+    segment["rollout_id"] = rollout_id
+    apply_replayed(segment, replayed)
+    return segment_line(segment), new_item_digests(segment), _fingerprint(segment)
+
+
+def _fingerprint(segment: dict[str, Any]) -> str | None:
+    return history_fingerprint(
+        [*(segment.get("input") or []), *(segment.get("generated_items") or [])]
+    )
+
+
+_FRAME = struct.Struct("<Q")
+
+
+def _write_frame(stream: IO[bytes], obj: object) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_FRAME.pack(len(data)))
+    stream.write(data)
+    stream.flush()
+
+
+def _read_frame(stream: IO[bytes]) -> Any:
+    head = stream.read(_FRAME.size)
+    if len(head) < _FRAME.size:
+        raise EOFError("the recording child process closed its pipe")
+    (size,) = _FRAME.unpack(head)
+    data = stream.read(size)
+    if len(data) < size:
+        raise EOFError("the recording child process closed its pipe mid-answer")
+    return pickle.loads(data)
+
+
+class _Child:
+    """One child process (``python -m sandbox_memory.offload``), started on first use and
+    reused; one request at a time, so memory is bounded by one segment in flight. A plain
+    interpreter running this module, never a fork of this process nor an import of its main
+    script (what ``multiprocessing`` would do: a caller's unguarded script would run again)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._atexit = False
+
+    def close(self) -> None:
+        """End the child: it exits when its requests end."""
+
+        with self.lock:
+            proc, self._proc = self._proc, None
+        if proc is not None and proc.stdin is not None:
+            proc.stdin.close()
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        if self._proc is not None and self._proc.poll() is None:
+            return self._proc
+        package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "sandbox_memory.offload"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+        )
+        if not self._atexit:
+            atexit.register(self.close)
+            self._atexit = True
+        return self._proc
+
+    def request(self, op: str, *args: Any) -> Any:
+        """Runs in a thread, the caller holding ``lock``: send a request, wait for the answer
+        (the pipes release the GIL)."""
+
+        proc = self._start()
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            _write_frame(proc.stdin, (op, args))
+            ok, value = _read_frame(proc.stdout)
+        except BaseException:
+            self._stop()
+            raise
+        if not ok:
+            raise RuntimeError(value)
+        return value
+
+    def _stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            proc.kill()
+            proc.wait()
+            for stream in (proc.stdin, proc.stdout):
+                if stream is not None:
+                    stream.close()
+
+
+_child = _Child()
+
+
+def _serve() -> None:
+    """The child's loop: a request per frame on stdin, an answer per frame on stdout."""
+
+    answers = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # a stray print goes to stderr, never into the answers
+    requests = sys.stdin.buffer
+    while True:
+        try:
+            args = _read_frame(requests)
+        except EOFError:
+            return
+        try:
+            op, rest = args
+            func = _child_build if op == "build" else _child_finish
+            answer: tuple[bool, Any] = (True, func(*rest))
+        except Exception as exc:  # noqa: BLE001
+            answer = (False, f"{type(exc).__name__}: {exc}")
+        _write_frame(answers, answer)
+
+
+class Recording:
+    """One run being recorded: built, then finished once its conversation and the items that
+    conversation already recorded are known (see ``LayoutRuntime.record``)."""
+
+    def __init__(
+        self,
+        payload: dict[str, Any],
+        *,
+        rollout_id: str,
+        person: str | None,
+        redactor: Redactor,
+        settings: RedactionSettings | None,
+    ) -> None:
+        self.payload = payload
+        self.rollout_id = rollout_id
+        self.person = person
+        self.redactor = redactor
+        self.settings = settings
+        self.fingerprint: str | None = None
+        """History fingerprint of the segment as built (before replayed items are marked)."""
+        self.segment_id = ""
+        self._segment: dict[str, Any] | None = None
+        self._leading: list[str] = []
+        self._counts: dict[str, int] = {}
+        self._in_child = False
+
+    async def build(self) -> None:
+        """Build and redact the segment: in the child when the payload is big."""
+
+        if self.settings is not None and payload_chars(self.payload, OFFLOAD_CHARS) > (
+            OFFLOAD_CHARS
+        ):
+            # In a thread: waiting for the child (and starting it) never holds the loop.
+            await asyncio.to_thread(_child.lock.acquire)
+            try:
+                sid, fp, leading, counts = await asyncio.to_thread(
+                    _child.request,
+                    "build",
+                    self.payload,
+                    self.rollout_id,
+                    self.person,
+                    None,
+                    self.settings,
+                )
+            except Exception as exc:  # noqa: BLE001
+                _child.lock.release()
+                self._fell_back(exc)
+            else:
+                self._in_child = True
+                self.segment_id, self.fingerprint = sid, fp
+                self._leading, self._counts = leading, counts
+                return
+        self._build_here(None)
+
+    def _build_here(self, segment_id: str | None) -> None:
+        self._segment = build_segment(
+            self.payload,
+            rollout_id=self.rollout_id,
+            person=self.person,
+            redactor=self.redactor,
+            segment_id=segment_id,
+        )
+        self.segment_id = str(self._segment["segment_id"])
+        self.fingerprint = _fingerprint(self._segment)
+
+    def _fell_back(self, exc: BaseException) -> None:
+        logger.warning(
+            "could not record a big run of conversation %s in a child process (%s: %s); "
+            "recording it in this process, which holds the event loop meanwhile",
+            display_id(self.rollout_id),
+            type(exc).__name__,
+            exc,
+        )
+
+    async def finish(
+        self, rollout_id: str, known: dict[str, list[str]]
+    ) -> tuple[bytes, int, list[tuple[str, str]], str | None]:
+        """The line, in conversation ``rollout_id``, its leading items that ``known`` (digest
+        -> item ids) already holds replaced by references: ``(line, replayed, new item
+        digests, fingerprint)``."""
+
+        if self._in_child:
+            self._in_child = False
+            plan = replay_plan(self._leading, known)
+            try:
+                line, digests, fp = await asyncio.to_thread(
+                    _child.request, "finish", rollout_id, plan
+                )
+            except Exception as exc:  # noqa: BLE001
+                self._fell_back(exc)
+                self._build_here(self.segment_id)
+            else:
+                self.redactor.add_counts(self._counts)
+                return line, len(plan), digests, fp
+            finally:
+                _child.lock.release()
+        segment = self._segment
+        assert segment is not None
+        segment["rollout_id"] = rollout_id
+        replayed = mark_replayed(segment, known)
+        return segment_line(segment), replayed, new_item_digests(segment), _fingerprint(segment)
+
+    def abandon(self) -> None:
+        """Release the child when the recording stops before :meth:`finish`."""
+
+        if self._in_child:
+            self._in_child = False
+            _child.lock.release()
+
+
+__all__ = [
+    "OFFLOAD_CHARS",
+    "RedactionSettings",
+    "Recording",
+    "payload_chars",
+]
+
+if __name__ == "__main__":  # the child: serve from the imported module, so what it pickles
+    from sandbox_memory.offload import _serve as serve  # names sandbox_memory.offload's types
+
+    serve()
