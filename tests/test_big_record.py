@@ -128,3 +128,40 @@ def test_a_small_run_is_recorded_in_process(
     asyncio.run(rt.record(big_payload(0.01), rollout_id="big"))
     assert offload._child._proc is None  # no child was started for it
     assert SECRET.encode() not in recorded_line(tmp_path)
+
+
+def replaying_runs(root: Path) -> list[dict[str, Any]]:
+    """A run with a big tool output, then a run (no conversation id) replaying its history."""
+
+    first = big_payload(0.5)
+    history = [*first["input"], *first["generated_items"]]
+    second = {"input": [*history, {"role": "user", "content": "And now?"}], "generated_items": []}
+    root.mkdir()
+    rt = runtime(root)
+
+    async def go() -> None:
+        await rt.record(first, rollout_id="conv")
+        assert await rt.record(second, rollout_id="run-x", per_run_id=True) == "conv"
+
+    asyncio.run(go())
+    data = (root / MemoryLayoutConfig().sessions_dir / "conv.jsonl").read_bytes()
+    assert SECRET.encode() not in data
+    return [json.loads(line) for line in data.splitlines()]
+
+
+def test_a_big_replayed_run_is_recognised_as_in_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    here = replaying_runs(tmp_path / "here")
+    monkeypatch.setattr(offload, "OFFLOAD_CHARS", 64_000)  # both runs now go to the child
+    there = replaying_runs(tmp_path / "there")
+    replayed = [i for i in there[1]["input"] if i.get("type") == "memory_replayed_item"]
+    assert len(replayed) == 3  # the user message, the call and its big output
+
+    def normal(segments: list[dict[str, Any]]) -> str:
+        text = json.dumps(segments)
+        for n, seg in enumerate(segments):
+            text = text.replace(seg["segment_id"], f"seg{n}").replace(seg["updated_at"], "t")
+        return text
+
+    assert normal(there) == normal(here)
