@@ -35,10 +35,10 @@ import re
 import shlex
 import unicodedata
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any
+from typing import Any, TypeVar
 
 from sandbox_memory.engines.base import (
     Candidate,
@@ -857,8 +857,13 @@ def _operation_changes(operations: Any) -> list[FileChange]:
     return changes
 
 
-def _patch_input_changes(raw: str) -> list[FileChange]:
-    """What an ``apply_patch`` input changes: patch text or SDK JSON operations."""
+_T = TypeVar("_T")
+
+
+def _from_patch_input(
+    raw: str, from_ops: Callable[[Any], list[_T]], from_text: Callable[[str], list[_T]]
+) -> list[_T]:
+    """Read an ``apply_patch`` input, patch text or SDK JSON operations, with one of two readers."""
 
     stripped = raw.lstrip()
     if stripped.startswith(("{", "[")):
@@ -867,38 +872,27 @@ def _patch_input_changes(raw: str) -> list[FileChange]:
         except ValueError:
             payload = None
         if isinstance(payload, Mapping):
-            ops = payload.get("operations", payload.get("operation", payload))
-            changes = _operation_changes(ops)
+            found = from_ops(payload.get("operations", payload.get("operation", payload)))
             for key in ("input", "patch", "diff"):
                 value = payload.get(key)
-                if not changes and isinstance(value, str):
-                    changes = parse_patch(value)
-            return changes
+                if not found and isinstance(value, str):
+                    found = from_text(value)
+            return found
         if isinstance(payload, list):
-            return _operation_changes(payload)
-    return parse_patch(raw)
+            return from_ops(payload)
+    return from_text(raw)
+
+
+def _patch_input_changes(raw: str) -> list[FileChange]:
+    """What an ``apply_patch`` input changes."""
+
+    return _from_patch_input(raw, _operation_changes, parse_patch)
 
 
 def _patch_input_files(raw: str) -> list[tuple[str, str]]:
-    """Files named by an ``apply_patch`` input: patch text or SDK JSON operations."""
+    """Files named by an ``apply_patch`` input."""
 
-    stripped = raw.lstrip()
-    if stripped.startswith(("{", "[")):
-        try:
-            payload = json.loads(raw)
-        except ValueError:
-            payload = None
-        if isinstance(payload, Mapping):
-            ops = payload.get("operations", payload.get("operation", payload))
-            files = _operation_files(ops)
-            for key in ("input", "patch", "diff"):
-                value = payload.get(key)
-                if not files and isinstance(value, str):
-                    files = patch_files(value)
-            return files
-        if isinstance(payload, list):
-            return _operation_files(payload)
-    return patch_files(raw)
+    return _from_patch_input(raw, _operation_files, patch_files)
 
 
 # --------------------------------------------------------------------------- errors
