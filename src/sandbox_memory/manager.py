@@ -54,6 +54,7 @@ from .search import SearchIndex
 from .store import (
     LONG_LIVED_KINDS,
     Cause,
+    ConversationMemory,
     Defaults,
     Entry,
     LayoutMemory,
@@ -743,6 +744,28 @@ class LayoutRuntime:
         if stamp != stamp_doc:
             await self.store.write_state(stamp_path, json.dumps(stamp_doc).encode())
 
+    async def _save_changed_conversation(
+        self,
+        conversation: ConversationMemory,
+        *,
+        at: int,
+        cause: Cause,
+        keys: list[str],
+        detail: str | None = None,
+    ) -> LogRecord:
+        """Save a changed conversation memory under its next version; return its log record."""
+
+        conversation.version += 1
+        await self.store.save_conversation(conversation)
+        return LogRecord(
+            version=conversation.version,
+            at=at,
+            cause=cause,
+            scope=f"conversation:{conversation.rollout_id}",
+            keys=keys,
+            detail=detail,
+        )
+
     async def retract_copies(
         self, entry: Entry, source: Source, *, stamp: int, cause: Cause
     ) -> list[LogRecord]:
@@ -764,14 +787,11 @@ class LayoutRuntime:
             if not (same_fact(copy, entry) or copy.kind in LONG_LIVED_KINDS):
                 continue
             retract(copy, [source], stamp)
-            conversation.version += 1
-            await self.store.save_conversation(conversation)
             records.append(
-                LogRecord(
-                    version=conversation.version,
+                await self._save_changed_conversation(
+                    conversation,
                     at=stamp,
                     cause=cause,
-                    scope=f"conversation:{rid}",
                     keys=[entry.key],
                     detail="retracted with its layout copy",
                 )
@@ -916,14 +936,11 @@ class LayoutRuntime:
                     e for e in registry.conversations[rid] if e.key != key
                 ]
         for conv in conversations.values():
-            conv.version += 1
-            await self.store.save_conversation(conv)
             changes.append(
-                LogRecord(
-                    version=conv.version,
+                await self._save_changed_conversation(
+                    conv,
                     at=stamp,
                     cause=cause,
-                    scope=f"conversation:{conv.rollout_id}",
                     keys=[k for k in conv_keys if owner.get(k) == conv.rollout_id],
                 )
             )
