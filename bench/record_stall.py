@@ -19,7 +19,7 @@ import time
 import tracemalloc
 
 from sandbox_memory.config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
-from sandbox_memory.manager import LayoutRuntime
+from sandbox_memory.runtime import LayoutRuntime
 from sandbox_memory.workspace import LocalWorkspace
 
 

@@ -434,7 +434,7 @@ async def state_when_forgotten(conversations: int, keep: int) -> tuple[int, int]
 
 
 async def pending_check_execs(conversations: int) -> tuple[int, float]:
-    from sandbox_memory.manager import LayoutRuntime
+    from sandbox_memory.runtime import LayoutRuntime
     from sandbox_memory.workspace import SessionWorkspace
 
     with temp_root("scale-pending-session") as root:

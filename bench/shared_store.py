@@ -34,7 +34,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))  # the test server and the shared
 
 async def worker(spec: dict[str, Any]) -> dict[str, Any]:
     from sandbox_memory import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
-    from sandbox_memory.manager import LayoutRuntime
+    from sandbox_memory.runtime import LayoutRuntime
     from sandbox_memory.workspace import LocalWorkspace
     from shared_flow import lesson, run_payload
 

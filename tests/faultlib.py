@@ -295,7 +295,7 @@ def runtime(root: Path, **generate: Any) -> Any:
     """The layout runtime the SDK bridge builds, over a sandbox workspace folder."""
 
     from sandbox_memory.config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
-    from sandbox_memory.manager import LayoutRuntime
+    from sandbox_memory.runtime import LayoutRuntime
     from sandbox_memory.workspace import LocalWorkspace
 
     return LayoutRuntime(
@@ -457,7 +457,7 @@ async def _write_loop(root: str) -> None:
     """Record, extract and consolidate, and rewrite a 1.5 MB store file, forever."""
 
     from sandbox_memory.config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
-    from sandbox_memory.manager import LayoutRuntime
+    from sandbox_memory.runtime import LayoutRuntime
     from sandbox_memory.store import Entry, LayoutMemory, Source
     from sandbox_memory.workspace import LocalWorkspace
 
@@ -795,7 +795,7 @@ def learning_run(name: str, n: int) -> dict[str, Any]:
 
 async def _close_with(root: str, kill_at: int) -> list[str]:
     from sandbox_memory.config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
-    from sandbox_memory.manager import LayoutRuntime
+    from sandbox_memory.runtime import LayoutRuntime
 
     ws = killing_workspace(root, kill_at)
     rt = LayoutRuntime(

@@ -14,9 +14,9 @@ import pytest
 
 from sandbox_memory import offload
 from sandbox_memory.config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
-from sandbox_memory.manager import LayoutRuntime
 from sandbox_memory.redact import Redactor
 from sandbox_memory.rollouts import build_segment, segment_line
+from sandbox_memory.runtime import LayoutRuntime
 from sandbox_memory.workspace import LocalWorkspace
 
 SECRET = "ghp_aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"

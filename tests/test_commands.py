@@ -151,7 +151,7 @@ async def test_refresh_does_not_check_the_version(mc) -> None:
 
 
 async def test_refresh_with_generate_off_does_nothing(mc, tmp_path: Path) -> None:
-    from sandbox_memory.manager import LayoutRuntime
+    from sandbox_memory.runtime import LayoutRuntime
 
     await mc.apply(Configure(generate=False), expected=0, conversation="trip")
     rt: LayoutRuntime = mc.runtime
@@ -237,7 +237,7 @@ async def test_a_rejection_inside_consolidation_is_logged_at_warning(
 ) -> None:
     from sandbox_memory.config import MemoryLayoutConfig, MemoryReadConfig
     from sandbox_memory.engines.base import Candidate, Extraction, ExtractionRequest
-    from sandbox_memory.manager import LayoutRuntime
+    from sandbox_memory.runtime import LayoutRuntime
     from sandbox_memory.workspace import LocalWorkspace
 
     class Relearn:

@@ -731,7 +731,7 @@ async def test_a_failed_layout_write_loses_nothing_the_next_close_consolidates_i
     from faultlib import _prepare_close, _timeless, close_state, killing_workspace
     from sandbox_memory.config import MemoryGenerateConfig as Generate
     from sandbox_memory.config import MemoryLayoutConfig, MemoryReadConfig
-    from sandbox_memory.manager import LayoutRuntime
+    from sandbox_memory.runtime import LayoutRuntime
 
     prepared, clean, failed = (tmp_path / n for n in ("prepared", "clean", "failed"))
     prepared.mkdir()

@@ -23,7 +23,7 @@ from helpers import read_segments
 from sandbox_memory import MemoryConfigError, MemoryGenerateConfig
 from sandbox_memory.config import MemoryLayoutConfig, MemoryReadConfig
 from sandbox_memory.engines.model import ModelEngine
-from sandbox_memory.manager import LayoutRuntime
+from sandbox_memory.runtime import LayoutRuntime
 from sandbox_memory.workspace import LocalWorkspace
 
 FIX_RUN: dict[str, Any] = {
@@ -251,7 +251,7 @@ def test_auto_detects_the_sdks_own_credential_settings(
     import agents
     from agents.models import _openai_shared
 
-    from sandbox_memory.manager import resolve_engine
+    from sandbox_memory.runtime import resolve_engine
 
     caplog.set_level(logging.INFO, logger="sandbox_memory")
     key, client = _openai_shared._default_openai_key, _openai_shared._default_openai_client
@@ -270,7 +270,7 @@ def test_auto_detects_the_sdks_own_credential_settings(
 
 def test_auto_without_credentials_says_so() -> None:
     from sandbox_memory.engines.offline import OfflineEngine
-    from sandbox_memory.manager import resolve_engine
+    from sandbox_memory.runtime import resolve_engine
 
     assert isinstance(resolve_engine(MemoryGenerateConfig()), OfflineEngine)
 

@@ -19,7 +19,7 @@ from helpers import bug_fix_script
 from sandbox_memory import Memory, MemoryClient, MemoryGenerateConfig, MemoryReadConfig, for_person
 from sandbox_memory.config import MemoryLayoutConfig
 from sandbox_memory.engines.base import Candidate, Extraction, ExtractionRequest
-from sandbox_memory.manager import LayoutRuntime
+from sandbox_memory.runtime import LayoutRuntime
 from sandbox_memory.workspace import LocalWorkspace
 
 ANA_TASK = "Fix the failing test in invoice.py. I prefer short answers with a list of changes."

@@ -972,7 +972,7 @@ async def test_close_whose_time_budget_is_spent_defers_rather_than_fails(
     client, manifest, workspace_root, caplog
 ) -> None:
     caplog.set_level(logging.WARNING, logger="sandbox_memory")
-    from sandbox_memory.manager import LayoutRuntime
+    from sandbox_memory.runtime import LayoutRuntime
     from sandbox_memory.workspace import LocalWorkspace
 
     rt = LayoutRuntime(

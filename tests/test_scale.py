@@ -15,8 +15,8 @@ from agents.sandbox import Manifest
 
 from helpers import read_progress
 from sandbox_memory import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
-from sandbox_memory.manager import LayoutRuntime
 from sandbox_memory.rollouts import history_fingerprint
+from sandbox_memory.runtime import LayoutRuntime
 from sandbox_memory.workspace import LocalWorkspace, SessionWorkspace, Workspace
 
 STORE = "memories/store"

@@ -323,7 +323,7 @@ class DyingStore(PostgresStore):
 
 def _runtime(root: Path, store: PostgresStore) -> Any:
     from sandbox_memory import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
-    from sandbox_memory.manager import LayoutRuntime
+    from sandbox_memory.runtime import LayoutRuntime
     from sandbox_memory.workspace import LocalWorkspace
 
     root.mkdir(parents=True, exist_ok=True)

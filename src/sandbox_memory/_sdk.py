@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from agents.sandbox.session.base_sandbox_session import BaseSandboxSession
 
     from .capability import Memory
-    from .manager import LayoutRuntime
+    from .runtime import LayoutRuntime
 
 logger = logging.getLogger("sandbox_memory")
 
@@ -181,7 +181,7 @@ class SessionMemoryManager:
     """Sits in the SDK's registry for one sandbox session and layout; receives every run."""
 
     def __init__(self, *, session: BaseSandboxSession, memory: Memory) -> None:
-        from .manager import LayoutRuntime
+        from .runtime import LayoutRuntime
 
         self.session = session
         self.memory = memory
@@ -395,7 +395,7 @@ def runtime_for(session: BaseSandboxSession, memory: Memory) -> LayoutRuntime:
     manager = find_manager(session, memory)
     if manager is not None:
         return manager.runtime
-    from .manager import LayoutRuntime
+    from .runtime import LayoutRuntime
 
     by_layout = _READ_RUNTIMES.setdefault(session, {})
     key = _layout_key(memory)

@@ -20,9 +20,9 @@ from pydantic import BaseModel, Field
 from .config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
 from .engines.base import ITEM_ID_FIELD, EntryKind
 from .errors import MemoryConfigError, MemoryConflict, MemoryStoreUnavailable
-from .manager import LayoutRuntime
 from .phase_two import retract, secret_problem
 from .rollouts import append_segment, build_segment, rollout_path, safe_rollout_id
+from .runtime import LayoutRuntime
 from .store import (
     MAX_CONTENT_CHARS,
     Cause,

@@ -27,7 +27,7 @@ from .store import (
 )
 
 if TYPE_CHECKING:
-    from .manager import LayoutRuntime
+    from .runtime.state import LayoutState
 
 logger = logging.getLogger("sandbox_memory")
 
@@ -171,7 +171,7 @@ def normalize_slug(raw: str) -> str:
 
 
 async def extract_rollout(
-    rt: LayoutRuntime,
+    rt: LayoutState,
     rollout_id: str,
     *,
     budget: Budget | None,
@@ -188,7 +188,7 @@ async def extract_rollout(
         return await _extract(rt, rollout_id, budget=budget)
 
 
-async def _extract(rt: LayoutRuntime, rollout_id: str, *, budget: Budget | None) -> bool:
+async def _extract(rt: LayoutState, rollout_id: str, *, budget: Budget | None) -> bool:
     store = rt.store
     prog = await store.get_progress(rollout_id) or RolloutProgress()
     if prog.status == "failed":
@@ -366,7 +366,7 @@ FEEDBACK_CHARS = 2_000
 
 
 async def _run_engine(
-    rt: LayoutRuntime,
+    rt: LayoutState,
     request: ExtractionRequest,
     feedback: str | None,
     budget: Budget | None,
@@ -383,7 +383,7 @@ async def _run_engine(
     )
 
 
-async def _record_failure(rt: LayoutRuntime, rollout_id: str, message: str) -> None:
+async def _record_failure(rt: LayoutState, rollout_id: str, message: str) -> None:
     error = rt.redactor.redact_text(message)[:500]
     max_attempts = rt.generate.max_attempts
 
@@ -467,7 +467,7 @@ def resolve_citations(candidates: list[Candidate], index: ItemIndex) -> list[Can
 
 
 async def _apply(
-    rt: LayoutRuntime,
+    rt: LayoutState,
     rollout_id: str,
     extraction: Extraction,
     segments: list[dict[str, Any]],
@@ -597,11 +597,11 @@ async def _apply(
     return True
 
 
-async def _tail(rt: LayoutRuntime, path: str, offset: int) -> str | None:
+async def _tail(rt: LayoutState, path: str, offset: int) -> str | None:
     return await tail_hash(rt.ws, path, offset)
 
 
-async def _replaced(rt: LayoutRuntime, path: str, prog: RolloutProgress) -> str | None:
+async def _replaced(rt: LayoutState, path: str, prog: RolloutProgress) -> str | None:
     """How the rollout file differs from the one progress read (``"shorter"``, ``"different"``),
     or ``None`` when it is that file, maybe grown."""
 
@@ -694,7 +694,7 @@ def bounded_summary(text: str, max_chars: int = SUMMARY_FILE_MAX_CHARS) -> str:
     return header.rstrip() + "\n\n" + note + "".join(reversed(kept))
 
 
-async def note_items(rt: LayoutRuntime, rollout_id: str, segments: list[dict[str, Any]]) -> None:
+async def note_items(rt: LayoutState, rollout_id: str, segments: list[dict[str, Any]]) -> None:
     """Note the digests of these segments' items in ``store/items/<id>.txt`` (one line per
     segment: ``<segment id> <position>:<digest> ...``, some 15 bytes an item): a later run that
     replays them is recognised (see ``rollouts.mark_replayed``). Best effort: a failure only

@@ -39,7 +39,7 @@ from ..store import ConversationMemory, Entry, LayoutMemory, LogRecord, RolloutP
 from .postgres import LAYOUT_SCOPE, Fence, PostgresStore, ScopeState, conversation_scope
 
 if TYPE_CHECKING:
-    from ..manager import LayoutRuntime
+    from ..runtime import LayoutRuntime
 
 logger = logging.getLogger("sandbox_memory")
 

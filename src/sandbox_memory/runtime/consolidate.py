@@ -1,0 +1,144 @@
+"""Step 3 of the flow, consolidate (phase 2): the layout memory made from its conversations.
+
+Select the newest conversations (what falls out is forgotten), promote their long-lived
+entries, take in live edits of ``MEMORY.md`` (:mod:`.live_edits`), log and save the changes,
+then render (:mod:`.render`). The rules themselves are in ``phase_two.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from ..phase_two import forget_conversations, promote, select_rollouts
+from ..search import SearchIndex
+from ..store import LONG_LIVED_KINDS, Defaults, LogRecord, RolloutProgress, now_ms
+from .index import sync_index
+from .state import LayoutState
+
+if TYPE_CHECKING:
+    from .live_edits import LiveEdits
+    from .render import Renderer
+
+logger = logging.getLogger("sandbox_memory")
+
+
+class Consolidator:
+    """Phase 2 for one layout (see :meth:`consolidate_layout`)."""
+
+    def __init__(
+        self,
+        state: LayoutState,
+        *,
+        index: SearchIndex,
+        live_edits: LiveEdits,
+        renderer: Renderer,
+    ) -> None:
+        self.state = state
+        self.index = index
+        self.live_edits = live_edits
+        self.renderer = renderer
+
+    async def consolidate_layout(self) -> None:
+        """Phase 2: select, forget, promote, take in live edits, render. Caller holds the lock."""
+
+        st = self.state
+        store = st.store
+        progress = await store.list_progress()
+        # Read and parsed once; missing or unreadable: rebuilt from every selected conversation.
+        layout, rebuild = await store.load_layout_for_phase_two()
+        version_before = layout.version
+        # Usage by later runs (found in the recorded items): what is used is kept.
+        usage = await self.index.usage() if await sync_index(self.index) else {}
+        selection = select_rollouts(
+            progress, st.generate.max_raw_memories_for_consolidation, usage=usage
+        )
+        changes: list[LogRecord] = []
+
+        await self.live_edits.collect(layout, changes)
+
+        registry = await store.load_registry()
+        registry_before = registry.model_dump_json()
+        promoted: list[str] = []
+        for rid, prog in selection.selected:
+            if prog.consolidated and rid in registry.conversations and not rebuild:
+                continue
+            conversation = await store.load_conversation(rid)
+            promoted += promote(layout, conversation, since=0)
+            registry.conversations[rid] = [
+                e
+                for e in conversation.entries.values()
+                if e.kind not in LONG_LIVED_KINDS and e.status == "active" and e.person is None
+            ]
+        if promoted:
+            layout.version += 1
+            changes.append(
+                LogRecord(
+                    version=layout.version,
+                    at=now_ms(),
+                    cause="promotion",
+                    scope="layout",
+                    keys=sorted(set(promoted)),
+                )
+            )
+        forgotten_ids = {rid for rid, _ in selection.forgotten}
+        selected_ids = {rid for rid, _ in selection.selected}
+        for rid in list(registry.conversations):
+            if rid not in selected_ids:
+                del registry.conversations[rid]
+        if registry.model_dump_json() != registry_before:
+            await store.save_registry(registry)
+        if forgotten_ids:
+            dropped = forget_conversations(layout, forgotten_ids)
+            for rid, prog in selection.forgotten:
+                await st.ws.remove(f"{st.layout.memories_dir}/raw_memories/{rid}.md")
+                await st.ws.remove(
+                    f"{st.layout.memories_dir}/rollout_summaries/{rid}_{prog.slug}.md"
+                )
+            if dropped:
+                layout.version += 1
+            changes.append(
+                LogRecord(
+                    version=layout.version,
+                    at=now_ms(),
+                    cause="forgetting",
+                    scope="layout",
+                    keys=dropped,
+                    detail=f"forgot {len(forgotten_ids)} older conversation(s): "
+                    + ", ".join(sorted(forgotten_ids))[:800],
+                )
+            )
+            logger.info("memory forgot %d older conversation(s)", len(forgotten_ids))
+
+        # The log before the layout (a redone change logs the same version, read once), the
+        # layout before progress. Every change to layout memory here moves its version
+        # (promotion, forgetting, live edits), so the version says whether to write it.
+        # Forgetting conversations changes what memory shows even when no layout entry goes.
+        for record in changes:
+            await store.append_log(record)
+        layout_changed = layout.version != version_before
+        if layout_changed or rebuild:
+            await store.save_layout(layout)
+
+        # Progress last, one record each, only where it changes: a rollout is marked
+        # consolidated (or pruned as forgotten) once what phase 2 made of it is on disk.
+        def consolidated(p: RolloutProgress) -> None:
+            p.consolidated = True
+
+        for rid, prog in selection.selected:
+            if not prog.consolidated:
+                await st.update_progress(rid, consolidated)
+        async with st.progress_lock:
+            for rid, prog in selection.forgotten:
+                await store.forget_progress(rid, prog)
+        if changes or layout_changed:
+            st.bump()
+        await store.save_defaults(
+            Defaults(
+                use=st.read is not None,
+                generate=st.generate_enabled,
+                max_summary_chars=st.summary_budget,
+            )
+        )
+        await self.renderer.render(layout, registry, selection.selected)
+        await sync_index(self.index)

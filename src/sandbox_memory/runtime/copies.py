@@ -1,0 +1,67 @@
+"""A layout entry's copies in conversation memory, kept in step when the entry changes.
+
+Not a step of its own: a Forget (``commands.py``) and a deleted line in a live edit
+(:mod:`.live_edits`) retract a layout entry, and its copies in every conversation go with it.
+"""
+
+from __future__ import annotations
+
+from ..phase_two import retract, same_fact
+from ..store import LONG_LIVED_KINDS, Cause, ConversationMemory, Entry, LogRecord, Source, Store
+
+
+async def save_changed_conversation(
+    store: Store,
+    conversation: ConversationMemory,
+    *,
+    at: int,
+    cause: Cause,
+    keys: list[str],
+    detail: str | None = None,
+) -> LogRecord:
+    """Save a changed conversation memory under its next version; return its log record."""
+
+    conversation.version += 1
+    await store.save_conversation(conversation)
+    return LogRecord(
+        version=conversation.version,
+        at=at,
+        cause=cause,
+        scope=f"conversation:{conversation.rollout_id}",
+        keys=keys,
+        detail=detail,
+    )
+
+
+async def retract_copies(
+    store: Store, entry: Entry, source: Source, *, stamp: int, cause: Cause
+) -> list[LogRecord]:
+    """Retract, in every conversation, the copies of a retracted layout entry.
+
+    A layout entry is one lesson however many conversations taught it: each of them holds
+    it (promoted from there, shown there as *This conversation*), and forgetting it in
+    layout memory must not leave it there. A copy is an active entry of the same key that
+    shares a source with it or is of a long-lived kind, for the same person. Returns the
+    log records. Forgetting is rare: every conversation's record is looked at.
+    """
+
+    records: list[LogRecord] = []
+    for rid in await store.list_conversations():
+        conversation = await store.load_conversation(rid)
+        copy = conversation.entries.get(entry.key)
+        if copy is None or copy.status != "active" or copy.person != entry.person:
+            continue
+        if not (same_fact(copy, entry) or copy.kind in LONG_LIVED_KINDS):
+            continue
+        retract(copy, [source], stamp)
+        records.append(
+            await save_changed_conversation(
+                store,
+                conversation,
+                at=stamp,
+                cause=cause,
+                keys=[entry.key],
+                detail="retracted with its layout copy",
+            )
+        )
+    return records

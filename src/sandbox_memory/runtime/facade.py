@@ -1,0 +1,251 @@
+"""The memory of one layout in one workspace, as one object: the flow's steps put together.
+
+:class:`LayoutRuntime` holds no step's code: it builds the shared state (:mod:`.state`) and
+the steps, record (:mod:`.record`), extract (:mod:`.extract`), consolidate
+(:mod:`.consolidate`), render (:mod:`.render`) and live edits (:mod:`.live_edits`), and
+hands each call to the step that does it. The SDK bridge (``_sdk.py``), the commands, the CLI
+and a shared store's copy (``stores/sync.py``) all go through it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any
+
+from ..config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
+from ..engines.base import ExtractionEngine
+from ..search import SearchIndex
+from ..store import Cause, Entry, LayoutMemory, LogRecord, Registry, RolloutProgress, Source
+from .consolidate import Consolidator
+from .copies import retract_copies
+from .extract import Extractor
+from .index import save_index, sync_index
+from .live_edits import LiveEdits
+from .record import Recorder
+from .render import Renderer
+from .state import LayoutState
+
+if TYPE_CHECKING:
+    from ..redact import Redactor
+    from ..store import Store
+    from ..stores.postgres import PostgresStore
+    from ..stores.sync import SharedCopy
+    from ..workspace import LeaseLock, Workspace
+
+
+class LayoutRuntime:
+    """Everything memory does for one layout of one workspace."""
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        *,
+        layout: MemoryLayoutConfig,
+        generate: MemoryGenerateConfig | None,
+        read: MemoryReadConfig | None,
+        engine: ExtractionEngine | None = None,
+        store: PostgresStore | None = None,
+    ) -> None:
+        self.state = LayoutState(
+            workspace, layout=layout, generate=generate, read=read, engine=engine
+        )
+        """Settings, store, workspace and locks that every step shares."""
+        self.search_index = SearchIndex(
+            workspace,
+            store=self.state.store,
+            memories_dir=layout.memories_dir,
+            sessions_dir=layout.sessions_dir,
+        )
+        """The derived full-text index (``search.py``), synced after runs and at close."""
+        self.shared: SharedCopy | None = None
+        """With a shared store: keeps this workspace's copy in step with it (stores/sync.py)."""
+        if store is not None:
+            from ..stores.sync import SharedCopy
+
+            self.shared = SharedCopy(self, store)
+        st = self.state
+        self.recorder = Recorder(st, shared=self.shared)
+        self.renderer = Renderer(st)
+        self.live_edits = LiveEdits(st)
+        self.consolidator = Consolidator(
+            st, index=self.search_index, live_edits=self.live_edits, renderer=self.renderer
+        )
+        self.extractor = Extractor(st, index=self.search_index, consolidator=self.consolidator)
+
+    # ------------------------------------------------------- the shared state
+
+    @property
+    def ws(self) -> Workspace:
+        return self.state.ws
+
+    @property
+    def layout(self) -> MemoryLayoutConfig:
+        return self.state.layout
+
+    @property
+    def generate(self) -> MemoryGenerateConfig:
+        return self.state.generate
+
+    @property
+    def generate_enabled(self) -> bool:
+        return self.state.generate_enabled
+
+    @generate_enabled.setter
+    def generate_enabled(self, value: bool) -> None:
+        self.state.generate_enabled = value
+
+    @property
+    def read(self) -> MemoryReadConfig | None:
+        return self.state.read
+
+    @read.setter
+    def read(self, value: MemoryReadConfig | None) -> None:
+        self.state.read = value
+
+    @property
+    def store(self) -> Store:
+        return self.state.store
+
+    @property
+    def engine(self) -> ExtractionEngine:
+        return self.state.engine
+
+    @property
+    def redactor(self) -> Redactor:
+        return self.state.redactor
+
+    @property
+    def has_engine_object(self) -> bool:
+        return self.state.has_engine_object
+
+    @property
+    def summary_budget(self) -> int:
+        return self.state.summary_budget
+
+    @property
+    def generation(self) -> int:
+        """Bumped on every change made through this runtime: keys the read cache."""
+
+        return self.state.generation
+
+    def bump(self) -> None:
+        self.state.bump()
+
+    def switch(self, override: bool | None, name: str) -> bool:
+        return self.state.switch(override, name)
+
+    def items_path(self, rid: str) -> str:
+        return self.state.items_path(rid)
+
+    def session_file_lock(self, rollout_id: str) -> asyncio.Lock:
+        return self.state.session_file_lock(rollout_id)
+
+    def rollout_lock(self, rollout_id: str) -> asyncio.Lock:
+        return self.state.rollout_lock(rollout_id)
+
+    def write_lock(self) -> AbstractAsyncContextManager[None]:
+        return self.state.write_lock()
+
+    def lock(self) -> LeaseLock:
+        return self.state.lock()
+
+    async def update_progress(
+        self, rollout_id: str, change: Callable[[RolloutProgress], None]
+    ) -> RolloutProgress:
+        return await self.state.update_progress(rollout_id, change)
+
+    async def pending_rollouts(self) -> list[str]:
+        return await self.state.pending_rollouts()
+
+    async def start_run(self) -> None:
+        """Run start: with a shared store, bring the workspace copy up to date (never raises)."""
+
+        if self.shared is not None:
+            await self.shared.refresh()
+
+    # ----------------------------------------------------------------- record
+
+    async def record(
+        self,
+        payload: dict[str, Any],
+        *,
+        rollout_id: str,
+        person: str | None = None,
+        per_run_id: bool = False,
+    ) -> str:
+        return await self.recorder.record(
+            payload, rollout_id=rollout_id, person=person, per_run_id=per_run_id
+        )
+
+    async def conversation_for(self, fingerprint: str | None) -> str | None:
+        return await self.recorder.conversation_for(fingerprint)
+
+    async def sync_search(self) -> bool:
+        return await sync_index(self.search_index)
+
+    async def save_search(self) -> None:
+        await save_index(self.search_index)
+
+    # ---------------------------------------------------------------- extract
+
+    def begin_close(self, deadline: float) -> None:
+        """A close starts: extractions still running after runs stop at its ``deadline``."""
+
+        self.extractor.begin_close(deadline)
+
+    async def consolidate_conversation(self, rollout_id: str) -> bool:
+        return await self.extractor.consolidate_conversation(rollout_id)
+
+    async def close(
+        self, *, only: list[str] | None = None, deadline: float | None = None
+    ) -> dict[str, Any]:
+        """Phase 1 for every pending rollout, then phase 2; returns a report.
+
+        Model work stops at ``deadline`` (``time.monotonic()``; default: now plus
+        ``max_seconds_per_close``); what it leaves stays pending for the next close.
+        With a shared store, under its lease and between catching up and sending changes.
+        """
+
+        if self.shared is not None:
+            return await self.shared.close(
+                lambda: self.extractor.close(only=only, deadline=deadline)
+            )
+        return await self.extractor.close(only=only, deadline=deadline)
+
+    # ------------------------------------------------------------ consolidate
+
+    async def consolidate_layout(self) -> None:
+        """Phase 2: select, forget, promote, take in live edits, render. Caller holds the lock."""
+
+        await self.consolidator.consolidate_layout()
+
+    async def retract_copies(
+        self, entry: Entry, source: Source, *, stamp: int, cause: Cause
+    ) -> list[LogRecord]:
+        return await retract_copies(self.store, entry, source, stamp=stamp, cause=cause)
+
+    # ----------------------------------------------------------------- render
+
+    async def render(
+        self,
+        layout: LayoutMemory,
+        registry: Registry,
+        selected: list[tuple[str, RolloutProgress]],
+    ) -> None:
+        await self.renderer.render(layout, registry, selected)
+
+    async def render_current(self) -> None:
+        await self.renderer.render_current()
+
+    # ------------------------------------------------------------- live edits
+
+    async def memory_md_edited(self) -> str | None:
+        return await self.live_edits.memory_md_edited()
+
+    async def take_live_edits(self) -> None:
+        await self.live_edits.take_live_edits()
+
+    async def pending_or_recent(self, progress: dict[str, RolloutProgress]) -> list[str]:
+        return await self.live_edits.pending_or_recent(progress)

@@ -1,0 +1,48 @@
+"""Keeping the derived search index in step with the workspace: after runs, in phase 2, at close.
+
+Not a step of its own: extract, consolidate and the commands call these. The index is derived
+data (``search.py``), so a failure here is logged and never fails a run or a close.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ..search import SearchIndex
+
+logger = logging.getLogger("sandbox_memory")
+
+
+async def sync_index(index: SearchIndex) -> bool:
+    """Bring the search index up to date; ``False`` (logged) when it could not be.
+
+    The index is derived: a failure here never fails a run or a close, the next sync
+    catches up.
+    """
+
+    try:
+        await index.sync()
+    except Exception as exc:  # noqa: BLE001
+        logger.warning(
+            "memory search index %s could not be updated (%s: %s); it catches up at the "
+            "next search or close",
+            index.rel_path,
+            type(exc).__name__,
+            exc,
+        )
+        return False
+    return True
+
+
+async def save_index(index: SearchIndex) -> None:
+    """Write the index back to the workspace (backends other than a local folder)."""
+
+    try:
+        await index.save()
+    except Exception as exc:  # noqa: BLE001
+        logger.warning(
+            "memory search index could not be written to %s (%s); it is rebuilt from the "
+            "workspace when next needed",
+            index.rel_path,
+            exc,
+        )

@@ -1,0 +1,228 @@
+"""Step 5 of the flow, live edits: take in what the agent (or a person) changed in ``MEMORY.md``.
+
+An edit made since the last render becomes changes of the stored memory, with the run item that
+made it as their source, before the next render would replace it: in phase 2
+(:mod:`.consolidate`), and when a shared copy sends its changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from typing import Any
+
+from ..engines.base import ENTRY_KINDS
+from ..phase_two import retract, secret_problem, shown_entries
+from ..render import parse_registry
+from ..rollouts import rollout_path
+from ..store import (
+    KEY_RE,
+    LONG_LIVED_KINDS,
+    Cause,
+    Entry,
+    LayoutMemory,
+    LogRecord,
+    RolloutProgress,
+    Source,
+    now_ms,
+)
+from .copies import retract_copies, save_changed_conversation
+from .state import LayoutState
+
+logger = logging.getLogger("sandbox_memory")
+
+LIVE_EDIT_TAIL_BYTES = 1 << 20
+"""Bytes read from the end of a rollout to find the run item that edited MEMORY.md: the edit
+is in the newest segments, and a 100 MB rollout must not be read whole for it."""
+
+
+class LiveEdits:
+    """Finds and takes in live edits of one layout's ``MEMORY.md``."""
+
+    def __init__(self, state: LayoutState) -> None:
+        self.state = state
+
+    async def memory_md_edited(self) -> str | None:
+        """``MEMORY.md``'s text when it differs from what was last rendered (a live edit)."""
+
+        st = self.state
+        current = await st.ws.read_text(f"{st.layout.memories_dir}/MEMORY.md")
+        if current is None:
+            return None
+        stamp_bytes = await st.store.read_state(f"{st.store.dir}/rendered.json")
+        stamp_raw = None if stamp_bytes is None else stamp_bytes.decode("utf-8", "replace")
+        try:
+            rendered = json.loads(stamp_raw or "{}").get("memory_md_sha256")
+        except (ValueError, AttributeError):
+            rendered = None
+        if rendered is None or hashlib.sha256(current.encode()).hexdigest() == rendered:
+            return None
+        return current
+
+    async def take_live_edits(self) -> None:
+        """Take in live edits of ``MEMORY.md`` now, as changes of the stored layout memory."""
+
+        st = self.state
+        async with st.write_lock():
+            layout = await st.store.load_layout()
+            changes: list[LogRecord] = []
+            await self.collect(layout, changes)
+            for record in changes:  # logged before saved, as in consolidate_layout
+                await st.store.append_log(record)
+            if any(c.scope == "layout" for c in changes):
+                await st.store.save_layout(layout)
+            if changes:
+                st.bump()
+
+    async def collect(self, layout: LayoutMemory, changes: list[LogRecord]) -> None:
+        """Keep edits made to MEMORY.md since the last render, as changes with sources."""
+
+        st = self.state
+        mdir = st.layout.memories_dir
+        current = await self.memory_md_edited()
+        if current is None:
+            return
+        parsed = parse_registry(current)
+        if not parsed and current.strip():
+            # Edited into something without a single entry line: nonsense, not an edit.
+            aside = f"{st.store.dir}/MEMORY.md.broken-{now_ms()}"
+            raw = await st.ws.read_bytes(f"{mdir}/MEMORY.md")
+            from ..redact import redact_bytes  # imported on first use, like the redactor
+
+            kept = redact_bytes(raw if raw is not None else current.encode(), st.redactor)
+            await st.ws.write_atomic(aside, kept)
+            logger.warning(
+                "%s/MEMORY.md was edited into text without entry lines; kept as %s and "
+                "rebuilt from the store",
+                mdir,
+                aside,
+            )
+            return
+        source = await self.source()
+        cause: Cause = "live_update" if source.conversation != "person" else "person"
+        keys: list[str] = []
+        stamp = now_ms()
+        # What the last render showed: layout entries and the conversations' facts (registry).
+        # Lines still showing them (content compared as rendered, on one line) are no edit.
+        registry = await st.store.load_registry()
+        rendered_as = shown_entries(layout, registry)
+        owner = {key: rid for key, (_, rid) in rendered_as.items() if rid is not None}
+        shown = {key: e for key, (e, _) in rendered_as.items()}
+        conversations: dict[str, Any] = {}
+        conv_keys: list[str] = []
+
+        async def conversation(rid: str) -> Any:
+            if rid not in conversations:
+                conversations[rid] = await st.store.load_conversation(rid)
+            return conversations[rid]
+
+        for key, (kind, content) in parsed.items():
+            entry = layout.entries.get(key)
+            was = shown.get(key)
+            if was is not None and was.kind == kind and " ".join(was.content.split()) == content:
+                continue
+            reason = None
+            if not KEY_RE.fullmatch(key) or ".." in key:
+                reason = "key is not a safe slug"
+            elif kind not in ENTRY_KINDS:
+                reason = f"unknown kind {kind!r}"
+            elif not content:
+                reason = "empty content"
+            elif kind == "preference" and cause != "person":
+                reason = "a preference needs an explicit statement by the user"
+            else:
+                reason = secret_problem(content, st.redactor)
+            if reason:
+                logger.warning("live edit of MEMORY.md entry %r rejected: %s", key, reason)
+                continue
+            if entry is not None and entry.status == "retracted" and cause != "person":
+                logger.warning("live edit of %r rejected: the entry was retracted", key)
+                continue
+            new_entry = Entry(
+                key=key, content=content, kind=kind, sources=[source], updated_at=stamp
+            )
+            if key in owner and kind not in LONG_LIVED_KINDS:
+                # A conversation's fact was corrected: the correction goes to that conversation.
+                conv = await conversation(owner[key])
+                old = conv.entries.get(key)
+                new_entry.sources = [*(old.sources if old else []), source]
+                conv.entries[key] = new_entry
+                registry.conversations[owner[key]] = [
+                    new_entry if e.key == key else e for e in registry.conversations[owner[key]]
+                ]
+                conv_keys.append(key)
+            else:
+                layout.entries[key] = new_entry
+                keys.append(key)
+        if parsed:
+            for key, entry in layout.entries.items():
+                if entry.status == "active" and entry.person is None and key not in parsed:
+                    retract(entry, [source], stamp)
+                    keys.append(key)
+            for key, rid in owner.items():
+                if key in parsed:
+                    continue
+                conv = await conversation(rid)
+                gone = conv.entries.get(key)
+                if gone is not None and gone.status == "active":
+                    retract(gone, [source], stamp)
+                    conv_keys.append(key)
+                registry.conversations[rid] = [
+                    e for e in registry.conversations[rid] if e.key != key
+                ]
+        for conv in conversations.values():
+            changes.append(
+                await save_changed_conversation(
+                    st.store,
+                    conv,
+                    at=stamp,
+                    cause=cause,
+                    keys=[k for k in conv_keys if owner.get(k) == conv.rollout_id],
+                )
+            )
+        if conversations:
+            await st.store.save_registry(registry)
+        for key in keys:
+            if layout.entries[key].status == "retracted":
+                # A deleted line is a Forget: the conversations holding the entry lose it too.
+                changes += await retract_copies(
+                    st.store, layout.entries[key], source, stamp=stamp, cause=cause
+                )
+        if keys:
+            layout.version += 1
+            changes.append(
+                LogRecord(version=layout.version, at=stamp, cause=cause, scope="layout", keys=keys)
+            )
+
+    async def source(self) -> Source:
+        """The recorded item that edited MEMORY.md (newest), else a person's hand edit."""
+
+        st = self.state
+        progress = await st.store.list_progress()
+        for rid in await self.pending_or_recent(progress):
+            path = rollout_path(st.layout.sessions_dir, rid)
+            size = await st.ws.size(path) or 0
+            data = await st.ws.read_range(
+                path, max(0, size - LIVE_EDIT_TAIL_BYTES), LIVE_EDIT_TAIL_BYTES
+            )
+            if not data:
+                continue
+            for line in reversed(data.splitlines()[-20:]):
+                try:
+                    seg = json.loads(line)
+                except ValueError:
+                    continue
+                for item in reversed(seg.get("generated_items") or []):
+                    if not isinstance(item, dict):
+                        continue
+                    blob = json.dumps(item.get("arguments") or item.get("action") or "")
+                    if "MEMORY.md" in blob and item.get("memory_item_id"):
+                        return Source(conversation=rid, item=str(item["memory_item_id"]))
+        return Source(conversation="person", item=f"MEMORY.md@{now_ms()}")
+
+    async def pending_or_recent(self, progress: dict[str, RolloutProgress]) -> list[str]:
+        st = self.state
+        recent = sorted(progress.items(), key=lambda kv: kv[1].updated_at, reverse=True)[:5]
+        pending = await st.pending_rollouts()
+        return list(dict.fromkeys([*pending, *(rid for rid, _ in recent)]))

@@ -1,0 +1,142 @@
+"""Step 1 of the flow, record: append each run's segment to its conversation's rollout.
+
+The segment is redacted and given item ids (``offload.Recording``); a run without a
+conversation id of its own that replays a recorded conversation joins that conversation, whose
+replayed items are recognised by their digests.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ..offload import Recording
+from ..phase_one import note_items, parse_item_notes
+from ..rollouts import new_item_digests, read_new_segments, rollout_path, safe_rollout_id
+from .state import LayoutState
+
+if TYPE_CHECKING:
+    from ..stores.sync import SharedCopy
+
+logger = logging.getLogger("sandbox_memory")
+
+
+class Recorder:
+    """Records run segments of one layout (see :meth:`record`)."""
+
+    def __init__(self, state: LayoutState, *, shared: SharedCopy | None) -> None:
+        self.state = state
+        self.shared = shared
+        self._item_digests: dict[str, dict[str, list[str]]] = {}
+        """Per conversation: digests of its recorded items (see ``recorded_items``)."""
+
+    async def record(
+        self,
+        payload: dict[str, Any],
+        *,
+        rollout_id: str,
+        person: str | None = None,
+        per_run_id: bool = False,
+    ) -> str:
+        """Append one run segment (redacted, with item ids); return the file-safe rollout id.
+
+        ``per_run_id``: ``rollout_id`` was made up for this run alone (no conversation id,
+        session or group). If the run replays the history of a recorded conversation, it is
+        recorded in that conversation, where its replayed items are recognised.
+        """
+
+        st = self.state
+        rid = safe_rollout_id(rollout_id)
+        before = st.redactor.total
+        recording = Recording(
+            payload,
+            rollout_id=rid,
+            person=person,
+            redactor=st.redactor,
+            settings=st.redaction_settings,
+        )
+        await recording.build()
+        try:
+            if per_run_id:
+                joined = await self.conversation_for(recording.fingerprint)
+                if joined is not None and joined != rid:
+                    rid = joined
+            async with st.session_file_lock(rid):
+                known = await self.recorded_items(rid)
+                line, replayed, digests, fp = await recording.finish(rid, known)
+                redacted = st.redactor.total - before
+                if redacted:
+                    logger.info(
+                        "redacted %d secret(s) from a run of conversation %s", redacted, rid
+                    )
+                if replayed:
+                    logger.debug("%d replayed item(s) of conversation %s recognised", replayed, rid)
+                is_new = await st.ws.append_line(
+                    rollout_path(st.layout.sessions_dir, rid),
+                    line,
+                    flag=st.store.pending_flag(rid),
+                )
+                for digest, item_id in digests:
+                    known.setdefault(digest, []).append(item_id)
+        finally:
+            recording.abandon()
+        if self.shared is not None:
+            await self.shared.after_record(rid, {"segment_id": recording.segment_id}, line)
+        if is_new:
+            if fp is not None:
+                # The segment is recorded: a failure here must not make the caller record it
+                # again (a second, duplicate line), so it is logged and the run goes on. One
+                # record per conversation: processes sharing the folder never drop each other's.
+                try:
+                    await st.store.index_thread(fp, rid)
+                except Exception as exc:  # noqa: BLE001
+                    logger.warning(
+                        "could not index conversation %s in %s/threads/ (%s); its next run "
+                        "may not recognise it",
+                        rid,
+                        st.store.dir,
+                        exc,
+                    )
+        st.bump()
+        return rid
+
+    async def recorded_items(self, rid: str) -> dict[str, list[str]]:
+        """Digest -> ids of the items conversation ``rid`` recorded (for replay recognition).
+
+        Cached per runtime (a record adds its items without any I/O). A cold cache is built
+        from ``store/items/<rid>.txt``, where phase 1 notes the items it extracted, plus
+        the part of the rollout not extracted yet; without that file (older rollouts), from the
+        whole rollout once, and the file is written. Without a rollout there is nothing.
+        """
+
+        st = self.state
+        cached = self._item_digests.get(rid)
+        if cached is not None:
+            return cached
+        known: dict[str, list[str]] = {}
+        path = rollout_path(st.layout.sessions_dir, rid)
+        if await st.ws.size(path) is None:
+            self._item_digests[rid] = known
+            if await st.ws.size(st.items_path(rid)) is not None:
+                await st.ws.remove(st.items_path(rid))  # notes of a rollout that is gone
+            return known
+        raw = await st.ws.read_bytes(st.items_path(rid))
+        prog = await st.store.get_progress(rid)
+        offset = prog.offset if prog is not None else 0
+        if raw is not None:
+            for digest, item_id in parse_item_notes(raw):
+                known.setdefault(digest, []).append(item_id)
+        parsed = await read_new_segments(st.ws, path, offset=0 if raw is None else offset)
+        if parsed is not None:
+            for segment in parsed.segments:
+                for digest, item_id in new_item_digests(segment):
+                    known.setdefault(digest, []).append(item_id)
+            if raw is None and parsed.segments:
+                await note_items(st, rid, parsed.segments)
+        self._item_digests[rid] = known
+        return known
+
+    async def conversation_for(self, fingerprint: str | None) -> str | None:
+        if fingerprint is None:
+            return None
+        return await self.state.store.thread_for(fingerprint)

@@ -1,0 +1,159 @@
+"""What every step of one layout's flow shares: its settings, store, workspace and locks.
+
+Not a step itself: :mod:`.record`, :mod:`.extract` (and phase 1 under it), :mod:`.consolidate`,
+:mod:`.render` and :mod:`.live_edits` each take this state and use only the parts they need.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING
+
+from ..config import (
+    DEFAULT_LOCK_LEASE_SECONDS,
+    DEFAULT_SUMMARY_BUDGET_CHARS,
+    MemoryGenerateConfig,
+    MemoryLayoutConfig,
+    MemoryReadConfig,
+)
+from ..engines.base import ExtractionEngine
+from ..offload import RedactionSettings
+from ..store import RolloutProgress, Store
+from ..workspace import LeaseLock, Workspace
+from .engine import resolve_engine
+
+if TYPE_CHECKING:
+    from ..redact import Redactor
+
+
+class LayoutState:
+    """One layout of one workspace: configuration, the store, the redactor, the engine, locks."""
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        *,
+        layout: MemoryLayoutConfig,
+        generate: MemoryGenerateConfig | None,
+        read: MemoryReadConfig | None,
+        engine: ExtractionEngine | None = None,
+    ) -> None:
+        self.ws = workspace
+        self.layout = layout
+        self.generate_enabled = generate is not None
+        self.generate = generate or MemoryGenerateConfig()
+        self.read = read
+        self.store = Store(workspace, layout.memories_dir, layout.sessions_dir)
+        self.store.redactor_source = lambda: self.redactor
+        self._redactor: Redactor | None = None
+        self.redaction_settings: RedactionSettings | None = None
+        """What ``redactor`` was built from (``None`` for one set from outside): a child
+        process builds the same one to record a big run (:mod:`sandbox_memory.offload`)."""
+        self._engine = engine
+        self._engine_given = engine is not None
+        self.progress_lock = asyncio.Lock()
+        """Held while a rollout's progress record is read, changed and written back."""
+        self._local_lock = asyncio.Lock()
+        self._rollout_locks: dict[str, asyncio.Lock] = {}
+        self._file_locks: dict[str, asyncio.Lock] = {}
+        self.generation = 0
+        """Bumped on every change made through this runtime: keys the read cache."""
+
+    @property
+    def engine(self) -> ExtractionEngine:
+        if self._engine is None:
+            self._engine = resolve_engine(self.generate)
+        return self._engine
+
+    @property
+    def built_engine(self) -> ExtractionEngine | None:
+        """The engine if one is given or was chosen already (never chooses one)."""
+
+        return self._engine
+
+    @property
+    def redactor(self) -> Redactor:
+        """Built on first use: reading memory (the command line's show) never needs it."""
+
+        if self._redactor is None:
+            settings = RedactionSettings(
+                extra_patterns=tuple(self.generate.redact_patterns.items()),
+                allowlist=tuple(self.generate.redact_allowlist),
+            )
+            self._redactor = settings.build()
+            self.redaction_settings = settings
+        return self._redactor
+
+    @property
+    def has_engine_object(self) -> bool:
+        """Whether an engine object was given (rather than chosen from ``generate.engine``)."""
+
+        return self._engine_given
+
+    @property
+    def summary_budget(self) -> int:
+        """Characters of entries in ``memory_summary.md`` (the read budget, else its default)."""
+
+        return self.read.max_summary_chars if self.read else DEFAULT_SUMMARY_BUDGET_CHARS
+
+    def bump(self) -> None:
+        self.generation += 1
+
+    def switch(self, override: bool | None, name: str) -> bool:
+        """A conversation's switch: its override, else the default from the configuration."""
+
+        if override is not None:
+            return override
+        return self.generate_enabled if name == "generate" else self.read is not None
+
+    def items_path(self, rid: str) -> str:
+        """Digests of a conversation's extracted items (see ``phase_one.note_items``)."""
+
+        return f"{self.store.dir}/items/{rid}.txt"
+
+    def session_file_lock(self, rollout_id: str) -> asyncio.Lock:
+        """In-process: an append to a rollout's file never races a rewrite of it (shared copy)."""
+
+        lock = self._file_locks.get(rollout_id)
+        if lock is None:
+            lock = self._file_locks[rollout_id] = asyncio.Lock()
+        return lock
+
+    def rollout_lock(self, rollout_id: str) -> asyncio.Lock:
+        """In-process: one extraction of a rollout at a time."""
+
+        lock = self._rollout_locks.get(rollout_id)
+        if lock is None:
+            lock = self._rollout_locks[rollout_id] = asyncio.Lock()
+        return lock
+
+    @contextlib.asynccontextmanager
+    async def write_lock(self) -> AsyncIterator[None]:
+        """Exclusive right to change this layout's state: in-process, then across processes."""
+
+        async with self._local_lock, self.lock():
+            yield
+
+    def lock(self) -> LeaseLock:
+        return self.store.lease(
+            timeout=self.generate.lock_timeout_seconds, lease=DEFAULT_LOCK_LEASE_SECONDS
+        )
+
+    async def update_progress(
+        self, rollout_id: str, change: Callable[[RolloutProgress], None]
+    ) -> RolloutProgress:
+        """Change one rollout's progress record (read, change, write back that record only)."""
+
+        async with self.progress_lock:
+            current = await self.store.get_progress(rollout_id)
+            prog = current.model_copy() if current is not None else RolloutProgress()
+            change(prog)
+            await self.store.put_progress(rollout_id, prog)
+            return prog
+
+    async def pending_rollouts(self) -> list[str]:
+        """Rollouts whose file holds bytes not yet extracted (also from crashed sessions)."""
+
+        return await self.store.pending_rollouts()
