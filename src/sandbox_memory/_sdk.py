@@ -24,16 +24,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import SandboxMemoryError
-from .phase_one import CANCEL_GRACE_SECONDS
+from .phase_one import CANCEL_GRACE_SECONDS, stray_cancel
 from .rollouts import display_id
+from .runtime import LayoutRuntime
 from .workspace import LocalWorkspace, SessionWorkspace, Workspace
 
 if TYPE_CHECKING:
     from agents.sandbox.session.base_sandbox_session import BaseSandboxSession
 
     from .capability import Memory
-    from .runtime import LayoutRuntime
-
 logger = logging.getLogger("sandbox_memory")
 
 SUPPORTED_SDK = ">=0.24.0,<0.25"
@@ -181,8 +180,6 @@ class SessionMemoryManager:
     """Sits in the SDK's registry for one sandbox session and layout; receives every run."""
 
     def __init__(self, *, session: BaseSandboxSession, memory: Memory) -> None:
-        from .runtime import LayoutRuntime
-
         self.session = session
         self.memory = memory
         self.runtime: LayoutRuntime = LayoutRuntime(
@@ -313,8 +310,6 @@ class SessionMemoryManager:
             if self.runtime.generate_enabled:
                 self.last_report = await self.runtime.close(deadline=deadline)
         except BaseException as exc:  # noqa: BLE001
-            from .phase_one import stray_cancel
-
             if not isinstance(exc, Exception) and not stray_cancel(exc):
                 raise  # the close itself is being cancelled, or the process is stopping
             logger.warning(
@@ -395,8 +390,6 @@ def runtime_for(session: BaseSandboxSession, memory: Memory) -> LayoutRuntime:
     manager = find_manager(session, memory)
     if manager is not None:
         return manager.runtime
-    from .runtime import LayoutRuntime
-
     by_layout = _READ_RUNTIMES.setdefault(session, {})
     key = _layout_key(memory)
     if key in by_layout:

@@ -28,6 +28,7 @@ from .errors import MemoryConfigError
 from .phase_two import displayed_entries
 from .render import render_read_prompt, render_summary_text
 from .rollouts import history_fingerprint, safe_rollout_id
+from .tools import live_update_tools, search_tool
 
 logger = logging.getLogger("sandbox_memory")
 
@@ -241,12 +242,8 @@ class Memory(_SDKMemory):
     def tools(self) -> list[Tool]:
         if self.read is None or self.session is None:
             return []
-        from .search import search_tool
-
         tools = [search_tool(self)]
         if self.read.live_update:
-            from .tools import live_update_tools
-
             tools += live_update_tools(self)
         return tools
 

@@ -55,7 +55,7 @@ import zlib
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -64,11 +64,6 @@ from .errors import MemoryConfigError
 from .rollouts import read_new_segments, rollout_path
 from .store import ConversationMemory, Entry, LayoutMemory, MemoryStore, Source, Store
 from .workspace import LocalWorkspace, Workspace
-
-if TYPE_CHECKING:
-    from agents.tool import Tool
-
-    from .capability import Memory
 
 logger = logging.getLogger("sandbox_memory")
 
@@ -961,33 +956,3 @@ def format_hits(hits: Iterable[SearchHit]) -> str:
         head = f"[{n}] {what}; score {hit.score:.2f}; {when}; sources {refs}; in {hit.path}{used}"
         blocks.append(head + "\n" + " ".join(hit.text.split()))
     return "\n\n".join(blocks) if blocks else "no memory matches"
-
-
-def search_tool(memory: Memory) -> Tool:
-    """The ``memory_search`` agent tool: ranked search over this layout's memory."""
-
-    from agents.tool import function_tool
-
-    from . import _sdk
-
-    @function_tool(name_override=SEARCH_TOOL_NAME)
-    async def memory_search(query: str, limit: int = DEFAULT_LIMIT) -> str:
-        """Search memory of earlier runs (entries, rollout summaries and recorded messages and
-        tool results); best matches first, each with where it comes from.
-
-        Args:
-            query: a few keywords (names, error messages, commands, file names).
-            limit: how many hits to return (1-20).
-        """
-        assert memory.session is not None
-        runtime = _sdk.runtime_for(memory.session, memory)
-        person = _sdk.current_person.get() or memory.person
-        try:
-            hits = await runtime.search_index.search(
-                query, limit=max(1, min(limit, 20)), person=person
-            )
-        except MemoryConfigError as exc:
-            return f"refused: {exc}"
-        return format_hits(hits)
-
-    return memory_search

@@ -1,7 +1,9 @@
-"""Agent tools for live update: remember and forget during a run, through the same commands.
+"""Agent tools: search memory, and (live update) remember and forget during a run.
 
-Kept apart from ``commands.py`` because it needs the SDK's tool machinery, which the command
-line's read paths must not import (it costs about a second at start-up).
+Remember and forget go through the same commands as Python and the CLI; search through the
+layout's index (``search.py``). Kept apart from ``commands.py`` and ``search.py`` because they
+need the SDK's tool machinery and the SDK bridge, which the command line's read paths must not
+import (it costs about a second at start-up).
 """
 
 from __future__ import annotations
@@ -11,11 +13,39 @@ from typing import TYPE_CHECKING, Any
 from agents.tool import Tool, function_tool
 from agents.tool_context import ToolContext
 
+from . import _sdk
 from .commands import Forget, MemoryClient, Remember
 from .errors import MemoryConfigError, MemoryConflict
+from .search import DEFAULT_LIMIT, SEARCH_TOOL_NAME, format_hits
 
 if TYPE_CHECKING:
     from .capability import Memory
+
+
+def search_tool(memory: Memory) -> Tool:
+    """The ``memory_search`` agent tool: ranked search over this layout's memory."""
+
+    @function_tool(name_override=SEARCH_TOOL_NAME)
+    async def memory_search(query: str, limit: int = DEFAULT_LIMIT) -> str:
+        """Search memory of earlier runs (entries, rollout summaries and recorded messages and
+        tool results); best matches first, each with where it comes from.
+
+        Args:
+            query: a few keywords (names, error messages, commands, file names).
+            limit: how many hits to return (1-20).
+        """
+        assert memory.session is not None
+        runtime = _sdk.runtime_for(memory.session, memory)
+        person = _sdk.current_person.get() or memory.person
+        try:
+            hits = await runtime.search_index.search(
+                query, limit=max(1, min(limit, 20)), person=person
+            )
+        except MemoryConfigError as exc:
+            return f"refused: {exc}"
+        return format_hits(hits)
+
+    return memory_search
 
 
 def live_update_tools(memory: Memory) -> list[Tool]:
