@@ -278,9 +278,7 @@ async def feed(conv: Conversation, root: Path) -> MemoryState:
         store = root / "memories" / "store"
         for path in sorted((store / "conversations").glob("*.json")):
             entries += json.loads(path.read_text())["entries"].values()
-        layout = store / "layout.json"
-        if layout.is_file():
-            entries += json.loads(layout.read_text())["entries"].values()
+        entries += _layout_entries(store)
         summaries = {
             p.name: p.read_text()
             for p in sorted((root / "memories" / "rollout_summaries").glob("*.md"))
@@ -487,6 +485,18 @@ def _coding_tasks() -> list[tuple[str, str, list[Any]]]:
     ]
 
 
+def _layout_entries(store: Path) -> list[dict[str, Any]]:
+    """Layout memory's entries as stored: its shards (``store/layout/``), or the single
+    ``layout.json`` of a store not split yet."""
+
+    found: list[dict[str, Any]] = []
+    for path in sorted((store / "layout").glob("shard-*.json")):
+        found += json.loads(path.read_text())["entries"].values()
+    if not found and (store / "layout.json").is_file():
+        found += json.loads((store / "layout.json").read_text())["entries"].values()
+    return found
+
+
 def _workspace_index(root: Path) -> Bm25:
     """The fallback search index (entries and rollout summaries) of a workspace."""
 
@@ -494,8 +504,7 @@ def _workspace_index(root: Path) -> Bm25:
     entries: list[dict[str, Any]] = []
     for path in sorted((store / "conversations").glob("*.json")):
         entries += json.loads(path.read_text())["entries"].values()
-    if (store / "layout.json").is_file():
-        entries += json.loads((store / "layout.json").read_text())["entries"].values()
+    entries += _layout_entries(store)
     docs = [
         (e["content"], [s["item"] for s in e.get("sources", [])])
         for e in entries

@@ -711,7 +711,9 @@ async def close_state(root: Path) -> dict[str, Any]:
     def entries(doc: dict[str, Any]) -> dict[str, Any]:
         return {k: (e["kind"], e["content"], e["status"]) for k, e in doc["entries"].items()}
 
-    state["store/layout"] = entries(json.loads((store / "layout.json").read_text()))
+    from helpers import read_layout
+
+    state["store/layout"] = entries(read_layout(root))
     for p in sorted((store / "conversations").glob("*.json")):
         state[f"store/conversations/{p.stem}"] = entries(json.loads(p.read_text()))
     registry = json.loads((store / "registry.json").read_text())["conversations"]
@@ -851,6 +853,75 @@ def _kill_points(base: str, only: str = "") -> None:
     print(json.dumps({"points": points, "results": results}), flush=True)
 
 
+async def _command_with(root: str, kill_at: int, command: str) -> list[str]:
+    """A person's command on layout memory (``remember`` a procedure that replaces a learned
+    one, or ``forget`` a learned procedure, whose copies in conversations go too), through
+    ``MemoryClient`` (its phase 2 included), over a workspace that dies at write ``kill_at``."""
+
+    from sandbox_memory import Forget, MemoryClient, MemoryGenerateConfig, Remember
+
+    ws = killing_workspace(root, kill_at)
+    client = MemoryClient(ws, generate=MemoryGenerateConfig(engine="offline"))
+    view = await client.view(None)
+    key = next(k for k, e in sorted(view.entries.items()) if e.kind == "procedure")
+    if command == "remember":
+        await client.apply(
+            Remember(key=key, content="Run the tests with `make check`.", kind="procedure"),
+            expected=view.version,
+        )
+    else:
+        await client.apply(Forget(key=key), expected=view.version)
+    return list(ws.points)
+
+
+def _kill_points_of_a_command(base: str, command: str) -> None:
+    """Kill a command at each of its write points, then close afresh: what is left equals a
+    close after the whole command or a close without it, and the former for every kill after
+    the change's commit point (``store/layout/commit.json`` written)."""
+
+    work = Path(base)
+    prepared = work / "prepared"
+    prepared.mkdir()
+
+    async def prepare() -> None:
+        rt = runtime(prepared, engine="offline")
+        for name in ("alpha", "beta"):
+            await rt.record(learning_run(name, 1), rollout_id=name)
+        await rt.close()
+
+    asyncio.run(prepare())
+    states: dict[str, Any] = {}
+    points: list[str] = []
+    for name, with_command in (("with", True), ("without", False)):
+        target = work / name
+        shutil.copytree(prepared, target, symlinks=True)
+        if with_command:
+            points = asyncio.run(_command_with(str(target), 0, command))
+        asyncio.run(_close_with(str(target), 0))
+        states[name] = _timeless(asyncio.run(close_state(target)))
+    committed = next(i for i, p in enumerate(points, 1) if p.endswith("/layout/commit.json"))
+    results: list[dict[str, Any]] = []
+    for k in range(1, len(points) + 1):
+        target = work / f"kill-{k}"
+        shutil.copytree(prepared, target, symlinks=True)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                asyncio.run(_command_with(str(target), k, command))
+            finally:
+                os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        killed = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 137
+        asyncio.run(_close_with(str(target), 0))
+        got = _timeless(asyncio.run(close_state(target)))
+        like = next((n for n, want in states.items() if got == want), None)
+        results.append(
+            {"k": k, "point": points[k - 1], "killed": killed, "like": like, "after": k > committed}
+        )
+        shutil.rmtree(target)
+    print(json.dumps({"points": points, "committed": committed, "results": results}), flush=True)
+
+
 SCENARIOS: dict[str, Callable[..., Awaitable[None]]] = {
     "nearly-full-disk": _nearly_full_disk,
     "write-loop": _write_loop,
@@ -859,7 +930,10 @@ SCENARIOS: dict[str, Callable[..., Awaitable[None]]] = {
     "read-only-close": _read_only_close,
 }
 
-SYNC_SCENARIOS: dict[str, Callable[..., None]] = {"kill-points": _kill_points}
+SYNC_SCENARIOS: dict[str, Callable[..., None]] = {
+    "kill-points": _kill_points,
+    "kill-points-command": _kill_points_of_a_command,
+}
 """Scenarios that fork: they run their own event loops, one per close."""
 
 if __name__ == "__main__":

@@ -67,6 +67,34 @@ def read_progress(root: Path, memories_dir: str = "memories") -> dict[str, Any]:
     return {p.stem: json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))}
 
 
+def read_layout(root: Path, memories_dir: str = "memories") -> dict[str, Any]:
+    """Layout memory as stored, read from its files: ``{"version": n, "entries": {...}}``.
+
+    The records of ``store/layout/`` (head and shards, a pending commit counted as applied),
+    or the old single ``store/layout.json`` when it was not split yet.
+    """
+
+    store = root / memories_dir / "store"
+    legacy = store / "layout.json"
+    folder = store / "layout"
+    if not (folder / "head.json").exists() and legacy.exists():
+        doc: dict[str, Any] = json.loads(legacy.read_text())
+        return doc
+    entries: dict[str, Any] = {}
+    for shard in sorted(folder.glob("shard-*.json")):
+        entries.update(json.loads(shard.read_text())["entries"])
+    head = json.loads((folder / "head.json").read_text()) if (folder / "head.json").exists() else {}
+    version = int(head.get("version", 0))
+    commit = folder / "commit.json"
+    if commit.exists():
+        pending = json.loads(commit.read_text())
+        entries.update(pending["put"])
+        for key in pending["delete"]:
+            entries.pop(key, None)
+        version = int(pending["version"])
+    return {"version": version, "entries": dict(sorted(entries.items()))}
+
+
 def read_json(path: Path) -> Any:
     return json.loads(path.read_text())
 

@@ -501,10 +501,10 @@ def outside_tree(base: Path) -> Path:
     """A folder outside the workspace, with files a link could make memory read or overwrite."""
 
     out = base / "outside"
-    (out / "store").mkdir(parents=True)
+    (out / "store" / "layout").mkdir(parents=True)
     (out / "MEMORY.md").write_text(OUTSIDE_MEMORY)
     (out / "memory_summary.md").write_text(OUTSIDE_MEMORY)
-    (out / "store" / "layout.json").write_text('{"version": 0, "entries": {}}')
+    (out / "store" / "layout" / "head.json").write_text('{"version": 0, "stamp": "outside"}')
     (out / "SKILL.md").write_text(f"# outside skill {OUTSIDE_MARKER}\n")
     (out / "conv.jsonl").write_text("")
     return out
@@ -624,8 +624,8 @@ async def test_links_the_agent_makes_during_its_run_are_never_followed(
         f"rm -rf memories/raw_memories && ln -s {outside} memories/raw_memories; "
         f"rm -f memories/memory_summary.md && ln -s {outside}/memory_summary.md "
         "memories/memory_summary.md; "
-        f"mv memories/store/layout.json memories/store/old && ln -s {outside}/store/layout.json "
-        "memories/store/layout.json"
+        "mv memories/store/layout/head.json memories/store/old && ln -s "
+        f"{outside}/store/layout/head.json memories/store/layout/head.json"
     )
     agent_model = ScriptedModel([[shell(script, "ln1")], [assistant_message("Linked.")]])
     with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
@@ -683,7 +683,7 @@ async def test_concurrent_appends_through_the_session_api_are_written_whole(
 
 @pytest.mark.parametrize(
     "name",
-    ["lock", "progress/second.json", "layout.json", "registry.json", "rendered.json"],
+    ["lock", "progress/second.json", "layout/head.json", "registry.json", "rendered.json"],
 )
 async def test_a_folder_where_a_state_file_belongs_is_set_aside_and_memory_goes_on(
     workspace_root: Path, caplog: pytest.LogCaptureFixture, name: str
@@ -725,6 +725,24 @@ def test_a_close_killed_at_any_write_point_then_closed_again_equals_an_uninterru
     figure("kills.survived", sum(1 for r in results if not r["differs"]))
 
 
+@pytest.mark.parametrize("command", ["remember", "forget"])
+def test_a_command_killed_at_any_write_point_is_whole_or_absent_after_the_next_close(
+    tmp_path: Path, command: str
+) -> None:
+    out = run_scenario("kill-points-command", str(tmp_path), command, timeout=300)
+    points, results = out["points"], out["results"]
+    # The change (entry shard, head, log, citations) and its phase 2 (views, skills).
+    assert {p.split()[0] for p in points} >= {"write_atomic", "append_line", "remove"}
+    assert any("/layout/shard-" in p for p in points), points
+    assert all(r["killed"] for r in results), [r for r in results if not r["killed"]]
+    torn = [r for r in results if r["like"] is None]
+    assert torn == [], torn
+    lost = [r for r in results if r["after"] and r["like"] != "with"]
+    assert lost == [], lost
+    assert any(r["like"] == "without" for r in results)  # killed before its commit point
+    figure(f"kills.write_points_of_a_{command}", len(points))
+
+
 async def test_a_failed_layout_write_loses_nothing_the_next_close_consolidates_it(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -742,7 +760,7 @@ async def test_a_failed_layout_write_loses_nothing_the_next_close_consolidates_i
 
     class FullDisk(type(killing_workspace(str(failed), 0))):  # type: ignore[misc]
         async def write_atomic(self, path: str, data: bytes) -> None:
-            if path.endswith("store/layout.json") and not self.failed:
+            if path.endswith("store/layout/commit.json") and not self.failed:
                 self.failed = True
                 raise OSError(28, "No space left on device", path)
             await super().write_atomic(path, data)

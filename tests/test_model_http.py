@@ -19,7 +19,7 @@ from openai import AsyncOpenAI
 
 import http_provider as hp
 from faultlib import progress, warnings_from
-from helpers import read_segments
+from helpers import read_layout, read_segments
 from sandbox_memory import MemoryConfigError, MemoryGenerateConfig
 from sandbox_memory.config import MemoryLayoutConfig, MemoryReadConfig
 from sandbox_memory.engines.model import ModelEngine
@@ -314,7 +314,7 @@ async def test_citations_in_every_plausible_form_are_accepted(
     await rt.close()
     assert "test-command" in memory_md(workspace_root)
     assert len(provider.requests) == 1
-    layout = json.loads((workspace_root / "memories/store/layout.json").read_text())
+    layout = read_layout(workspace_root)
     cited = {s["item"] for s in layout["entries"]["test-command"]["sources"]}
     assert cited and cited <= set(ids)
     assert ids[1] in cited
@@ -664,7 +664,7 @@ async def test_forget_of_a_shared_entry_retracts_it_through_the_engine(
     assert '"key": "run-tests"' in provider.requests[-1].user_text
     assert "run-tests" not in memory_md(workspace_root)
     assert not (workspace_root / "memories/skills/run-tests/SKILL.md").exists()
-    layout = json.loads((workspace_root / "memories/store/layout.json").read_text())
+    layout = read_layout(workspace_root)
     entry = layout["entries"]["run-tests"]
     assert entry["status"] == "retracted"
     assert {s["conversation"] for s in entry["sources"]} == {"a", "b"}

@@ -300,7 +300,9 @@ async def test_phase_two_writes_a_skill_only_when_its_content_changed(tmp_path: 
     assert (skills / "run-tests/SKILL.md").exists()  # removed by hand: written again
 
 
-async def test_phase_two_reads_layout_memory_once(tmp_path: Path) -> None:
+async def test_phase_two_with_nothing_new_reads_no_layout_entry_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
     from sandbox_memory import MemoryClient, Remember
 
     class Reads(CountingWorkspace):
@@ -310,14 +312,43 @@ async def test_phase_two_reads_layout_memory_once(tmp_path: Path) -> None:
 
     ws = Reads(tmp_path)
     client = MemoryClient(ws, generate=MemoryGenerateConfig(engine="offline"))
-    await client.apply(Remember(key="k", content="A fact.", kind="fact"), expected=0)
+    view = await client.apply(Remember(key="k", content="A fact.", kind="fact"), expected=0)
+    await client.apply(
+        Remember(key="deploy", content="Run `make deploy`.", kind="procedure"),
+        expected=view.version,
+    )
     rt = client.runtime
     await rt.record(run("Fix the parser."), rollout_id="c1")
     await rt.close()
-    ws.calls.clear()
-    async with rt.write_lock():
-        await rt.consolidate_layout()
-    assert ws.calls[f"{STORE}/layout.json"] == 1
+    rendered = {p: p.read_bytes() for p in (tmp_path / "memories").rglob("*.md")}
+    # The same runtime, and a fresh one (a new process: nothing cached).
+    for again in (rt, MemoryClient(ws, generate=MemoryGenerateConfig(engine="offline")).runtime):
+        ws.calls.clear()
+        ws.changed.clear()
+        async with again.write_lock():
+            await again.consolidate_layout()
+        # The change stamp (head.json) says nothing changed: no entry of layout memory is read.
+        read = [p for p in ws.calls if "/layout" in p and not p.endswith("/head.json")]
+        assert read == [f"{STORE}/layout/commit.json"]  # looked for, absent
+        assert ws.calls["memories/MEMORY.md"] == 1  # a live edit? no
+        assert [p for p in ws.changed if not p.endswith("/lock")] == []
+    assert {p: p.read_bytes() for p in (tmp_path / "memories").rglob("*.md")} == rendered
+
+
+async def test_a_forgotten_procedure_takes_its_skill_folder_with_it(tmp_path: Path) -> None:
+    from sandbox_memory import Forget, MemoryClient, Remember
+
+    client = MemoryClient(tmp_path, generate=MemoryGenerateConfig(engine="offline"))
+    view = await client.apply(
+        Remember(key="deploy", content="Run `make deploy`.", kind="procedure"), expected=0
+    )
+    skills = tmp_path / "memories" / "skills"
+    (skills / "hand-written").mkdir()
+    (skills / "hand-written" / "SKILL.md").write_text("# mine\n")
+    assert (skills / "deploy" / "SKILL.md").exists()
+    await client.apply(Forget(key="deploy"), expected=view.version)
+    assert not (skills / "deploy").exists()
+    assert (skills / "hand-written" / "SKILL.md").read_text() == "# mine\n"
 
 
 async def test_the_first_turn_reads_the_prompt_index_not_the_whole_store(

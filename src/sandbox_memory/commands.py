@@ -27,6 +27,8 @@ from .store import (
     MAX_CONTENT_CHARS,
     Cause,
     ConversationMemory,
+    CopyRetraction,
+    EditedEntries,
     Entry,
     LogRecord,
     Overrides,
@@ -126,7 +128,10 @@ class ConversationSummary(BaseModel):
 
 
 def _edit(
-    entries: dict[str, Entry], command: Remember | Forget, source: Source, stamp: int
+    entries: dict[str, Entry] | EditedEntries,
+    command: Remember | Forget,
+    source: Source,
+    stamp: int,
 ) -> None:
     """A person's Remember (add, replace or revive) or Forget (retract) of one entry."""
 
@@ -237,14 +242,7 @@ class MemoryClient:
             return
         use, generate, read_given = self._pending_defaults
         self._pending_defaults = None
-        recorded = None
-        shared = self.runtime.shared
-        if shared is not None:
-            # The shared store records them; the copy's are what it fetched last.
-            with contextlib.suppress(MemoryStoreUnavailable):
-                recorded = await shared.store.load_defaults()
-        if recorded is None:
-            recorded = await self.store.load_defaults()
+        recorded = await self.store.load_defaults()
         if recorded is None:
             return
         rt = self.runtime
@@ -279,12 +277,7 @@ class MemoryClient:
         """Every conversation with memory or a recorded history, most recently updated first."""
 
         rt = self.runtime
-        if rt.shared is not None:
-            await rt.shared.refresh()  # the copy holds the store's conversations
         ids = set(await self.store.list_conversations())
-        if rt.shared is not None:
-            with contextlib.suppress(MemoryStoreUnavailable):
-                ids.update(await rt.shared.store.list_conversations())
         recorded: set[str] = set()
         for name in await rt.ws.listdir(rt.layout.sessions_dir):
             if name.endswith(".jsonl") and not name.startswith("."):
@@ -349,8 +342,9 @@ class MemoryClient:
     async def _local_view(self, conversation: str | None) -> ConversationView | LayoutView:
         await self._defaults()
         if conversation is None:
-            layout = await self.store.load_layout()
-            return LayoutView(version=layout.version, entries=layout.entries)
+            # Parsed once per change (the store's cache); the entries are read only.
+            layout = await self.store.layout_for_reading()
+            return LayoutView.model_construct(version=layout.version, entries=dict(layout.entries))
         return await self._conversation_view(safe_rollout_id(conversation))
 
     async def _conversation_view(self, rid: str) -> ConversationView:
@@ -386,8 +380,8 @@ class MemoryClient:
             memory = await self.store.load_conversation(safe_rollout_id(conversation))
             if key in memory.entries and memory.entries[key].status == "active":
                 found.append(memory.rollout_id)
-        layout = await self.store.load_layout()
-        if key in layout.entries and layout.entries[key].status == "active":
+        entry = (await self.store.layout_entries([key])).get(key)
+        if entry is not None and entry.status == "active":
             found.append(None)
         registry = await self.store.load_registry()
         for rid, group in registry.conversations.items():
@@ -419,9 +413,6 @@ class MemoryClient:
         """
 
         rid = safe_rollout_id(conversation) if conversation is not None else None
-        if self.runtime.shared is not None:
-            # The index is derived from the copy: bring it up to date from the store first.
-            await self.runtime.shared.refresh()
         hits: list[SearchHit] = await self.runtime.search_index.search(
             query, conversation=rid, limit=limit, person=person
         )
@@ -477,8 +468,11 @@ class MemoryClient:
         return await self._local_view(rid)
 
     async def _apply_layout(self, command: Command, *, expected: int, cause: Cause) -> None:
+        """One command on layout memory: the entry it names is read and written, with its
+        log record, in one commit (a few records, however many entries there are)."""
+
         store = self.store
-        layout = await store.load_layout()
+        layout = await store.edit_layout()
         if layout.version != expected:
             raise MemoryConflict(
                 f"layout memory is at version {layout.version}, not {expected}: re-read it and "
@@ -492,6 +486,8 @@ class MemoryClient:
         edit_id = f"edit-{now_ms()}"
         source = Source(conversation=cause if cause == "person" else "live", item=edit_id)
         stamp = now_ms()
+        keys = [command.key] if isinstance(command, Remember | Forget) else []
+        await layout.load(keys)
         if isinstance(command, Forget) and command.key not in layout.entries:
             raise MemoryConflict(
                 f"Forget: no entry with key {command.key!r} in layout memory",
@@ -500,23 +496,22 @@ class MemoryClient:
         if isinstance(command, Remember | Forget):
             _edit(layout.entries, command, source, stamp)
         layout.version += 1
-        await store.save_layout(layout)
-        await store.append_log(
-            LogRecord(
-                version=layout.version,
-                at=stamp,
-                cause=cause,
-                scope="layout",
-                keys=[command.key] if isinstance(command, Remember | Forget) else [],
-                detail=json.dumps({"command": command.model_dump(by_alias=True), "item": edit_id}),
-            )
+        record = LogRecord(
+            version=layout.version,
+            at=stamp,
+            cause=cause,
+            scope="layout",
+            keys=keys,
+            detail=json.dumps({"command": command.model_dump(by_alias=True), "item": edit_id}),
         )
-        if isinstance(command, Forget):
-            # The conversations it was promoted from hold the same entry: it goes there too.
-            for record in await self.runtime.retract_copies(
-                layout.entries[command.key], source, stamp=stamp, cause=cause
-            ):
-                await store.append_log(record)
+        # A Forget: the conversations it was promoted from hold the same entry, and it goes
+        # there too, as part of the commit (finished by the next writer if this one dies).
+        copies = (
+            [CopyRetraction(key=command.key, source=source, stamp=stamp, cause=cause)]
+            if isinstance(command, Forget)
+            else []
+        )
+        await layout.commit([record], copies=copies)
 
     async def _apply_conversation(
         self, command: Command, rid: str, *, expected: int, cause: Cause

@@ -42,6 +42,7 @@ from .store import (
     MAX_CONTENT_CHARS,
     ConversationMemory,
     Entry,
+    LayoutEdit,
     LayoutMemory,
     RolloutProgress,
     Source,
@@ -353,9 +354,13 @@ def _same(old: Entry | None, new: Entry) -> bool:
     )
 
 
-def promote(layout: LayoutMemory, conversation: ConversationMemory, since: int) -> list[str]:
+def promote(
+    layout: LayoutMemory | LayoutEdit, conversation: ConversationMemory, since: int
+) -> list[str]:
     """Copy long-lived entries changed after ``since`` into layout memory, and carry a
-    conversation's retraction of a shared entry to it (newer wins); return changed keys."""
+    conversation's retraction of a shared entry to it (newer wins); return changed keys.
+
+    A :class:`LayoutEdit` must have the conversation's keys loaded."""
 
     promoted: list[str] = []
     for entry in conversation.entries.values():
@@ -387,7 +392,9 @@ def promote(layout: LayoutMemory, conversation: ConversationMemory, since: int) 
     return promoted
 
 
-def shown_entries(layout: LayoutMemory, registry: Any) -> dict[str, tuple[Entry, str | None]]:
+def shown_entries(
+    layout: LayoutMemory | LayoutEdit, registry: Any
+) -> dict[str, tuple[Entry, str | None]]:
     """One entry per key, as memory shows it: the newest active shared entry among the layout's
     and the selected conversations' facts, with the conversation that owns it (``None`` for a
     layout entry). Two conversations that used one key show one fact, never two lines."""
@@ -450,8 +457,9 @@ def select_rollouts(
     return Selection(selected=extracted[:limit], forgotten=extracted[limit:])
 
 
-def forget_conversations(layout: LayoutMemory, forgotten: set[str]) -> list[str]:
-    """Drop layout entries whose every source lies in a forgotten conversation."""
+def forget_conversations(layout: LayoutMemory | LayoutEdit, forgotten: set[str]) -> list[str]:
+    """Drop layout entries whose every source lies in a forgotten conversation (of a
+    :class:`LayoutEdit`: among those loaded, the ones citing a forgotten conversation)."""
 
     dropped: list[str] = []
     for key, entry in list(layout.entries.items()):

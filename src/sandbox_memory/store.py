@@ -5,7 +5,12 @@ rendered from it. :class:`MemoryStore` is the seam: per-record operations (one c
 memory, one rollout's progress, one log line), so each costs the record it touches, never the
 whole history. :class:`Store` implements it with files, all under ``<memories_dir>/store/``:
 
-- ``layout.json``                 layout memory (the specification's agent memory)
+- ``layout/head.json``            layout memory's version and change stamp
+- ``layout/shard-NN.json``        layout memory's entries (the specification's agent memory),
+                                  spread over :data:`LAYOUT_SHARDS` records by key hash
+- ``layout/commit.json``          a change of layout memory being applied (see
+                                  :meth:`Store.commit_layout`)
+- ``layout/cites/<id>``           keys of layout entries citing a conversation, one commit a line
 - ``conversations/<id>.json``     conversation memory (the specification's session memory)
 - ``log.jsonl``                   every change: version, time, cause, scope, keys
 - ``progress/<id>.json``          what phase 1 has read of one rollout; attempts and errors
@@ -16,7 +21,8 @@ whole history. :class:`Store` implements it with files, all under ``<memories_di
 - ``lock``                        the layout's lease lock
 
 ``progress.json`` and ``threads.json`` (one file for every rollout, written whole per change)
-are read once and split into those records.
+are read once and split into those records; ``layout.json`` (all of layout memory in one file,
+parsed and written whole per change) is split into the layout records by the first writer.
 """
 
 from __future__ import annotations
@@ -26,8 +32,10 @@ import hashlib
 import json
 import logging
 import re
+import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
@@ -193,6 +201,55 @@ class LogRecord(BaseModel):
     detail: str | None = None
 
 
+LAYOUT_SHARDS = 64
+"""Records layout memory's entries are spread over, by key hash: a change of one entry reads
+and writes one of them (a few hundred entries at 20,000), and reading all of layout memory is
+64 small reads, not one per entry."""
+
+
+def layout_shard(key: str) -> int:
+    """The shard holding ``key``."""
+
+    return hashlib.sha256(key.encode("utf-8")).digest()[0] % LAYOUT_SHARDS
+
+
+class LayoutHead(BaseModel):
+    """Layout memory's version and change stamp (``store/layout/head.json``)."""
+
+    version: int = 0
+    stamp: str = ""
+    """New at every commit: a reader holding the same stamp holds the same layout memory."""
+
+
+class LayoutShard(BaseModel):
+    entries: dict[str, Entry] = Field(default_factory=dict)
+
+
+class CopyRetraction(BaseModel):
+    key: str
+    source: Source
+    stamp: int
+    cause: Cause
+
+
+class LayoutCommit(BaseModel):
+    """One change of layout memory (``store/layout/commit.json``): written whole before any
+    record it changes, so a writer killed while applying it leaves it for the next writer to
+    finish; readers see it as applied."""
+
+    version: int
+    stamp: str
+    put: dict[str, Entry] = Field(default_factory=dict)
+    delete: list[str] = Field(default_factory=list)
+    log: list[LogRecord] = Field(default_factory=list)
+    """Appended when applied (again, after a crash: the log reads a change logged twice once)."""
+    rewrite: list[int] = Field(default_factory=list)
+    """Shards written even if no entry of theirs changed (one set aside as unreadable)."""
+    copies: list[CopyRetraction] = Field(default_factory=list)
+    """Layout entries retracted by this change whose copies in conversation memory go too
+    (:attr:`Store.retract_copies`), done before the commit is dropped."""
+
+
 def _why(exc: ValidationError) -> str:
     """The first problem pydantic found, for the log line about an unreadable file."""
 
@@ -208,19 +265,89 @@ class MemoryStore(abc.ABC):
     same operations on tables.
     """
 
-    # --- entries and versions
+    # --- layout memory, one entry (shard) at a time
     @abc.abstractmethod
+    async def layout_head(self) -> LayoutHead:
+        """Layout memory's version and change stamp (two small reads)."""
+
+    @abc.abstractmethod
+    async def layout_entries(self, keys: Iterable[str]) -> dict[str, Entry]:
+        """The layout entries of ``keys`` that exist, read from their shards only.
+
+        Read only: the entries are shared with the store's cache (copy one to change it,
+        see :class:`LayoutEdit`).
+        """
+
+    @abc.abstractmethod
+    async def layout_for_reading(self) -> LayoutMemory:
+        """All of layout memory, to read, never to change: parsed again only where its records
+        changed since the last call (a shard whose bytes are the same is not parsed again)."""
+
+    @abc.abstractmethod
+    async def layout_citing(self, conversations: Iterable[str]) -> set[str]:
+        """Keys of the layout entries that may cite one of ``conversations`` (a superset: the
+        caller checks each entry's sources)."""
+
+    @abc.abstractmethod
+    async def commit_layout(
+        self,
+        *,
+        version: int,
+        put: Mapping[str, Entry],
+        delete: Iterable[str] = (),
+        log: Iterable[LogRecord] = (),
+        copies: Iterable[CopyRetraction] = (),
+    ) -> LayoutHead:
+        """Change layout memory (the caller holds the lease): replace the entries of ``put``,
+        remove those of ``delete``, append ``log``, set ``version``; all of it or none of it,
+        whatever kills the writer. ``copies``: retracted entries whose copies in conversation
+        memory are retracted too, as part of the change. Returns the new head."""
+
+    @abc.abstractmethod
+    async def recover_layout(self) -> None:
+        """Under the lease: finish what a killed writer left (a commit half applied, an old
+        single-file layout memory to split)."""
+
+    async def layout_damaged(self) -> bool:
+        """Whether layout memory is missing or was partly unreadable (then phase 2 rebuilds it
+        from every selected conversation)."""
+
+        return (await self.layout_head()).stamp == ""
+
     async def load_layout(self) -> LayoutMemory:
-        """Layout memory (empty when there is none yet)."""
+        """Layout memory as a copy the caller may change (a deep copy of every entry: the
+        memory's hot paths use :meth:`layout_entries` and :class:`LayoutEdit`)."""
 
-    @abc.abstractmethod
+        whole = await self.layout_for_reading()
+        return LayoutMemory(
+            version=whole.version,
+            entries={k: e.model_copy(deep=True) for k, e in whole.entries.items()},
+        )
+
     async def save_layout(self, memory: LayoutMemory) -> None:
-        """Replace layout memory (the caller holds the lease)."""
+        """Replace layout memory (the caller holds the lease): only the entries that differ
+        from the stored ones are written."""
 
-    @abc.abstractmethod
+        current = (await self.layout_for_reading()).entries
+        put = {
+            k: e
+            for k, e in memory.entries.items()
+            if k not in current or current[k].model_dump_json() != e.model_dump_json()
+        }
+        gone = [k for k in current if k not in memory.entries]
+        await self.commit_layout(version=memory.version, put=put, delete=gone)
+
     async def load_layout_for_phase_two(self) -> tuple[LayoutMemory, bool]:
-        """Layout memory read once, and whether it was missing or unreadable (then phase 2
-        rebuilds it from every selected conversation)."""
+        """Layout memory (a copy), and whether it was missing or unreadable."""
+
+        layout = await self.load_layout()  # reading every shard finds an unreadable one
+        return layout, await self.layout_damaged()
+
+    async def edit_layout(self) -> LayoutEdit:
+        """A change of layout memory under the lease (see :class:`LayoutEdit`)."""
+
+        await self.recover_layout()
+        return LayoutEdit(self, await self.layout_head())
 
     @abc.abstractmethod
     async def load_registry(self) -> Registry:
@@ -241,6 +368,19 @@ class MemoryStore(abc.ABC):
     @abc.abstractmethod
     async def conversation_exists(self, rollout_id: str) -> bool:
         """Whether the conversation has memory."""
+
+    async def conversations_holding(self, key: str) -> list[str] | None:
+        """Conversations whose memory may hold an entry ``key`` (a superset: the caller checks
+        each); ``None`` when this store keeps no such index (then every conversation may)."""
+
+        _ = key
+        return None
+
+    async def note_holders(self, memories: Iterable[ConversationMemory]) -> None:
+        """Index the keys of ``memories``, every conversation's: :meth:`conversations_holding`
+        answers from then on (this default keeps no index)."""
+
+        _ = memories
 
     async def list_conversations(self) -> list[str]:
         """Rollout ids of every conversation with memory or progress.
@@ -311,6 +451,155 @@ class MemoryStore(abc.ABC):
         """The layout's lease lock: one writer at a time across processes and machines."""
 
 
+class LayoutEdit:
+    """Layout memory as one change under the lease sees it: entries are read (copied) when
+    first asked for, so the change costs the entries it touches, not all of them.
+
+    ``entries`` answers for the keys loaded (:meth:`load`) and those set; :meth:`changes`
+    compares them with what was read; :meth:`commit` writes those alone.
+    """
+
+    def __init__(self, store: MemoryStore, head: LayoutHead) -> None:
+        self.store = store
+        self.version = head.version
+        self.base = head
+        self._read: dict[str, str | None] = {}
+        """Key -> the entry's JSON as read (``None``: absent)."""
+        self.complete = False
+        """Every entry is loaded: a key not read is not in layout memory."""
+        self.entries = EditedEntries(self)
+
+    async def load(self, keys: Iterable[str]) -> None:
+        """Read the entries of ``keys`` (those not read yet) for this change."""
+
+        wanted = [k for k in dict.fromkeys(keys) if k not in self._read]
+        if not wanted:
+            return
+        found = await self.store.layout_entries(wanted)
+        for key in wanted:
+            entry = found.get(key)
+            self._read[key] = None if entry is None else entry.model_dump_json()
+            if entry is not None:
+                self.entries.data[key] = entry.model_copy(deep=True)
+
+    async def load_all(self) -> None:
+        """Read every entry (a live edit of ``MEMORY.md`` compares every line)."""
+
+        whole = await self.store.layout_for_reading()
+        await self.load(whole.entries)
+        self.complete = True
+
+    def changes(self) -> tuple[dict[str, Entry], list[str]]:
+        """Entries put (new or changed) and keys removed, against what was read."""
+
+        put: dict[str, Entry] = {}
+        gone: list[str] = []
+        for key, was in self._read.items():
+            now = self.entries.data.get(key)
+            if now is None:
+                if was is not None:
+                    gone.append(key)
+            elif was is None or now.model_dump_json() != was:
+                put[key] = now
+        return put, gone
+
+    async def commit(
+        self,
+        log: Iterable[LogRecord] = (),
+        *,
+        force: bool = False,
+        copies: Iterable[CopyRetraction] = (),
+    ) -> bool:
+        """Write the changes (and ``log``, and the retraction of ``copies``) as one commit;
+        whether anything was written.
+
+        Nothing changed and no version moved: only ``log`` is appended (unless ``force``)."""
+
+        put, gone = self.changes()
+        records = list(log)
+        if not put and not gone and self.version == self.base.version and not force:
+            for record in records:
+                await self.store.append_log(record)
+            return False
+        head = await self.store.commit_layout(
+            version=self.version, put=put, delete=gone, log=records, copies=copies
+        )
+        self.base = head
+        self._read = {
+            k: (None if e is None else e.model_dump_json())
+            for k in self._read
+            for e in [self.entries.data.get(k)]
+        }
+        return True
+
+
+class EditedEntries:
+    """The mapping :class:`LayoutEdit` hands to the phase-2 rules (``promote``, ``retract``,
+    the commands): the loaded entries, as copies they may change."""
+
+    def __init__(self, edit: LayoutEdit) -> None:
+        self.edit = edit
+        self.data: dict[str, Entry] = {}
+
+    def _check(self, key: str) -> None:
+        if key not in self.edit._read and not self.edit.complete:
+            raise KeyError(f"layout entry {key!r} was not loaded for this change")
+
+    def get(self, key: str, default: Entry | None = None) -> Entry | None:
+        self._check(key)
+        return self.data.get(key, default)
+
+    def __getitem__(self, key: str) -> Entry:
+        self._check(key)
+        return self.data[key]
+
+    def __contains__(self, key: object) -> bool:
+        assert isinstance(key, str)
+        self._check(key)
+        return key in self.data
+
+    def __setitem__(self, key: str, entry: Entry) -> None:
+        self.edit._read.setdefault(key, None)
+        self.data[key] = entry
+
+    def __delitem__(self, key: str) -> None:
+        self._check(key)
+        del self.data[key]
+
+    def items(self) -> list[tuple[str, Entry]]:
+        """The loaded entries (every entry after :meth:`LayoutEdit.load_all`)."""
+
+        return list(self.data.items())
+
+    def values(self) -> list[Entry]:
+        return list(self.data.values())
+
+    def keys(self) -> list[str]:
+        return list(self.data)
+
+
+@dataclass
+class _Shard:
+    raw: bytes | None
+    entries: dict[str, Entry]
+    json: dict[str, str]
+    """Each entry's JSON, as written: a shard is written again by joining them."""
+    seen: object
+    """The head (bytes) under which ``raw`` was read: valid while the head is the same."""
+
+
+def _shard_bytes(entries: Mapping[str, str]) -> bytes:
+    body = ",".join(f"{json.dumps(k)}:{entries[k]}" for k in sorted(entries))
+    return ('{"entries":{' + body + "}}").encode("utf-8")
+
+
+_UNSET = object()
+
+
+def _citable(rid: str) -> bool:
+    return bool(ROLLOUT_ID_RE.fullmatch(rid)) and ".." not in rid
+
+
 _JSON = ".json"
 
 
@@ -325,9 +614,29 @@ class Store(MemoryStore):
         self.sessions_dir = sessions_dir
         self.dir = f"{memories_dir}/store"
         self._legacy_checked = False
-        self._layout_cache: tuple[bytes, LayoutMemory] | None = None
+        self._head_raw: object = _UNSET
+        """Bytes of ``layout/head.json`` last read (``None``: missing)."""
+        self._head = LayoutHead()
+        self._journal_raw: object = _UNSET
+        self._journal: LayoutCommit | None = None
+        self._shards: dict[int, _Shard] = {}
+        self._whole: tuple[object, object, LayoutMemory] | None = None
+        self._legacy_layout: dict[int, _Shard] | None = None
+        """``layout.json`` read before a writer split it (readers never write)."""
+        self._damaged: set[int] = set()
+        """Shards set aside as unreadable since the last commit (rewritten by it)."""
+        self._head_damaged = False
+        self._legacy_broken = False
+        """``layout.json`` was unreadable (kept aside): nothing to split, phase 2 rebuilds."""
+        self._cited: set[tuple[str, str]] = set()
+        self._held: set[tuple[str, str]] = set()
+        self._held_checked = False
+        """(conversation, key) pairs known to be in ``held/`` (see :meth:`_hold`)."""
         self.redactor_source: Callable[[], Redactor] | None = None
         """Set by the runtime: files set aside are redacted like everything else written."""
+        self.retract_copies: Callable[[Entry, CopyRetraction], Awaitable[None]] | None = None
+        """Set by the runtime: retracts a layout entry's copies in conversation memory, each
+        logged before it is saved (done again after a crash, it changes nothing twice)."""
 
     @property
     def lock_path(self) -> str:
@@ -383,47 +692,345 @@ class Store(MemoryStore):
             broken,
         )
 
-    async def load_layout_for_phase_two(self) -> tuple[LayoutMemory, bool]:
-        path = f"{self.dir}/layout.json"
-        raw = await self.read_state(path)
-        if raw is None:
-            return LayoutMemory(), True
-        try:
-            return LayoutMemory.model_validate_json(raw), False
-        except ValidationError as exc:
-            await self._set_aside(path, raw, _why(exc))
-            return LayoutMemory(), True
-
     async def _save(self, path: str, value: BaseModel) -> None:
         await self.write_state(path, value.model_dump_json(indent=1).encode("utf-8"))
 
-    async def load_layout(self) -> LayoutMemory:
-        value: LayoutMemory = await self._load(
-            f"{self.dir}/layout.json", LayoutMemory, LayoutMemory()
-        )
-        return value
+    # ------------------------------------------------------- layout memory
 
-    async def save_layout(self, memory: LayoutMemory) -> None:
-        await self._save(f"{self.dir}/layout.json", memory)
+    @property
+    def layout_dir(self) -> str:
+        return f"{self.dir}/layout"
+
+    def shard_path(self, shard: int) -> str:
+        return f"{self.layout_dir}/shard-{shard:02d}.json"
+
+    async def _sync_layout(self) -> None:
+        """Look at the head and a pending commit (two small reads); forget cached shards when
+        the head changed (another writer): each is parsed again only if its bytes changed."""
+
+        raw = await self.read_state(f"{self.layout_dir}/head.json")
+        if raw != self._head_raw:
+            self._head_raw = raw
+            self._head_damaged = False
+            self._head = LayoutHead()
+            if raw is not None:
+                try:
+                    self._head = LayoutHead.model_validate_json(raw)
+                except ValidationError as exc:
+                    await self._set_aside(f"{self.layout_dir}/head.json", raw, _why(exc))
+                    self._head_damaged = True
+                    self._head = LayoutHead(version=await self._logged_layout_version())
+            if raw is None and self._legacy_layout is None:
+                await self._read_legacy_layout()
+        jpath = f"{self.layout_dir}/commit.json"
+        jraw = await self.read_state(jpath)
+        if jraw != self._journal_raw:
+            self._journal_raw = jraw
+            self._journal = None
+            if jraw is not None:
+                try:
+                    self._journal = LayoutCommit.model_validate_json(jraw)
+                except ValidationError as exc:
+                    # Written whole before anything it changes: an unreadable one changed
+                    # nothing yet. Kept aside; the change it held is lost, like a failed write.
+                    await self._set_aside(jpath, jraw, _why(exc))
+
+    async def _logged_layout_version(self) -> int:
+        versions = [r.version for r in await self.read_log() if r.scope == "layout"]
+        return max(versions, default=0)
+
+    async def _read_legacy_layout(self) -> None:
+        """Readers before the first writer: ``layout.json`` (the old single file) as shards."""
+
+        path = f"{self.dir}/layout.json"
+        raw = await self.read_state(path)
+        if raw is None:
+            return
+        try:
+            old = LayoutMemory.model_validate_json(raw)
+        except ValidationError as exc:
+            await self._set_aside(path, raw, _why(exc))
+            self._legacy_broken = True
+            return
+        shards: dict[int, _Shard] = {}
+        for key, entry in old.entries.items():
+            shard = shards.setdefault(layout_shard(key), _Shard(None, {}, {}, None))
+            shard.entries[key] = entry
+        self._legacy_layout = shards
+        self._head = LayoutHead(version=old.version)
+
+    async def _shard(self, sid: int) -> _Shard:
+        """One shard as stored (without a pending commit), read again only when the head moved
+        and parsed again only when its bytes changed."""
+
+        cached = self._shards.get(sid)
+        if cached is not None and cached.seen is self._head_raw:
+            return cached
+        if self._head_raw is None:
+            legacy = (self._legacy_layout or {}).get(sid)
+            shard = legacy or _Shard(None, {}, {}, None)
+            shard.seen = self._head_raw
+            self._shards[sid] = shard
+            return shard
+        path = self.shard_path(sid)
+        raw = await self.read_state(path)
+        if cached is not None and raw is not None and cached.raw == raw:
+            cached.seen = self._head_raw
+            return cached
+        entries: dict[str, Entry] = {}
+        if raw is not None:
+            try:
+                entries = LayoutShard.model_validate_json(raw).entries
+            except ValidationError as exc:
+                await self._set_aside(path, raw, _why(exc))
+                self._damaged.add(sid)
+        shard = _Shard(raw, entries, {}, self._head_raw)
+        self._shards[sid] = shard
+        return shard
+
+    def _pending(self, sid: int) -> tuple[dict[str, Entry], list[str]]:
+        journal = self._journal
+        if journal is None:
+            return {}, []
+        put = {k: e for k, e in journal.put.items() if layout_shard(k) == sid}
+        return put, [k for k in journal.delete if layout_shard(k) == sid]
+
+    async def _shard_view(self, sid: int) -> dict[str, Entry]:
+        """A shard's entries as committed: a pending commit counts as applied."""
+
+        shard = await self._shard(sid)
+        put, gone = self._pending(sid)
+        if not put and not gone:
+            return shard.entries
+        view = dict(shard.entries)
+        view.update(put)
+        for key in gone:
+            view.pop(key, None)
+        return view
+
+    async def layout_head(self) -> LayoutHead:
+        await self._sync_layout()
+        if self._journal is not None:
+            return LayoutHead(version=self._journal.version, stamp=self._journal.stamp)
+        return self._head
+
+    async def layout_damaged(self) -> bool:
+        head = await self.layout_head()
+        return head.stamp == "" or self._head_damaged or bool(self._damaged)
+
+    async def layout_entries(self, keys: Iterable[str]) -> dict[str, Entry]:
+        await self._sync_layout()
+        by_shard: dict[int, list[str]] = {}
+        for key in keys:
+            by_shard.setdefault(layout_shard(key), []).append(key)
+        found: dict[str, Entry] = {}
+        for sid, group in by_shard.items():
+            view = await self._shard_view(sid)
+            found.update((k, view[k]) for k in group if k in view)
+        return found
 
     async def layout_for_reading(self) -> LayoutMemory:
-        """Layout memory to read, never to change: parsed again only when ``layout.json``'s
-        bytes changed since the last call (extracting 30 rollouts reads it 30 times; with
-        20,000 entries each parse costs about a tenth of a second)."""
-
-        raw = await self.read_state(f"{self.dir}/layout.json")
-        cached = self._layout_cache
-        if raw is not None and cached is not None and cached[0] == raw:
-            return cached[1]
-        if raw is None:
-            return LayoutMemory()
-        try:
-            value = LayoutMemory.model_validate_json(raw)
-        except ValidationError as exc:
-            await self._set_aside(f"{self.dir}/layout.json", raw, _why(exc))
-            return LayoutMemory()
-        self._layout_cache = (raw, value)
+        await self._sync_layout()
+        whole = self._whole
+        if whole is not None and whole[0] is self._head_raw and whole[1] is self._journal_raw:
+            return whole[2]
+        merged: dict[str, Entry] = {}
+        for sid in range(LAYOUT_SHARDS):
+            merged.update(await self._shard_view(sid))
+        version = self._journal.version if self._journal is not None else self._head.version
+        value = LayoutMemory.model_construct(version=version, entries=merged)
+        self._whole = (self._head_raw, self._journal_raw, value)
         return value
+
+    async def layout_citing(self, conversations: Iterable[str]) -> set[str]:
+        await self._sync_layout()
+        keys: set[str] = set()
+        wanted = set(conversations)
+        if self._head_raw is None and self._legacy_layout is not None:
+            for shard in self._legacy_layout.values():
+                for key, entry in shard.entries.items():
+                    if any(s.conversation in wanted for s in entry.sources):
+                        keys.add(key)
+        for rid in sorted(wanted):
+            raw = await self.read_state(f"{self.layout_dir}/cites/{rid}")
+            for line in (raw or b"").decode("utf-8", "replace").splitlines():
+                keys.update(k for k in line.split() if KEY_RE.fullmatch(k))
+        if self._journal is not None:
+            for key, entry in self._journal.put.items():
+                if any(s.conversation in wanted for s in entry.sources):
+                    keys.add(key)
+        return keys
+
+    async def forget_citations(self, conversations: Iterable[str]) -> None:
+        """Drop the citation lists of forgotten conversations (after their entries went)."""
+
+        for rid in conversations:
+            await self.ws.remove(f"{self.layout_dir}/cites/{rid}")
+            self._cited = {pair for pair in self._cited if pair[0] != rid}
+
+    async def recover_layout(self) -> None:
+        """Split ``layout.json`` into records, or finish a commit a killed writer left."""
+
+        await self._sync_layout()
+        legacy = f"{self.dir}/layout.json"
+        if self._head_raw is None and self._legacy_layout is not None:
+            await self._split_legacy_layout()
+        elif await self.ws.size(legacy) is not None and (
+            self._head_raw is not None or self._legacy_broken
+        ):
+            # Split already (a writer killed before removing it), or unreadable and kept aside.
+            await self.ws.remove(legacy)
+        if self._journal is not None:
+            await self._apply(self._journal)
+        if not self._held_checked:
+            self._held_checked = True
+            if await self.ws.size(self.held_path(".complete")) is None:
+                # Conversations written before the index of their keys: indexed once.
+                names = await self._names(f"{self.dir}/conversations", _JSON)
+                await self.note_holders([await self.load_conversation(r) for r in sorted(names)])
+
+    async def _split_legacy_layout(self) -> None:
+        """``layout.json`` into shards and citation lists, the head last (the commit point: a
+        writer killed before it splits the file again), then the old file goes."""
+
+        legacy = self._legacy_layout or {}
+        version = self._head.version
+        cites: dict[str, set[str]] = {}
+        for sid in range(LAYOUT_SHARDS):
+            shard = legacy.get(sid)
+            if shard is None or not shard.entries:
+                await self.ws.remove(self.shard_path(sid))  # left by an earlier store
+                continue
+            shard.json = {k: e.model_dump_json() for k, e in shard.entries.items()}
+            await self.write_state(self.shard_path(sid), _shard_bytes(shard.json))
+            for key, entry in shard.entries.items():
+                for source in entry.sources:
+                    cites.setdefault(source.conversation, set()).add(key)
+        for rid, keys in sorted(cites.items()):
+            if _citable(rid):
+                line = " ".join(sorted(keys)) + "\n"
+                await self.write_state(f"{self.layout_dir}/cites/{rid}", line.encode("utf-8"))
+                self._cited.update((rid, k) for k in keys)
+        head = LayoutHead(version=version, stamp=secrets.token_hex(8))
+        await self._write_head(head)
+        await self.ws.remove(f"{self.dir}/layout.json")
+        self._legacy_layout = None
+        logger.info(
+            "layout memory split from %s/layout.json into %d records",
+            self.dir,
+            sum(1 for s in legacy.values() if s.entries),
+        )
+
+    async def _write_head(self, head: LayoutHead) -> None:
+        raw = head.model_dump_json().encode("utf-8")
+        await self.write_state(f"{self.layout_dir}/head.json", raw)
+        old = self._head_raw
+        for shard in self._shards.values():
+            if shard.seen is old:
+                shard.seen = raw  # still what is stored: only this writer changes shards
+        if self._whole is not None and self._whole[0] is old and self._journal is None:
+            self._whole = (raw, self._journal_raw, self._whole[2])
+        self._head_raw, self._head, self._head_damaged = raw, head, False
+
+    async def commit_layout(
+        self,
+        *,
+        version: int,
+        put: Mapping[str, Entry],
+        delete: Iterable[str] = (),
+        log: Iterable[LogRecord] = (),
+        copies: Iterable[CopyRetraction] = (),
+    ) -> LayoutHead:
+        await self.recover_layout()
+        commit = LayoutCommit(
+            version=version,
+            stamp=secrets.token_hex(8),
+            put=dict(put),
+            delete=[k for k in dict.fromkeys(delete) if k not in put],
+            log=list(log),
+            rewrite=sorted(self._damaged),
+            copies=list(copies),
+        )
+        raw = commit.model_dump_json().encode("utf-8")
+        await self.write_state(f"{self.layout_dir}/commit.json", raw)  # the commit point
+        self._journal_raw, self._journal = raw, commit
+        await self._apply(commit)
+        return self._head
+
+    async def _apply(self, commit: LayoutCommit) -> None:
+        """Apply a written commit: log, shards, citation lists, head; then drop it. Each step
+        may be done twice (a writer killed in between): the result is the same."""
+
+        for record in commit.log:
+            await self.append_log(record)
+        touched: dict[int, tuple[dict[str, Entry], list[str]]] = {
+            sid: ({}, []) for sid in commit.rewrite
+        }
+        for key, entry in commit.put.items():
+            touched.setdefault(layout_shard(key), ({}, []))[0][key] = entry
+        for key in commit.delete:
+            touched.setdefault(layout_shard(key), ({}, []))[1].append(key)
+        # The cached whole, if it is of the head this commit applies to (it may hold this
+        # commit already, read as pending: applying it again gives the same).
+        whole = self._whole
+        previous = whole[2].entries if whole is not None and whole[0] is self._head_raw else None
+        for sid in sorted(touched):
+            changed, gone = touched[sid]
+            shard = await self._shard(sid)
+            entries = dict(shard.entries)
+            js = dict(shard.json)
+            for key in entries:
+                if key not in js:
+                    js[key] = entries[key].model_dump_json()
+            for key, entry in changed.items():
+                entries[key] = entry
+                js[key] = entry.model_dump_json()
+            for key in gone:
+                entries.pop(key, None)
+                js.pop(key, None)
+            data = _shard_bytes(js)
+            if entries or shard.raw is not None:
+                await self.write_state(self.shard_path(sid), data)
+            self._shards[sid] = _Shard(data, entries, js, self._head_raw)
+        lines: dict[str, set[str]] = {}
+        for key, entry in commit.put.items():
+            for source in entry.sources:
+                rid = source.conversation
+                if (rid, key) in self._cited or not _citable(rid):
+                    continue
+                lines.setdefault(rid, set()).add(key)
+        for rid, keys in sorted(lines.items()):
+            line = " ".join(sorted(keys)) + "\n"
+            await self.ws.append_line(f"{self.layout_dir}/cites/{rid}", line.encode("utf-8"))
+            self._cited.update((rid, k) for k in keys)
+        self._journal = None
+        if previous is not None:
+            # Copied, never changed in place: a reader may be iterating the old one.
+            merged = dict(previous)
+            merged.update(commit.put)
+            for key in commit.delete:
+                merged.pop(key, None)
+            self._whole = (
+                self._head_raw,
+                None,
+                LayoutMemory.model_construct(version=commit.version, entries=merged),
+            )
+        else:
+            self._whole = None
+        await self._write_head(LayoutHead(version=commit.version, stamp=commit.stamp))
+        if commit.copies:
+            if self.retract_copies is None:
+                return  # left for a writer that can (the runtime's store); readers see it done
+            for copy in commit.copies:
+                retracted = commit.put.get(copy.key)
+                if retracted is not None:
+                    await self.retract_copies(retracted, copy)
+        await self.ws.remove(f"{self.layout_dir}/commit.json")
+        self._journal_raw = None
+        if self._whole is not None:
+            self._whole = (self._head_raw, None, self._whole[2])
+        self._damaged.clear()
+        self._legacy_layout = None
 
     async def load_registry(self) -> Registry:
         value: Registry = await self._load(f"{self.dir}/registry.json", Registry, Registry())
@@ -459,11 +1066,47 @@ class Store(MemoryStore):
             ConversationMemory,
             ConversationMemory(rollout_id=rollout_id),
         )
+        # Keys a saved memory held are in the index already: saving them again adds nothing.
+        self._held.update((rollout_id, key) for key in value.entries)
         return value
 
     async def save_conversation(self, memory: ConversationMemory) -> None:
         memory.updated_at = now_ms()
         await self._save(self.conversation_path(memory.rollout_id), memory)
+        await self._hold(memory.rollout_id, memory.entries)
+
+    # ``held/<key>``: the conversations whose memory held an entry ``key``, one a line,
+    # appended when a conversation first saves the key; ``held/.complete`` once every
+    # conversation written before the index existed was indexed. A Forget of a layout entry
+    # retracts its copies in those conversations, not in every conversation.
+
+    def held_path(self, key: str) -> str:
+        return f"{self.dir}/held/{key}"
+
+    async def _hold(self, rollout_id: str, keys: Iterable[str]) -> None:
+        for key in keys:
+            if (rollout_id, key) in self._held or not KEY_RE.fullmatch(key) or ".." in key:
+                continue
+            await self.ws.append_line(self.held_path(key), f"{rollout_id}\n".encode())
+            self._held.add((rollout_id, key))
+
+    async def conversations_holding(self, key: str) -> list[str] | None:
+        if await self.ws.size(self.held_path(".complete")) is None:
+            return None
+        raw = await self.read_state(self.held_path(validate_key(key)))
+        lines = (raw or b"").decode("utf-8", "replace").split()
+        return sorted({rid for rid in lines if _citable(rid)})
+
+    async def note_holders(self, memories: Iterable[ConversationMemory]) -> None:
+        by_key: dict[str, list[str]] = {}
+        for memory in memories:
+            for key in memory.entries:
+                if KEY_RE.fullmatch(key) and ".." not in key:
+                    by_key.setdefault(key, []).append(memory.rollout_id)
+        for key, rids in sorted(by_key.items()):
+            await self.ws.append_line(self.held_path(key), "".join(f"{r}\n" for r in rids).encode())
+            self._held.update((rid, key) for rid in rids)
+        await self.write_state(self.held_path(".complete"), b"")
 
     async def conversation_exists(self, rollout_id: str) -> bool:
         return await self.ws.size(self.conversation_path(rollout_id)) is not None

@@ -116,6 +116,10 @@ class Workspace(abc.ABC):
         """Delete a file; missing files are fine."""
 
     @abc.abstractmethod
+    async def remove_empty_dir(self, path: str) -> None:
+        """Delete a folder if it is empty; a missing or non-empty one is left as it is."""
+
+    @abc.abstractmethod
     async def mkdir(self, path: str) -> None:
         """Create a folder and its parents."""
 
@@ -413,6 +417,16 @@ class LocalWorkspace(Workspace):
         except FileNotFoundError:
             pass
 
+    async def remove_empty_dir(self, path: str) -> None:
+        try:
+            with self._walk(path) as walk:
+                os.rmdir(walk.name, dir_fd=walk.fd)
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+
     async def mkdir(self, path: str) -> None:
         with _Walk(self.root, path, create=True, whole=True):
             pass
@@ -670,6 +684,9 @@ class SessionWorkspace(Workspace):
 
     async def remove(self, path: str) -> None:
         await self._sh('rm -f -- "$1"', path)
+
+    async def remove_empty_dir(self, path: str) -> None:
+        await self._sh('[ -d "$1" ] && [ ! -L "$1" ] && rmdir -- "$1" 2>/dev/null; exit 0', path)
 
     async def mkdir(self, path: str) -> None:
         code, _ = await self._sh('mkdir -p -- "$1"', path)

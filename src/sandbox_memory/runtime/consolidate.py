@@ -40,14 +40,19 @@ class Consolidator:
         self.renderer = renderer
 
     async def consolidate_layout(self) -> None:
-        """Phase 2: select, forget, promote, take in live edits, render. Caller holds the lock."""
+        """Phase 2: select, forget, promote, take in live edits, render. Caller holds the lock.
+
+        It costs the new work: layout entries are read (and written) for the conversations
+        not consolidated yet and the ones forgotten, and with nothing new it reads no entry
+        and renders nothing (see :meth:`Renderer.render`).
+        """
 
         st = self.state
         store = st.store
         progress = await store.list_progress()
-        # Read and parsed once; missing or unreadable: rebuilt from every selected conversation.
-        layout, rebuild = await store.load_layout_for_phase_two()
-        version_before = layout.version
+        # Missing or partly unreadable: rebuilt from every selected conversation.
+        edit = await store.edit_layout()
+        rebuild = await store.layout_damaged()
         # Usage by later runs (found in the recorded items): what is used is kept.
         usage = await self.index.usage() if await sync_index(self.index) else {}
         selection = select_rollouts(
@@ -55,7 +60,7 @@ class Consolidator:
         )
         changes: list[LogRecord] = []
 
-        await self.live_edits.collect(layout, changes)
+        await self.live_edits.collect(edit, changes)
 
         registry = await store.load_registry()
         registry_before = registry.model_dump_json()
@@ -64,17 +69,18 @@ class Consolidator:
             if prog.consolidated and rid in registry.conversations and not rebuild:
                 continue
             conversation = await store.load_conversation(rid)
-            promoted += promote(layout, conversation, since=0)
+            await edit.load(conversation.entries)
+            promoted += promote(edit, conversation, since=0)
             registry.conversations[rid] = [
                 e
                 for e in conversation.entries.values()
                 if e.kind not in LONG_LIVED_KINDS and e.status == "active" and e.person is None
             ]
         if promoted:
-            layout.version += 1
+            edit.version += 1
             changes.append(
                 LogRecord(
-                    version=layout.version,
+                    version=edit.version,
                     at=now_ms(),
                     cause="promotion",
                     scope="layout",
@@ -89,17 +95,19 @@ class Consolidator:
         if registry.model_dump_json() != registry_before:
             await store.save_registry(registry)
         if forgotten_ids:
-            dropped = forget_conversations(layout, forgotten_ids)
+            # The entries citing a forgotten conversation, found by its citation list.
+            await edit.load(await store.layout_citing(forgotten_ids))
+            dropped = forget_conversations(edit, forgotten_ids)
             for rid, prog in selection.forgotten:
                 await st.ws.remove(f"{st.layout.memories_dir}/raw_memories/{rid}.md")
                 await st.ws.remove(
                     f"{st.layout.memories_dir}/rollout_summaries/{rid}_{prog.slug}.md"
                 )
             if dropped:
-                layout.version += 1
+                edit.version += 1
             changes.append(
                 LogRecord(
-                    version=layout.version,
+                    version=edit.version,
                     at=now_ms(),
                     cause="forgetting",
                     scope="layout",
@@ -110,15 +118,14 @@ class Consolidator:
             )
             logger.info("memory forgot %d older conversation(s)", len(forgotten_ids))
 
-        # The log before the layout (a redone change logs the same version, read once), the
-        # layout before progress. Every change to layout memory here moves its version
-        # (promotion, forgetting, live edits), so the version says whether to write it.
-        # Forgetting conversations changes what memory shows even when no layout entry goes.
-        for record in changes:
-            await store.append_log(record)
-        layout_changed = layout.version != version_before
-        if layout_changed or rebuild:
-            await store.save_layout(layout)
+        # The log and the layout's changes in one commit (a redone change logs the same
+        # version, read once), the layout before progress. Every change to layout memory here
+        # moves its version (promotion, forgetting, live edits), so the version says whether
+        # to write it. Forgetting conversations changes what memory shows even when no layout
+        # entry goes.
+        layout_changed = await edit.commit(changes, force=rebuild)
+        if forgotten_ids:
+            await store.forget_citations(forgotten_ids)
 
         # Progress last, one record each, only where it changes: a rollout is marked
         # consolidated (or pruned as forgotten) once what phase 2 made of it is on disk.
@@ -140,5 +147,6 @@ class Consolidator:
                 max_summary_chars=st.summary_budget,
             )
         )
-        await self.renderer.render(layout, registry, selection.selected)
+        self.renderer.memory_md_checked = self.live_edits.as_rendered
+        await self.renderer.render(registry, selection.selected)
         await sync_index(self.index)

@@ -18,12 +18,14 @@ async def save_changed_conversation(
     cause: Cause,
     keys: list[str],
     detail: str | None = None,
+    log_first: bool = False,
 ) -> LogRecord:
-    """Save a changed conversation memory under its next version; return its log record."""
+    """Save a changed conversation memory under its next version; return its log record
+    (``log_first``: appended before the save, so a change redone after a crash is logged
+    under the same version, and read once)."""
 
     conversation.version += 1
-    await store.save_conversation(conversation)
-    return LogRecord(
+    record = LogRecord(
         version=conversation.version,
         at=at,
         cause=cause,
@@ -31,10 +33,20 @@ async def save_changed_conversation(
         keys=keys,
         detail=detail,
     )
+    if log_first:
+        await store.append_log(record)
+    await store.save_conversation(conversation)
+    return record
 
 
 async def retract_copies(
-    store: Store, entry: Entry, source: Source, *, stamp: int, cause: Cause
+    store: Store,
+    entry: Entry,
+    source: Source,
+    *,
+    stamp: int,
+    cause: Cause,
+    log: bool = False,
 ) -> list[LogRecord]:
     """Retract, in every conversation, the copies of a retracted layout entry.
 
@@ -42,12 +54,19 @@ async def retract_copies(
     it (promoted from there, shown there as *This conversation*), and forgetting it in
     layout memory must not leave it there. A copy is an active entry of the same key that
     shares a source with it or is of a long-lived kind, for the same person. Returns the
-    log records. Forgetting is rare: every conversation's record is looked at.
+    log records (``log``: each appended before its conversation is saved: the retraction of
+    a Forget's commit, done again after a crash). The conversations looked at are those the store's index says held the key
+    (all of them, once, for a store written before the index).
     """
 
     records: list[LogRecord] = []
-    for rid in await store.list_conversations():
+    holders = await store.conversations_holding(entry.key)
+    every = holders is None
+    loaded: list[ConversationMemory] = []
+    for rid in await store.list_conversations() if holders is None else holders:
         conversation = await store.load_conversation(rid)
+        if every:
+            loaded.append(conversation)
         copy = conversation.entries.get(entry.key)
         if copy is None or copy.status != "active" or copy.person != entry.person:
             continue
@@ -62,6 +81,11 @@ async def retract_copies(
                 cause=cause,
                 keys=[entry.key],
                 detail="retracted with its layout copy",
+                log_first=log,
             )
         )
+    if every:
+        # Every conversation was read (a store from before the index): index them all, so
+        # the next Forget reads only the conversations holding its key.
+        await store.note_holders(loaded)
     return records

@@ -234,7 +234,7 @@ class LayoutRuntime:
         registry: Registry,
         selected: list[tuple[str, RolloutProgress]],
     ) -> None:
-        await self.renderer.render(layout, registry, selected)
+        await self.renderer.render(registry, selected, layout=layout)
 
     async def render_current(self) -> None:
         await self.renderer.render_current()

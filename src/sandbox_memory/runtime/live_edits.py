@@ -21,7 +21,7 @@ from ..store import (
     LONG_LIVED_KINDS,
     Cause,
     Entry,
-    LayoutMemory,
+    LayoutEdit,
     LogRecord,
     RolloutProgress,
     Source,
@@ -42,11 +42,14 @@ class LiveEdits:
 
     def __init__(self, state: LayoutState) -> None:
         self.state = state
+        self.as_rendered = False
+        """What the last :meth:`memory_md_edited` found: ``MEMORY.md`` is as last rendered."""
 
     async def memory_md_edited(self) -> str | None:
         """``MEMORY.md``'s text when it differs from what was last rendered (a live edit)."""
 
         st = self.state
+        self.as_rendered = False
         current = await st.ws.read_text(f"{st.layout.memories_dir}/MEMORY.md")
         if current is None:
             return None
@@ -56,7 +59,10 @@ class LiveEdits:
             rendered = json.loads(stamp_raw or "{}").get("memory_md_sha256")
         except (ValueError, AttributeError):
             rendered = None
-        if rendered is None or hashlib.sha256(current.encode()).hexdigest() == rendered:
+        if rendered is None:
+            return None
+        if hashlib.sha256(current.encode()).hexdigest() == rendered:
+            self.as_rendered = True
             return None
         return current
 
@@ -65,17 +71,14 @@ class LiveEdits:
 
         st = self.state
         async with st.write_lock():
-            layout = await st.store.load_layout()
+            edit = await st.store.edit_layout()
             changes: list[LogRecord] = []
-            await self.collect(layout, changes)
-            for record in changes:  # logged before saved, as in consolidate_layout
-                await st.store.append_log(record)
-            if any(c.scope == "layout" for c in changes):
-                await st.store.save_layout(layout)
+            await self.collect(edit, changes)
+            await edit.commit(changes)  # logged and saved in one commit, as in phase 2
             if changes:
                 st.bump()
 
-    async def collect(self, layout: LayoutMemory, changes: list[LogRecord]) -> None:
+    async def collect(self, layout: LayoutEdit, changes: list[LogRecord]) -> None:
         """Keep edits made to MEMORY.md since the last render, as changes with sources."""
 
         st = self.state
@@ -83,6 +86,7 @@ class LiveEdits:
         current = await self.memory_md_edited()
         if current is None:
             return
+        await layout.load_all()  # every line is compared with what was rendered
         parsed = parse_registry(current)
         if not parsed and current.strip():
             # Edited into something without a single entry line: nonsense, not an edit.

@@ -4,30 +4,44 @@
 ``skills/`` and the read prompt's index (``store/prompt.json``), each written only when its
 content changed. What each file says is decided in ``sandbox_memory/render.py``; this step
 decides what is written where, and when.
+
+The rendering is kept entry by entry (:class:`~sandbox_memory.render.LayoutRendering`): a
+render after one change costs that change plus joining cached lines, and a render whose inputs
+(layout memory's change stamp, the registry, the selection, the budget) are those of the last
+one writes nothing and renders nothing (``store/rendered.json`` keeps them).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
+from collections.abc import Mapping
 
-from ..phase_two import displayed_entries, select_rollouts
+from ..phase_two import select_rollouts
 from ..render import (
+    LayoutRendering,
     RolloutRef,
     entry_line,
     newest_first,
-    render_memory_md,
     render_skill,
-    render_summary_file,
 )
 from ..rollouts import rollout_path
 from ..store import Entry, LayoutMemory, Registry, RolloutProgress, now_ms
 from .state import LayoutState
 
+logger = logging.getLogger("sandbox_memory")
+
+SKILL_MARK = "\nLearned from: "
+"""In every ``SKILL.md`` rendered from the store: hand-written skills (or the SDK's) lack it."""
+
 
 def prompt_index(entries: list[Entry], *, budget: int) -> str:
     """The read prompt's candidates: active entries newest first, shared ones and each person's
-    private ones, each list cut once its rendered lines pass ``budget`` characters."""
+    private ones, each list cut once its rendered lines pass ``budget`` characters.
+
+    Rendering every entry; :meth:`LayoutRendering.prompt_index` gives the same text from its
+    cached lines."""
 
     shared: list[Entry] = []
     private: dict[str, list[Entry]] = {}
@@ -46,11 +60,30 @@ def prompt_index(entries: list[Entry], *, budget: int) -> str:
     return json.dumps(doc, separators=(",", ":"))
 
 
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 class Renderer:
     """Renders one layout's files from its stored state (see :meth:`render`)."""
 
     def __init__(self, state: LayoutState) -> None:
         self.state = state
+        self.model = LayoutRendering()
+        self._skills: dict[str, str] | None = None
+        """``skills/<key>/SKILL.md`` digests as last rendered (``store/skills.json``)."""
+        self._raw: dict[str, tuple[int, str]] = {}
+        """Rollout id -> (bytes extracted, per its progress, and its raw memory text)."""
+        self.memory_md_checked = False
+        """Set by the live-edit check of this phase 2: ``MEMORY.md`` is what was rendered."""
+
+    @property
+    def stamp_path(self) -> str:
+        return f"{self.state.store.dir}/rendered.json"
+
+    @property
+    def skills_path(self) -> str:
+        return f"{self.state.store.dir}/skills.json"
 
     async def render_current(self) -> None:
         """Render ``MEMORY.md``, the summary and skills from the stored state as it is."""
@@ -58,59 +91,60 @@ class Renderer:
         st = self.state
         progress = await st.store.list_progress()
         selection = select_rollouts(progress, st.generate.max_raw_memories_for_consolidation)
-        await self.render(
-            await st.store.load_layout(), await st.store.load_registry(), selection.selected
-        )
+        await self.render(await st.store.load_registry(), selection.selected)
+
+    async def _stamp(self) -> dict[str, object]:
+        try:
+            stamp = json.loads(await self.state.store.read_state(self.stamp_path) or b"{}")
+        except ValueError:
+            stamp = {}
+        return stamp if isinstance(stamp, dict) else {}
+
+    async def _skill_digests(self, stamp: Mapping[str, object]) -> dict[str, str]:
+        if self._skills is None:
+            found: dict[str, str] = {}
+            try:
+                doc = json.loads(await self.state.store.read_state(self.skills_path) or b"null")
+            except ValueError:
+                doc = None
+            if isinstance(doc, dict):
+                found = {str(k): str(v) for k, v in doc.items()}
+            else:
+                # Written before skills had a record of their own: their digests were here.
+                files = stamp.get("files")
+                for rel, digest in (files if isinstance(files, dict) else {}).items():
+                    parts = str(rel).split("/")
+                    if len(parts) == 3 and parts[0] == "skills" and parts[2] == "SKILL.md":
+                        found[parts[1]] = str(digest)
+            self._skills = found
+        return self._skills
 
     async def render(
         self,
-        layout: LayoutMemory,
         registry: Registry,
         selected: list[tuple[str, RolloutProgress]],
+        *,
+        layout: LayoutMemory | None = None,
     ) -> None:
         """Write the files rendered from the store, each only when its content changed.
 
-        ``store/rendered.json`` keeps the SHA-256 of every file as last rendered; a file whose
-        new rendering has the same digest is not written again (thousands of unchanged
-        ``SKILL.md`` files cost nothing). ``MEMORY.md`` is compared with the file itself: an
-        edit that was not taken in is replaced.
+        ``store/rendered.json`` keeps the SHA-256 of every file as last rendered and the
+        inputs it was rendered from; ``store/skills.json`` the digest of every rendered
+        ``SKILL.md``. The same inputs, every file present and ``MEMORY.md`` as rendered: there
+        is nothing to do. Otherwise the rendering takes in the entries that changed, and a file
+        whose new rendering has the same digest is not written again. ``MEMORY.md`` is compared
+        with the file itself: an edit that was not taken in is replaced.
         """
 
         st = self.state
+        store = st.store
         mdir = st.layout.memories_dir
-        stamp_path = f"{st.store.dir}/rendered.json"
-        try:
-            stamp = json.loads(await st.store.read_state(stamp_path) or b"{}")
-        except ValueError:
-            stamp = {}
-        found = stamp.get("files") if isinstance(stamp, dict) else None
-        old: dict[str, str] = dict(found) if isinstance(found, dict) else {}
-        for name in {"memory_summary.md", "raw_memories.md", "phase_two_selection.json"}:
-            if name in old and await st.ws.size(f"{mdir}/{name}") is None:
-                old.pop(name)  # removed by hand: written again
-        new: dict[str, str] = {}
-
-        async def put(rel: str, text: str, *, digest_of: str | None = None) -> None:
-            digest = hashlib.sha256((digest_of or text).encode("utf-8")).hexdigest()
-            new[rel] = digest
-            if old.get(rel) != digest:
-                await st.ws.write_text(f"{mdir}/{rel}", text)
-
+        checked, self.memory_md_checked = self.memory_md_checked, False
+        # Layout memory's change stamp (its head): the same stamp, the same entries.
+        layout_stamp = (await store.layout_head()).stamp if layout is None else ""
         refs = [RolloutRef(rollout_id=rid, progress=p) for rid, p in selected]
         budget = st.summary_budget
-        everything = displayed_entries(layout, registry)
-        memory_md = render_memory_md(everything, refs)
-        memory_digest = hashlib.sha256(memory_md.encode()).hexdigest()
-        current = await st.ws.read_bytes(f"{mdir}/MEMORY.md")
-        if current is None or hashlib.sha256(current).hexdigest() != memory_digest:
-            await st.ws.write_text(f"{mdir}/MEMORY.md", memory_md)
-        await put("memory_summary.md", render_summary_file(everything, refs, budget))
-        raw_parts = ["# Raw memories (newest first)", ""]
-        for ref in refs:
-            text = await st.ws.read_text(f"{mdir}/raw_memories/{ref.rollout_id}.md")
-            if text:
-                raw_parts.append(text.rstrip() + "\n")
-        await put("raw_memories.md", "\n".join(raw_parts) + "\n")
+        limit = st.generate.max_raw_memories_for_consolidation
         selected_doc = [
             {
                 "rollout_id": ref.rollout_id,
@@ -120,7 +154,57 @@ class Renderer:
             }
             for ref in refs
         ]
-        limit = st.generate.max_raw_memories_for_consolidation
+        inputs = _sha(
+            json.dumps(
+                [
+                    layout_stamp,
+                    registry.model_dump_json(),
+                    selected_doc,
+                    [p.offset for _, p in selected],
+                    budget,
+                    limit,
+                ]
+            )
+        )
+        stamp = await self._stamp()
+        found = stamp.get("files")
+        old: dict[str, str] = dict(found) if isinstance(found, dict) else {}
+        for name in {"memory_summary.md", "raw_memories.md", "phase_two_selection.json"}:
+            if name in old and await st.ws.size(f"{mdir}/{name}") is None:
+                old.pop(name)  # removed by hand: written again
+        for rel in [r for r in old if r.startswith("skills/")]:
+            old.pop(rel)  # kept in store/skills.json now
+        skills = await self._skill_digests(stamp)
+        await st.ws.mkdir(f"{mdir}/skills")
+        existing = set(await st.ws.listdir(f"{mdir}/skills"))
+        missing = {k for k in skills if k not in existing}  # removed by hand: written again
+        if (
+            layout_stamp
+            and stamp.get("inputs") == inputs
+            and checked
+            and not missing
+            and set(old) >= {"memory_summary.md", "raw_memories.md", "store/prompt.json"}
+        ):
+            return  # rendered from these very inputs, and every file is still there
+
+        whole = layout if layout is not None else await store.layout_for_reading()
+        changed = self.model.update(whole.entries, registry.conversations)
+        new: dict[str, str] = {}
+
+        async def put(rel: str, text: str, *, digest_of: str | None = None) -> None:
+            digest = _sha(digest_of or text)
+            new[rel] = digest
+            if old.get(rel) != digest:
+                await st.ws.write_text(f"{mdir}/{rel}", text)
+
+        memory_md = self.model.memory_md(refs)
+        memory_digest = _sha(memory_md)
+        if not (checked and stamp.get("memory_md_sha256") == memory_digest):
+            current = await st.ws.read_bytes(f"{mdir}/MEMORY.md")
+            if current is None or hashlib.sha256(current).hexdigest() != memory_digest:
+                await st.ws.write_text(f"{mdir}/MEMORY.md", memory_md)
+        await put("memory_summary.md", self.model.summary_file(refs, budget))
+        await put("raw_memories.md", await self._raw_memories(refs))
         selection_doc = {
             "generated_at": now_ms(),
             "max_raw_memories_for_consolidation": limit,
@@ -131,26 +215,63 @@ class Renderer:
             json.dumps(selection_doc, indent=1) + "\n",
             digest_of=json.dumps([limit, selected_doc]),  # the same selection, not rewritten
         )
-        await st.ws.mkdir(f"{mdir}/skills")
-        existing = set(await st.ws.listdir(f"{mdir}/skills"))
-        wanted = {
-            e.key: e
-            for e in layout.entries.values()
-            if e.kind == "procedure" and e.status == "active" and e.person is None
-        }
-        for key, entry in wanted.items():
-            rel = f"skills/{key}/SKILL.md"
-            if key not in existing:
-                old.pop(rel, None)  # removed by hand: written again
-            await put(rel, render_skill(entry))
-        for stale in sorted(existing - set(wanted)):
-            # Only skills rendered from the store go; hand-written ones (or the SDK's) stay.
-            text = await st.ws.read_text(f"{mdir}/skills/{stale}/SKILL.md")
-            if text is not None and "\nLearned from: " in text:
-                await st.ws.remove(f"{mdir}/skills/{stale}/SKILL.md")
+        await self._skills_changed(changed | missing, existing, skills)
         # What the first turn of a run needs from layout memory, newest first and cut at twice
         # the budget: a run starts by reading this, not every entry (see ``prompt_entries``).
-        await put("store/prompt.json", prompt_index(everything, budget=2 * budget))
-        stamp_doc = {"memory_md_sha256": memory_digest, "files": new}
+        await put("store/prompt.json", self.model.prompt_index(2 * budget))
+        stamp_doc = {"memory_md_sha256": memory_digest, "files": new, "inputs": inputs}
         if stamp != stamp_doc:
-            await st.store.write_state(stamp_path, json.dumps(stamp_doc).encode())
+            await store.write_state(self.stamp_path, json.dumps(stamp_doc).encode())
+
+    async def _raw_memories(self, refs: list[RolloutRef]) -> str:
+        """``raw_memories.md``: each selected rollout's notes, read again only when phase 1
+        wrote them again (its progress moved)."""
+
+        st = self.state
+        mdir = st.layout.memories_dir
+        parts = ["# Raw memories (newest first)", ""]
+        kept: dict[str, tuple[int, str]] = {}
+        for ref in refs:
+            rid = ref.rollout_id
+            cached = self._raw.get(rid)
+            if cached is not None and cached[0] == ref.progress.offset:
+                text = cached[1]
+            else:
+                text = await st.ws.read_text(f"{mdir}/raw_memories/{rid}.md") or ""
+            kept[rid] = (ref.progress.offset, text)
+            if text:
+                parts.append(text.rstrip() + "\n")
+        self._raw = kept
+        return "\n".join(parts) + "\n"
+
+    async def _skills_changed(
+        self, keys: set[str], existing: set[str], digests: dict[str, str]
+    ) -> None:
+        """Write the ``SKILL.md`` of each changed procedure; remove the rendered skills (file
+        and folder) whose procedure is gone; record the digests if they moved."""
+
+        st = self.state
+        mdir = st.layout.memories_dir
+        moved = False
+        for key in sorted(keys):
+            entry = self.model.skills.get(key)
+            if entry is not None:
+                text = render_skill(entry)
+                digest = _sha(text)
+                if digests.get(key) != digest or key not in existing:
+                    await st.ws.write_text(f"{mdir}/skills/{key}/SKILL.md", text)
+                    digests[key] = digest
+                    moved = True
+                continue
+            if key in digests:
+                digests.pop(key)
+                moved = True
+            if key in existing:
+                # Only skills rendered from the store go; hand-written ones (or the SDK's) stay.
+                text_on_disk = await st.ws.read_text(f"{mdir}/skills/{key}/SKILL.md")
+                if text_on_disk is not None and SKILL_MARK in text_on_disk:
+                    await st.ws.remove(f"{mdir}/skills/{key}/SKILL.md")
+                    await st.ws.remove_empty_dir(f"{mdir}/skills/{key}")
+        if moved:
+            data = json.dumps(dict(sorted(digests.items())), separators=(",", ":")).encode()
+            await st.store.write_state(self.skills_path, data)

@@ -20,7 +20,7 @@ from ..config import (
 )
 from ..engines.base import ExtractionEngine
 from ..offload import RedactionSettings
-from ..store import RolloutProgress, Store
+from ..store import CopyRetraction, Entry, RolloutProgress, Store
 from ..workspace import LeaseLock, Workspace
 from .engine import resolve_engine
 
@@ -47,6 +47,7 @@ class LayoutState:
         self.read = read
         self.store = Store(workspace, layout.memories_dir, layout.sessions_dir)
         self.store.redactor_source = lambda: self.redactor
+        self.store.retract_copies = self._retract_copies
         self._redactor: Redactor | None = None
         self.redaction_settings: RedactionSettings | None = None
         """What ``redactor`` was built from (``None`` for one set from outside): a child
@@ -60,6 +61,15 @@ class LayoutState:
         self._file_locks: dict[str, asyncio.Lock] = {}
         self.generation = 0
         """Bumped on every change made through this runtime: keys the read cache."""
+
+    async def _retract_copies(self, entry: Entry, copy: CopyRetraction) -> None:
+        """A Forget's commit: the layout entry's copies in conversations go with it."""
+
+        from .copies import retract_copies
+
+        await retract_copies(
+            self.store, entry, copy.source, stamp=copy.stamp, cause=copy.cause, log=True
+        )
 
     @property
     def engine(self) -> ExtractionEngine:

@@ -1,0 +1,307 @@
+"""Layout memory as records: per-entry changes, the commit, the old single file, and the
+rendering kept up to date entry by entry (byte-identical to rendering everything again)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sandbox_memory.phase_two import displayed_entries
+from sandbox_memory.render import (
+    LayoutRendering,
+    RolloutRef,
+    render_memory_md,
+    render_summary_file,
+)
+from sandbox_memory.store import Entry, LayoutMemory, Registry, RolloutProgress, Source
+
+KEYS = [f"k{i}" for i in range(12)]
+KINDS = ["fact", "decision", "preference", "procedure", "hypothesis"]
+PEOPLE = [None, None, "ana", "bo"]
+ROLLOUTS = ["r1", "r2", "r3"]
+
+
+def full_prompt_index(entries: list[Entry], budget: int) -> str:
+    from sandbox_memory.runtime.render import prompt_index
+
+    return prompt_index(entries, budget=budget)
+
+
+op = st.one_of(
+    st.tuples(
+        st.just("put"),
+        st.sampled_from(KEYS),
+        st.sampled_from(KINDS),
+        st.sampled_from(PEOPLE),
+        st.integers(0, 6),
+        st.text("ab c\n", max_size=12),
+    ),
+    st.tuples(st.just("retract"), st.sampled_from(KEYS)),
+    st.tuples(st.just("delete"), st.sampled_from(KEYS)),
+    st.tuples(
+        st.just("registry"),
+        st.sampled_from(ROLLOUTS),
+        st.lists(st.tuples(st.sampled_from(KEYS), st.integers(0, 6)), max_size=3),
+    ),
+    st.tuples(st.just("drop"), st.sampled_from(ROLLOUTS)),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(steps=st.lists(op, min_size=1, max_size=25), budget=st.integers(20, 400))
+def test_the_rendering_kept_entry_by_entry_equals_rendering_everything(
+    steps: list[Any], budget: int
+) -> None:
+    layout: dict[str, Entry] = {}
+    groups: dict[str, list[Entry]] = {}
+    rendering = LayoutRendering()
+    refs = [
+        RolloutRef(rollout_id=r, progress=RolloutProgress(updated_at=f"2026-01-0{n}", slug="s"))
+        for n, r in enumerate(ROLLOUTS, 1)
+    ]
+    for step in steps:
+        # Copied on change, like the store's cache: unchanged entries keep their objects.
+        layout = dict(layout)
+        if step[0] == "put":
+            _, key, kind, person, stamp, text = step
+            layout[key] = Entry(
+                key=key,
+                content=f"{key} {text}",
+                kind=kind,
+                person=person,
+                sources=[Source(conversation="r1", item=f"{key}:{stamp}")],
+                updated_at=stamp,
+            )
+        elif step[0] == "retract" and step[1] in layout:
+            layout[step[1]] = layout[step[1]].model_copy(update={"status": "retracted"})
+        elif step[0] == "delete":
+            layout.pop(step[1], None)
+        elif step[0] == "registry":
+            _, rid, facts = step
+            groups = dict(groups)
+            groups[rid] = [
+                Entry(key=k, content=f"{k} from {rid}", kind="fact", updated_at=t)
+                for k, t in dict(facts).items()
+            ]
+        elif step[0] == "drop":
+            groups = {r: g for r, g in groups.items() if r != step[1]}
+        rendering.update(layout, groups)
+        everything = displayed_entries(LayoutMemory(entries=layout), Registry(conversations=groups))
+        assert rendering.memory_md(refs) == render_memory_md(everything, refs)
+        assert rendering.summary_file(refs, budget) == render_summary_file(everything, refs, budget)
+        assert rendering.prompt_index(budget) == full_prompt_index(everything, budget)
+        wanted = {
+            k
+            for k, e in layout.items()
+            if e.kind == "procedure" and e.status == "active" and e.person is None
+        }
+        assert set(rendering.skills) == wanted
+
+
+# ------------------------------------------------------------------ the store's records
+
+
+def _entry(i: int, **kw: Any) -> Entry:
+    fields: dict[str, Any] = {
+        "key": f"entry-{i:04d}",
+        "content": f"Fact {i} about the parser.",
+        "kind": KINDS[i % len(KINDS)],
+        "sources": [Source(conversation=f"conv-{i % 7}", item=f"{i:08x}:1")],
+        "updated_at": 1_700_000_000_000 + i,
+    }
+    fields.update(kw)
+    return Entry(**fields)
+
+
+def _old_store(root: Path, count: int, version: int) -> dict[str, Entry]:
+    """A store written by the earlier release: all of layout memory in ``layout.json``."""
+
+    entries = {e.key: e for e in (_entry(i) for i in range(count))}
+    entries["entry-0001"] = _entry(1, person="ana", kind="preference")
+    entries["entry-0002"] = _entry(2, status="retracted")
+    store = root / "memories" / "store"
+    store.mkdir(parents=True)
+    doc = LayoutMemory(version=version, entries=entries)
+    (store / "layout.json").write_text(doc.model_dump_json(indent=1))
+    return entries
+
+
+async def test_an_old_single_file_layout_memory_opens_and_keeps_every_entry(
+    tmp_path: Path,
+) -> None:
+    from helpers import read_layout
+    from sandbox_memory import MemoryClient, MemoryGenerateConfig, Remember
+
+    old = _old_store(tmp_path, 300, version=7)
+    client = MemoryClient(tmp_path, generate=MemoryGenerateConfig(engine="offline"))
+    view = await client.view(None)
+    assert view.version == 7
+    assert {k: e.model_dump() for k, e in view.entries.items()} == {
+        k: e.model_dump() for k, e in old.items()
+    }
+    store = tmp_path / "memories" / "store"
+    assert (store / "layout.json").exists()  # reading never writes
+
+    after = await client.apply(
+        Remember(key="new-fact", content="CI runs on 3.12.", kind="fact"), expected=7
+    )
+    assert after.version == 8
+    assert not (store / "layout.json").exists()  # split by the first writer
+    stored = read_layout(tmp_path)
+    assert stored["version"] == 8
+    assert set(stored["entries"]) == {*old, "new-fact"}
+    for key, entry in old.items():
+        assert stored["entries"][key] == json.loads(entry.model_dump_json())
+    # Spread over shards; the keys citing a conversation are listed by conversation.
+    assert 20 < len(list((store / "layout").glob("shard-*.json"))) <= 64
+    cited = (store / "layout" / "cites" / "conv-3").read_text().split()
+    assert set(cited) == {k for k, e in old.items() if e.sources[0].conversation == "conv-3"}
+    # A fresh process reads the same memory from the records.
+    again = MemoryClient(tmp_path, generate=MemoryGenerateConfig(engine="offline"))
+    assert set((await again.view(None)).entries) == {*old, "new-fact"}
+
+
+async def test_an_unreadable_old_single_file_is_kept_aside_and_rebuilt_from_conversations(
+    tmp_path: Path,
+) -> None:
+    from sandbox_memory import MemoryClient, MemoryGenerateConfig
+    from sandbox_memory.store import ConversationMemory
+
+    store = tmp_path / "memories" / "store"
+    (store / "conversations").mkdir(parents=True)
+    junk = b'{"version": 3, "entries": {"x": 1}}'
+    (store / "layout.json").write_bytes(junk)
+    conv = ConversationMemory(
+        rollout_id="c1",
+        version=1,
+        entries={"deploy": _entry(9, key="deploy", kind="procedure")},
+    )
+    (store / "conversations" / "c1.json").write_text(conv.model_dump_json())
+    client = MemoryClient(tmp_path, generate=MemoryGenerateConfig(engine="offline"))
+    await client.create()  # a phase 2 under the lease
+    kept = list(store.glob("layout.json.broken-*"))
+    assert [p.read_bytes() for p in kept] == [junk]
+    assert not (store / "layout.json").exists()
+    assert (store / "layout" / "head.json").exists()
+
+
+async def test_a_commit_cut_short_after_its_commit_point_is_read_as_applied_and_finished(
+    tmp_path: Path,
+) -> None:
+    from helpers import read_layout
+    from sandbox_memory.store import LogRecord, Store
+    from sandbox_memory.workspace import LocalWorkspace
+
+    class DiesAtShards(LocalWorkspace):
+        async def write_atomic(self, path: str, data: bytes) -> None:
+            if "/layout/shard-" in path:
+                raise OSError(5, "killed", path)
+            await super().write_atomic(path, data)
+
+    _old_store(tmp_path, 50, version=2)
+    writer = Store(LocalWorkspace(tmp_path), "memories")
+    await writer.recover_layout()  # split
+    dying = Store(DiesAtShards(tmp_path), "memories")
+    record = LogRecord(version=3, at=1, cause="person", scope="layout", keys=["entry-0005"])
+    try:
+        await dying.commit_layout(
+            version=3,
+            put={"entry-0005": _entry(5, content="Changed.")},
+            delete=["entry-0006"],
+            log=[record],
+        )
+    except OSError:
+        pass
+    layout = tmp_path / "memories" / "store" / "layout"
+    assert (layout / "commit.json").exists()
+    reader = Store(LocalWorkspace(tmp_path), "memories")
+    found = await reader.layout_entries(["entry-0005", "entry-0006", "entry-0007"])
+    assert found["entry-0005"].content == "Changed." and "entry-0006" not in found
+    assert (await reader.layout_head()).version == 3
+    assert (await reader.layout_for_reading()).entries["entry-0005"].content == "Changed."
+    await reader.recover_layout()  # the next writer, under the lease
+    assert not (layout / "commit.json").exists()
+    stored = read_layout(tmp_path)
+    assert stored["version"] == 3 and "entry-0006" not in stored["entries"]
+    assert stored["entries"]["entry-0005"]["content"] == "Changed."
+    assert [r.keys for r in await reader.read_log() if r.scope == "layout"] == [["entry-0005"]]
+
+
+async def test_a_change_of_one_entry_reads_and_writes_one_shard(tmp_path: Path) -> None:
+    from sandbox_memory.store import Store
+    from sandbox_memory.workspace import LocalWorkspace
+
+    class Counting(LocalWorkspace):
+        reads: list[str] = []
+        writes: list[str] = []
+
+        async def read_bytes(self, path: str) -> bytes | None:
+            self.reads.append(path)
+            return await super().read_bytes(path)
+
+        async def write_atomic(self, path: str, data: bytes) -> None:
+            self.writes.append(path)
+            await super().write_atomic(path, data)
+
+    _old_store(tmp_path, 2_000, version=1)
+    await Store(LocalWorkspace(tmp_path), "memories").recover_layout()
+    ws = Counting(tmp_path)
+    store = Store(ws, "memories")
+    edit = await store.edit_layout()
+    await edit.load(["entry-0042"])
+    edit.entries["entry-0042"].content = "Changed."
+    edit.version += 1
+    assert await edit.commit()
+    shards = [p for p in ws.reads + ws.writes if "/shard-" in p]
+    assert len(set(shards)) == 1, shards
+    assert sorted(p.rsplit("/", 1)[1] for p in ws.writes) == [
+        "commit.json",
+        "head.json",
+        shards[0].rsplit("/", 1)[1],
+    ]
+    assert (await store.layout_entries(["entry-0042"]))["entry-0042"].content == "Changed."
+
+
+async def test_a_forget_reads_only_the_conversations_that_held_the_key(tmp_path: Path) -> None:
+    from sandbox_memory import Forget, MemoryClient, MemoryGenerateConfig, Remember
+    from sandbox_memory.store import ConversationMemory
+    from sandbox_memory.workspace import LocalWorkspace
+
+    class Reads(LocalWorkspace):
+        conversations: list[str] = []
+
+        async def read_bytes(self, path: str) -> bytes | None:
+            if "/store/conversations/" in path:
+                self.conversations.append(path.rsplit("/", 1)[1])
+            return await super().read_bytes(path)
+
+    folder = tmp_path / "memories" / "store" / "conversations"
+    folder.mkdir(parents=True)
+    for i in range(20):  # written by an earlier release: no index of their keys
+        entries = {f"f-{i}": _entry(i, key=f"f-{i}", kind="fact")}
+        if i in (3, 7):
+            entries["deploy"] = _entry(i, key="deploy", kind="procedure")
+        memory = ConversationMemory(rollout_id=f"c{i}", version=1, entries=entries)
+        (folder / f"c{i}.json").write_text(memory.model_dump_json())
+    ws = Reads(tmp_path)
+    client = MemoryClient(ws, generate=MemoryGenerateConfig(engine="offline"))
+    store = client.runtime.store
+    view = await client.apply(
+        Remember(key="deploy", content="Run `make deploy`.", kind="procedure"), expected=0
+    )
+    assert len(set(ws.conversations)) == 20  # the first writer indexes them, once
+    await store.save_conversation(  # a conversation saved later is indexed as it is saved
+        ConversationMemory(
+            rollout_id="c20", entries={"deploy": _entry(20, key="deploy", kind="procedure")}
+        )
+    )
+    ws.conversations = []
+    await client.apply(Forget(key="deploy"), expected=view.version)
+    assert sorted(set(ws.conversations)) == ["c20.json", "c3.json", "c7.json"]
+    for rid, status in (("c3", "retracted"), ("c7", "retracted"), ("c20", "retracted")):
+        assert (await store.load_conversation(rid)).entries["deploy"].status == status
+    assert "deploy" not in (await store.load_conversation("c4")).entries
