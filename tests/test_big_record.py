@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import logging
 import sys
@@ -165,3 +166,116 @@ def test_a_big_replayed_run_is_recognised_as_in_process(
         return text
 
     assert normal(there) == normal(here)
+
+
+class CountingPipes:
+    """Wraps the child's pipes: every write the hand-over makes to the child (each is what one
+    GIL-holding step produced: a slice encoded, a pickle frame, a header) and every object a
+    read from the child returned."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.writes: list[int] = []
+        self.reads: list[bytes] = []
+        start = offload._child._start
+
+        def counted_start() -> Any:
+            proc = start()
+            if not hasattr(proc, "counted"):
+                write, read = proc.stdin.write, proc.stdout.read
+
+                def counted_write(data: Any) -> int:
+                    self.writes.append(memoryview(data).nbytes)
+                    return write(data)
+
+                def counted_read(size: int = -1) -> bytes:
+                    data = read(size)
+                    self.reads.append(data)
+                    return data
+
+                proc.stdin.write = counted_write
+                proc.stdout.read = counted_read
+                proc.counted = True
+            return proc
+
+        offload._child._stop()  # a fresh child, whose pipes are wrapped
+        monkeypatch.setattr(offload._child, "_start", counted_start)
+
+
+def test_the_hand_over_holds_the_gil_for_one_slice_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: the payload was pickled whole and written in one frame, and the line came back
+    # pickled and was copied out of it: each a step holding the GIL for the whole output.
+    monkeypatch.setattr(offload, "OFFLOAD_CHARS", 64_000)
+    pipes = CountingPipes(monkeypatch)
+    payload = big_payload(3)
+    output_chars = len(payload["generated_items"][1]["output"])
+    rt = runtime(tmp_path)
+    appended: list[bytes] = []
+    append_line = rt.ws.append_line
+
+    async def spy_append(path: str, data: bytes, **kw: Any) -> bool:
+        appended.append(data)
+        return await append_line(path, data, **kw)
+
+    monkeypatch.setattr(rt.ws, "append_line", spy_append)
+    asyncio.run(rt.record(payload, rollout_id="big"))
+    assert sum(pipes.writes) > output_chars  # the output did go through the pipe
+    assert max(pipes.writes) <= offload.SLICE_BYTES
+    line = appended[-1]
+    assert len(line) > output_chars
+    # The line handed to the append is the very object one read from the pipe filled.
+    assert any(line is data for data in pipes.reads)
+    assert line == recorded_line(tmp_path)
+    assert line == in_process_line(payload, json.loads(line)["segment_id"])
+    assert rt.redactor.counts == {"github-token": 1}
+    monkeypatch.undo()
+    offload._child._stop()
+
+
+class Recorded(io.BytesIO):
+    def __init__(self) -> None:
+        super().__init__()
+        self.sizes: list[int] = []
+
+    def write(self, data: Any) -> int:
+        self.sizes.append(memoryview(data).nbytes)
+        return super().write(data)
+
+
+def test_a_message_goes_through_the_pipe_whole_and_in_bounded_slices(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(offload, "STREAM_MIN", 1000)
+    monkeypatch.setattr(offload, "SLICE_BYTES", 700)
+    # A surrogate pair split across two slices (175 characters each: not ASCII), lone
+    # surrogates, characters of 1 to 4 bytes; an ASCII string, bytes, a string sent twice.
+    tricky = ("a" * 174 + "\ud83d\ude00" + "é€😀\udcff" * 400) * 3
+    shared = "s" * 5000
+    message = (
+        "build",
+        (
+            {"big": tricky, "again": tricky, "shared": [shared, shared], "small": "ok"},
+            b"\x00\xff" * 3000,
+            "",
+            None,
+            {"n": 1, "f": 0.5},
+        ),
+    )
+    stream = Recorded()
+    offload._send(stream, message)
+    assert max(stream.sizes) <= 700  # no write carries more than one slice
+    assert stream.getvalue().count(b"s" * 700) == len(shared) // 700  # its slices, once
+    stream.seek(0)
+    got = offload._receive(stream)
+    assert got == message
+    assert got[1][0]["big"] is got[1][0]["again"]
+    assert stream.read() == b""  # the message was read to its end, nothing more
+
+    # Many small strings: pickled in frames of about 64 KiB, each written before the next.
+    many = [f"word {i}" for i in range(100_000)]
+    stream = Recorded()
+    offload._send(stream, many)
+    assert len(stream.sizes) > 20 and max(stream.sizes) < 70_000
+    stream.seek(0)
+    assert offload._receive(stream) == many

@@ -242,7 +242,14 @@ class MemoryClient:
             return
         use, generate, read_given = self._pending_defaults
         self._pending_defaults = None
-        recorded = await self.store.load_defaults()
+        recorded = None
+        shared = self.runtime.shared
+        if shared is not None:
+            # The shared store records them; the copy's are what it fetched last.
+            with contextlib.suppress(MemoryStoreUnavailable):
+                recorded = await shared.store.load_defaults()
+        if recorded is None:
+            recorded = await self.store.load_defaults()
         if recorded is None:
             return
         rt = self.runtime
@@ -277,7 +284,12 @@ class MemoryClient:
         """Every conversation with memory or a recorded history, most recently updated first."""
 
         rt = self.runtime
+        if rt.shared is not None:
+            await rt.shared.refresh()  # the copy holds the store's conversations
         ids = set(await self.store.list_conversations())
+        if rt.shared is not None:
+            with contextlib.suppress(MemoryStoreUnavailable):
+                ids.update(await rt.shared.store.list_conversations())
         recorded: set[str] = set()
         for name in await rt.ws.listdir(rt.layout.sessions_dir):
             if name.endswith(".jsonl") and not name.startswith("."):
@@ -413,6 +425,9 @@ class MemoryClient:
         """
 
         rid = safe_rollout_id(conversation) if conversation is not None else None
+        if self.runtime.shared is not None:
+            # The index is derived from the copy: bring it up to date from the store first.
+            await self.runtime.shared.refresh()
         hits: list[SearchHit] = await self.runtime.search_index.search(
             query, conversation=rid, limit=limit, person=person
         )

@@ -2,9 +2,11 @@
 
 Redacting and encoding a segment holds the GIL for time linear in its size (a 200 MB tool
 output: over ten seconds), so a thread would still stall the loop. A segment whose strings
-exceed :data:`OFFLOAD_CHARS` is built in a child process instead: the loop pays only for
-handing the payload over and taking the line back. Smaller segments are built in-process,
-as before. The child builds the line with the same code and the same redaction settings, so
+exceed :data:`OFFLOAD_CHARS` is built in a child process instead. A thread hands the payload
+over and takes the line back through pipes without one long GIL-holding step (a pickled big
+string would be one: about 1 ms per MB): big strings go as slices, each encoded and written
+before the next is made, and the line comes back as bytes read straight from the pipe
+(:func:`_send`, :func:`_receive`). Smaller segments are built in-process, as before. The child builds the line with the same code and the same redaction settings, so
 the line is byte-identical to the one the in-process path would write; its redaction counts
 come back with it. Any failure of the child falls back to the in-process path (logged at
 WARNING): a run is never lost for it.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import io
 import logging
 import os
 import pickle
@@ -129,25 +132,145 @@ def _fingerprint(segment: dict[str, Any]) -> str | None:
     )
 
 
-_FRAME = struct.Struct("<Q")
+_HEAD = struct.Struct("<Q")
+
+STREAM_MIN = 64 << 10
+"""A ``str`` or ``bytes`` of at least this many characters (bytes) is not pickled with the
+message that holds it: it follows the message, in slices (see :func:`_send`)."""
+
+SLICE_BYTES = 256 << 10
+"""Bytes of one slice of a big value: a string's slice is made and encoded in one step that
+holds the GIL (this many ASCII characters, a quarter of that otherwise, so at most this many
+bytes of UTF-8; about 0.1 to 2 ms here), a ``bytes`` value is written from views this big (no
+copy; the write releases the GIL)."""
 
 
-def _write_frame(stream: IO[bytes], obj: object) -> None:
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(_FRAME.pack(len(data)))
-    stream.write(data)
+class _Chunks:
+    """A pickler's file: each frame it flushes (about 64 KiB) goes out as one chunk, so the
+    pickling of a message with many small objects is sliced too (the GIL is released while
+    each chunk is written)."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.stream = stream
+
+    def write(self, data: bytes) -> int:
+        if data:
+            self.stream.write(_HEAD.pack(len(data)))
+            self.stream.write(data)
+        return len(data)
+
+
+class _Pickler(pickle.Pickler):
+    """Pickles a message, leaving its big strings and bytes out (a reference in their place)."""
+
+    def __init__(self, file: _Chunks, big: list[str | bytes]) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.big = big
+        self._index: dict[int, int] = {}
+
+    def persistent_id(self, obj: Any) -> Any:
+        kind = type(obj)
+        if (kind is str or kind is bytes) and len(obj) >= STREAM_MIN:
+            index = self._index.get(id(obj))
+            if index is None:
+                index = self._index[id(obj)] = len(self.big)
+                self.big.append(obj)
+            return (kind is bytes, index)
+        return None
+
+
+def _send(stream: IO[bytes], obj: object) -> None:
+    """Write one message to a pipe without one long GIL-holding step.
+
+    The message is pickled without its big values, chunk by chunk, ended by an empty chunk;
+    then each big value follows in the order the message refers to it: a string as slices of
+    at most :data:`SLICE_BYTES` bytes of UTF-8 (lone surrogates kept), each made, encoded and
+    written before the next, ended by an empty chunk; a ``bytes`` value as its length and its
+    bytes, written from views of :data:`SLICE_BYTES`. Between the steps the thread waits in a
+    ``write`` (the pipe is full until the other side reads), with the GIL released.
+    """
+
+    big: list[str | bytes] = []
+    _Pickler(_Chunks(stream), big).dump(obj)
+    stream.write(_HEAD.pack(0))
+    for value in big:
+        if isinstance(value, bytes):
+            stream.write(_HEAD.pack(len(value)))
+            view = memoryview(value)
+            for start in range(0, len(value), SLICE_BYTES):
+                stream.write(view[start : start + SLICE_BYTES])
+        else:
+            step = SLICE_BYTES if value.isascii() else SLICE_BYTES // 4
+            for start in range(0, len(value), step):
+                piece = value[start : start + step].encode("utf-8", "surrogatepass")
+                stream.write(_HEAD.pack(len(piece)))
+                stream.write(piece)
+                del piece
+            stream.write(_HEAD.pack(0))
     stream.flush()
 
 
-def _read_frame(stream: IO[bytes]) -> Any:
-    head = stream.read(_FRAME.size)
-    if len(head) < _FRAME.size:
-        raise EOFError("the recording child process closed its pipe")
-    (size,) = _FRAME.unpack(head)
+def _read_exact(stream: IO[bytes], size: int) -> bytes:
+    # A buffered read of ``size`` bytes fills one new ``bytes`` object straight from the pipe,
+    # a system call at a time with the GIL released: a big value is never copied after it.
     data = stream.read(size)
     if len(data) < size:
-        raise EOFError("the recording child process closed its pipe mid-answer")
-    return pickle.loads(data)
+        raise EOFError("the recording child process closed its pipe mid-message")
+    return data
+
+
+def _read_head(stream: IO[bytes]) -> int:
+    head = stream.read(_HEAD.size)
+    if len(head) < _HEAD.size:
+        raise EOFError("the recording child process closed its pipe")
+    size: int = _HEAD.unpack(head)[0]
+    return size
+
+
+def _read_chunks(stream: IO[bytes]) -> list[bytes]:
+    parts = []
+    while size := _read_head(stream):
+        parts.append(_read_exact(stream, size))
+    return parts
+
+
+class _Unpickler(pickle.Unpickler):
+    """Unpickles a message; reads each big value from the stream when first referred to."""
+
+    def __init__(self, skeleton: bytes, stream: IO[bytes]) -> None:
+        super().__init__(io.BytesIO(skeleton))
+        self.stream = stream
+        self.big: list[str | bytes] = []
+
+    def persistent_load(self, pid: Any) -> Any:
+        is_bytes, index = pid
+        if index < len(self.big):
+            return self.big[index]
+        if index != len(self.big):
+            raise pickle.UnpicklingError(f"big value {index} out of order")
+        value: str | bytes
+        if is_bytes:
+            value = _read_exact(self.stream, _read_head(self.stream))
+        else:
+            # Each slice holds whole characters: decoded as it arrives, so only the text is
+            # held (not its bytes too); joined in one step, as only the child gets big strings.
+            pieces = []
+            while size := _read_head(self.stream):
+                pieces.append(_read_exact(self.stream, size).decode("utf-8", "surrogatepass"))
+            value = "".join(pieces)
+            del pieces
+        self.big.append(value)
+        return value
+
+
+def _receive(stream: IO[bytes]) -> Any:
+    """Read one message written by :func:`_send`."""
+
+    parts = _read_chunks(stream)
+    # The first read waits for the other side: a message has at least one chunk.
+    if not parts:
+        raise EOFError("the recording child process sent an empty message")
+    return _Unpickler(b"".join(parts), stream).load()
 
 
 class _Child:
@@ -200,8 +323,8 @@ class _Child:
         proc = self._start()
         assert proc.stdin is not None and proc.stdout is not None
         try:
-            _write_frame(proc.stdin, (op, args))
-            ok, value = _read_frame(proc.stdout)
+            _send(proc.stdin, (op, args))
+            ok, value = _receive(proc.stdout)
         except BaseException:
             self._stop()
             raise
@@ -230,7 +353,7 @@ def _serve() -> None:
     requests = sys.stdin.buffer
     while True:
         try:
-            args = _read_frame(requests)
+            args = _receive(requests)
         except EOFError:
             return
         try:
@@ -239,7 +362,7 @@ def _serve() -> None:
             answer: tuple[bool, Any] = (True, func(*rest))
         except Exception as exc:  # noqa: BLE001
             answer = (False, f"{type(exc).__name__}: {exc}")
-        _write_frame(answers, answer)
+        _send(answers, answer)
 
 
 class Recording:

@@ -362,6 +362,7 @@ class SearchIndex:
         self._cleanup: weakref.finalize[Any, Any] | None = None
         self._lock = asyncio.Lock()
         self._dirty: set[str] = set()
+        self._dirty_scopes: set[str] = set()
         self._fetch = True
         self._unsaved = False
         self.rows_indexed = 0
@@ -455,6 +456,13 @@ class SearchIndex:
 
         self._dirty.add(rollout_id)
 
+    def mark_scope(self, scope: str) -> None:
+        """The entries of ``scope`` were replaced from outside (a shared store's copy, whose
+        log is then rewritten): compare them at the next sync even if no new log line names
+        them."""
+
+        self._dirty_scopes.add(scope)
+
     # --------------------------------------------------------------------- sync
 
     async def sync(self) -> int:
@@ -497,10 +505,12 @@ class SearchIndex:
             # One transaction per sync: one commit (and disk flush) however much is new, and
             # another process never sees half an update.
             db.execute("BEGIN IMMEDIATE")
+            marked = set(self._dirty_scopes)
             try:
-                await self._sync_entries(db)
+                await self._sync_entries(db, marked)
                 await self._sync_rollouts(db)
                 db.execute("COMMIT")
+                self._dirty_scopes -= marked
             except BaseException:
                 db.execute("ROLLBACK")
                 self.rows_indexed = before
@@ -578,8 +588,10 @@ class SearchIndex:
         scopes.update(r.scope for r in records[seen:])
         return scopes, f"n{len(records)}"
 
-    async def _sync_entries(self, db: sqlite3.Connection) -> None:
+    async def _sync_entries(self, db: sqlite3.Connection, marked: set[str]) -> None:
         scopes, mark = await self._new_log_scopes(db)
+        if scopes is not None:
+            scopes |= marked
         if scopes is None:
             # Compare every scope once: layout, every conversation with memory, and what the
             # index holds.

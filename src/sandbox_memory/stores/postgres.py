@@ -41,7 +41,7 @@ from ..errors import (
     MemoryLockTimeout,
     MemoryStoreUnavailable,
 )
-from ..store import Entry, LogRecord, Overrides
+from ..store import Defaults, Entry, LogRecord, Overrides
 
 if TYPE_CHECKING:
     import psycopg
@@ -64,9 +64,15 @@ LAYOUT_LEASE = "layout"
 
 LAYOUT_SCOPE = "layout"
 
+CONVERSATION_PREFIX = "conversation:"
+
+SETTINGS_NOTE = "store/settings.json"
+"""The switch defaults of the ``Memory`` configuration that last consolidated the namespace,
+kept as a note (like the registry): a copy sends and fetches it with the other notes."""
+
 
 def conversation_scope(rollout_id: str) -> str:
-    return f"conversation:{rollout_id}"
+    return f"{CONVERSATION_PREFIX}{rollout_id}"
 
 
 # --------------------------------------------------------------------------- credentials
@@ -875,3 +881,56 @@ class PostgresStore:
             ).fetchall()
         newest = max([after, *(int(r) for _, _, r in rows)])
         return {str(p): (None if c is None else bytes(c)) for p, c, _ in rows}, newest
+
+    # ------------------------------------------------------------ conversations and settings
+
+    async def list_conversations(self) -> list[str]:
+        """Rollout ids of every conversation with memory (even empty, made by ``init``) or a
+        recorded run, sorted: what the file store lists from its conversation records and
+        progress, plus runs recorded but not yet extracted."""
+
+        async with self._tx("listing conversations") as conn:
+            rows = await (
+                await conn.execute(
+                    "SELECT substr(scope, %s) FROM sbm_scopes WHERE namespace = %s "
+                    "AND starts_with(scope, %s) "
+                    "UNION SELECT rollout_id FROM sbm_rollouts WHERE namespace = %s",
+                    (
+                        len(CONVERSATION_PREFIX) + 1,
+                        self.namespace,
+                        CONVERSATION_PREFIX,
+                        self.namespace,
+                    ),
+                )
+            ).fetchall()
+        return sorted(str(r[0]) for r in rows)
+
+    async def load_defaults(self) -> Defaults | None:
+        """The switch defaults recorded by the last consolidation; ``None`` when none were
+        (or the recorded value is unreadable, logged)."""
+
+        async with self._tx("reading the memory settings") as conn:
+            row = await (
+                await conn.execute(
+                    "SELECT content FROM sbm_files WHERE namespace = %s AND path = %s",
+                    (self.namespace, SETTINGS_NOTE),
+                )
+            ).fetchone()
+        if row is None or row[0] is None:
+            return None
+        try:
+            return Defaults.model_validate_json(bytes(row[0]))
+        except ValueError as exc:
+            logger.warning(
+                "memory settings of namespace %s are not valid (%s); using the configured ones",
+                self.namespace,
+                str(exc).splitlines()[0],
+            )
+            return None
+
+    async def save_defaults(self, defaults: Defaults, *, fence: Fence | None = None) -> None:
+        """Record the switch defaults (written only when they differ from the stored ones)."""
+
+        if await self.load_defaults() != defaults:
+            data = defaults.model_dump_json(indent=1).encode("utf-8")
+            await self.put_files({SETTINGS_NOTE: data}, fence=fence)

@@ -36,7 +36,14 @@ from typing import TYPE_CHECKING, Any
 from ..errors import MemoryConflict, MemoryLockTimeout, MemoryStoreUnavailable
 from ..rollouts import rollout_path
 from ..store import ConversationMemory, Entry, LayoutMemory, LogRecord, RolloutProgress
-from .postgres import LAYOUT_SCOPE, Fence, PostgresStore, ScopeState, conversation_scope
+from .postgres import (
+    LAYOUT_SCOPE,
+    SETTINGS_NOTE,
+    Fence,
+    PostgresStore,
+    ScopeState,
+    conversation_scope,
+)
 
 if TYPE_CHECKING:
     from ..runtime import LayoutRuntime
@@ -50,6 +57,10 @@ NOTE_DIRS = ("raw_memories", "rollout_summaries")
 """Phase-1 notes under ``memories/`` that phase 2 of any machine reads: kept in the store."""
 
 REGISTRY_FILE = "store/registry.json"
+
+STORE_NOTES = (REGISTRY_FILE, SETTINGS_NOTE)
+"""State files under ``memories/`` kept in the store as notes: the registry phase 2 derives and
+the switch defaults of the ``Memory`` configuration that last consolidated."""
 
 REFRESH_LEASE_WAIT_SECONDS = 2.0
 """How long a run start waits for the lease to send its copy's changes: a run never waits long
@@ -396,7 +407,7 @@ class SharedCopy:
                 removed = [k for k in removed if k not in stale]
 
     async def _note_paths(self) -> list[str]:
-        out = [REGISTRY_FILE]
+        out = list(STORE_NOTES)
         for d in NOTE_DIRS:
             out += [
                 f"{d}/{n}"
@@ -483,9 +494,11 @@ class SharedCopy:
                 },
                 "meta": _h(json.dumps([state.head, state.overrides.model_dump()])),
             }
+            self.rt.search_index.mark_scope(scope)
             changed = True
 
         local_lines = len(await st.read_log())
+        log_replaced = False
         if local_lines == base["log_lines"]:
             # The copy's log is what it last fetched: append only what came since.
             fresh = await self.store.read_log(after=int(base["log_seq"]))
@@ -499,6 +512,7 @@ class SharedCopy:
             body = "".join(r.model_dump_json() + "\n" for _, r in log)
             await self.rt.ws.write_atomic(f"{st.dir}/log.jsonl", body.encode("utf-8"))
             base["log_seq"], base["log_lines"] = (log[-1][0] if log else 0), len(log)
+            log_replaced = True
 
         notes, newest = await self.store.files(after=int(base.get("files_rev", 0)))
         for rel, data in notes.items():
@@ -525,6 +539,10 @@ class SharedCopy:
             await self.rt.render_current()
         base["hashes"] = await self._state_hashes()
         await self._save_base(base)
+        if log_replaced:
+            # The search index reads the log from where it stopped, and the log it read is
+            # gone: take in the scopes marked above now, in this process.
+            await self.rt.sync_search()
         if changed:
             self.rt.bump()
         return changed

@@ -1,0 +1,250 @@
+"""A shared store answers as the workspace store does: conversations, switch defaults, search.
+
+Real server (``pg_dsn``), real runtimes on workspace folders, the offline engine. Each history
+is played once into a plain workspace and once through PostgreSQL, and what memory answers is
+compared.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from agents import Runner
+from agents.run import RunConfig
+from agents.sandbox import Manifest, SandboxRunConfig
+from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
+from agents.testing import ScriptedModel, assistant_message, function_call
+from click.testing import CliRunner
+
+from sandbox_memory import (
+    Forget,
+    MemoryClient,
+    MemoryGenerateConfig,
+    MemoryLayoutConfig,
+    MemoryReadConfig,
+    Remember,
+)
+from sandbox_memory.cli import main
+from sandbox_memory.runtime import LayoutRuntime
+from sandbox_memory.search import SearchHit
+from sandbox_memory.store import Defaults
+from sandbox_memory.stores import PostgresStore
+from sandbox_memory.workspace import LocalWorkspace
+from shared_flow import agent, lesson, run_payload
+
+OFFLINE = MemoryGenerateConfig(engine="offline")
+
+
+def runtime(
+    root: Path, store: PostgresStore | None, *, read: MemoryReadConfig | None = None
+) -> LayoutRuntime:
+    root.mkdir(parents=True, exist_ok=True)
+    return LayoutRuntime(
+        LocalWorkspace(root),
+        layout=MemoryLayoutConfig(),
+        generate=OFFLINE,
+        read=read,
+        store=store,
+    )
+
+
+async def cli(*args: str) -> tuple[int, str, str]:
+    """The command line (its own event loop, so in a thread of this test)."""
+
+    result = await asyncio.to_thread(CliRunner().invoke, main, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+SEGMENT_ID = re.compile(r"\b[0-9a-f]{8}(?=[:\]#])")
+"""A recorded segment's random id (in item ids and the texts citing them)."""
+
+STAMP = re.compile(r"\d{4}-\d\d-\d\dT[\d:.]+\+00:00|(?<=edit-)\d+")
+"""A time in a text, and in the item id a command's entry rests on."""
+
+
+def hits(found: list[SearchHit]) -> list[tuple[Any, ...]]:
+    """What a hit says, without when it was made: two plays of one history differ only in
+    times and segment ids."""
+
+    def same(text: str) -> str:
+        return STAMP.sub("<time>", SEGMENT_ID.sub("<segment>", text))
+
+    return [
+        (h.kind, h.key, h.conversation, same(h.text), h.path, [same(s.item) for s in h.sources])
+        for h in found
+    ]
+
+
+async def test_conversations_and_switch_defaults_are_read_from_the_store(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    store = PostgresStore(pg_dsn, namespace="acme")
+    # A sandbox whose Memory reads nothing by default (Memory(read=None)) learns from a run.
+    rt = runtime(tmp_path / "a", store, read=None)
+    await rt.record(run_payload(lesson("alpha")), rollout_id="conv-a")
+    await rt.close()
+    # Memory started for a conversation before any run, and a run not extracted yet.
+    admin = MemoryClient(store=PostgresStore(pg_dsn, namespace="acme"))
+    await admin.create("conv-empty")
+    await store.append_segment("conv-late", "seg-late-1", json.dumps({"segment_id": "x"}) + "\n")
+
+    assert await store.list_conversations() == ["conv-a", "conv-empty", "conv-late"]
+    recorded = Defaults(use=False, generate=True, max_summary_chars=8000)
+    assert await store.load_defaults() == recorded
+    assert await PostgresStore(pg_dsn, namespace="globex").load_defaults() is None
+
+    # A client with no workspace of its own sees them, as a client of the workspace would.
+    fresh = MemoryClient(store=PostgresStore(pg_dsn, namespace="acme"))
+    listed = {c.rollout_id: c for c in await fresh.conversations()}
+    assert set(listed) == {"conv-a", "conv-empty", "conv-late"}
+    assert listed["conv-a"].active == 1 and listed["conv-a"].recorded
+    view = await fresh.view("conv-a")
+    assert view.settings == {"use": False, "generate": True}
+    local = MemoryClient(tmp_path / "a")
+    assert view.settings == (await local.view("conv-a")).settings
+    code, out, err = await cli(
+        "show", "-c", "conv-a", "--json", "--dsn", pg_dsn, "--namespace", "acme"
+    )
+    assert code == 0, err
+    assert json.loads(out)["settings"] == {"use": False, "generate": True}
+    code, out, err = await cli("conversations", "--dsn", pg_dsn, "--namespace", "acme")
+    assert code == 0, err
+    assert all(rid in out for rid in ("conv-a", "conv-empty", "conv-late"))
+
+    # The same defaults again write nothing; others are recorded (the last close's config).
+    _, rev = await store.files()
+    await store.save_defaults(recorded)
+    assert (await store.files(after=rev))[0] == {}
+    on = Defaults(use=True, generate=True, max_summary_chars=4000)
+    await store.save_defaults(on)
+    assert await store.load_defaults() == on
+    await store.aclose()
+
+
+async def play(rt: LayoutRuntime, client: MemoryClient) -> None:
+    """One history: two conversations learn, a person keeps something private, one lesson is
+    forgotten, and the close after it."""
+
+    await rt.record(run_payload(lesson("alpha")), rollout_id="conv-a")
+    await rt.record(run_payload(lesson("bravo")), rollout_id="conv-b")
+    await rt.record(
+        run_payload("My locker code is 4471, keep it between us."),
+        rollout_id="ann-chat",
+        person="ann",
+    )
+    await rt.close()
+    view = await client.view()
+    view = await client.apply(
+        Remember(
+            key="ann-editor",
+            content="Ann prefers vim keybindings.",
+            kind="preference",
+            person="ann",
+        ),
+        expected=view.version,
+    )
+    bravo = next(k for k in view.entries if "bravo" in k)
+    await client.apply(Forget(key=bravo), expected=view.version)
+    await rt.close()
+
+
+QUERIES: list[tuple[str, dict[str, Any]]] = [
+    ("alpha deploy", {}),
+    ("bravo", {}),
+    ("noted", {"limit": 20}),
+    ("deploy", {"conversation": "conv-a"}),
+    ("vim keybindings", {}),
+    ("vim keybindings", {"person": "ann"}),
+    ("locker code", {}),
+    ("locker code", {"person": "ann"}),
+]
+
+
+async def test_search_over_the_store_answers_as_over_the_workspace(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    plain = runtime(tmp_path / "plain", None, read=MemoryReadConfig())
+    await play(plain, MemoryClient(tmp_path / "plain", generate=OFFLINE))
+    shared_rt = runtime(tmp_path / "m1", PostgresStore(pg_dsn, namespace="acme"))
+    await play(shared_rt, MemoryClient(store=PostgresStore(pg_dsn, namespace="acme")))
+
+    local = MemoryClient(tmp_path / "plain", generate=OFFLINE)
+    # A client on another machine, with no workspace: its copy comes from the store.
+    remote = MemoryClient(store=PostgresStore(pg_dsn, namespace="acme"), generate=OFFLINE)
+    for query, kw in QUERIES:
+        want = hits(await local.search(query, **kw))
+        assert hits(await remote.search(query, **kw)) == want, (query, kw)
+    # What the file store hides is hidden here too: the forgotten lesson and the items it was
+    # learned from (its run's summary stays, as there), and a person's private memory from
+    # everyone else.
+    assert [h.kind for h in await remote.search("bravo")] == ["rollout_summary"]
+    assert await remote.search("vim keybindings") == []
+    assert await remote.search("locker code") == []
+    assert [h.key for h in await remote.search("vim keybindings", person="ann")] == ["ann-editor"]
+    assert (await remote.search("locker code", person="ann"))[0].conversation == "ann-chat"
+    found = await remote.search("alpha deploy")
+    assert {h.kind for h in found} == {"entry", "rollout_summary"}
+    replies = await remote.search("noted", limit=20)
+    assert {h.conversation for h in replies if h.kind == "item"} == {"conv-a", "conv-b"}
+
+    # The CLI on the store, no workspace.
+    code, out, err = await cli(
+        "search", "alpha deploy", "--json", "--dsn", pg_dsn, "--namespace", "acme"
+    )
+    assert code == 0, err
+    assert [(h["kind"], h["key"], h["conversation"]) for h in json.loads(out)] == [
+        (h.kind, h.key, h.conversation) for h in found
+    ]
+
+
+async def test_a_copy_finds_what_other_sandboxes_learned_after_its_own_changes(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    """A copy that changed memory itself (an extraction after a run) takes in the store's log
+    in place of its own at the next close; the search index still sees every scope that
+    changed in the store meanwhile."""
+
+    b = runtime(tmp_path / "b", PostgresStore(pg_dsn, namespace="acme"))
+    await b.record(run_payload(lesson("one")), rollout_id="conv-b1")
+    await b.close()
+    a = runtime(tmp_path / "a", PostgresStore(pg_dsn, namespace="acme"))
+    for i, tag in enumerate(("alpha", "bravo", "charlie")):
+        await a.record(run_payload(lesson(tag)), rollout_id=f"conv-a{i}")
+    await b.record(run_payload(lesson("two")), rollout_id="conv-b2")
+    await b.consolidate_conversation("conv-b2")  # extraction after the run, on the copy
+    await a.close()
+    await b.close()
+    for i, tag in enumerate(("alpha", "bravo", "charlie")):
+        found = await b.search_index.search(tag, conversation=f"conv-a{i}")
+        assert any(h.kind == "entry" and tag in h.text for h in found), tag
+
+
+async def test_the_agent_searches_what_another_machine_learned(pg_dsn: str, tmp_path: Path) -> None:
+    a = runtime(tmp_path / "a", PostgresStore(pg_dsn, namespace="acme"))
+    await a.record(run_payload(lesson("zephyr")), rollout_id="conv-a")
+    await a.close()
+    model = ScriptedModel(
+        [
+            [function_call("memory_search", {"query": "zephyr deploy"}, call_id="s1")],
+            [assistant_message("Found it.")],
+        ]
+    )
+    root = tmp_path / "b"
+    root.mkdir()
+    sandbox = await UnixLocalSandboxClient().create(manifest=Manifest(root=str(root)))
+    async with sandbox:
+        result = await Runner.run(
+            agent(model, PostgresStore(pg_dsn, namespace="acme")),
+            "How does zephyr ship?",
+            run_config=RunConfig(sandbox=SandboxRunConfig(session=sandbox)),
+        )
+    outputs = [
+        str(getattr(item, "output", ""))
+        for item in result.new_items
+        if type(item).__name__ == "ToolCallOutputItem"
+    ]
+    assert outputs and "deploy-zephyr" in outputs[0] and "conv-a" in outputs[0]
