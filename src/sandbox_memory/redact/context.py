@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
+import functools
 import math
 import re
 import urllib.parse
@@ -13,10 +14,13 @@ from collections.abc import Callable, Container, Iterable, Iterator
 
 from .rules import (
     _ANNOTATION_RX,
+    _ASCII_ESCAPE_RX,
     _ASSIGN_ANCHORS,
     _ASSIGN_TRIGGERS,
     _BARE_RX,
     _BASE64_GATES,
+    _BASE64_PREFIX_GATES,
+    _BASE64_PREFIXES,
     _BASE64_RUN_RX,
     _BLOCK_BODY_RX,
     _BLOCK_LINE_RX,
@@ -37,6 +41,10 @@ from .rules import (
     _ENTROPY_MIN_LEN,
     _ENTROPY_RUN_START_RX,
     _ENTROPY_WINDOW,
+    _ESCAPE_GATES,
+    _HEX_GATES,
+    _HEX_PREFIXES,
+    _HEX_RUN_RX,
     _IDENT_NO_DIGIT_RX,
     _KEY_CHARS,
     _LINE_BREAK_RX,
@@ -44,16 +52,25 @@ from .rules import (
     _P_ENCODED,
     _P_ENTROPY,
     _P_PRIVATE_KEY,
+    _PASSWORD_NOUNS,
     _PERCENT_ESCAPE_RX,
     _PERCENT_RUN_CHARS,
     _PERCENT_RUN_RX,
+    _PHRASE_CLAUSE_WORDS,
+    _PHRASE_COLON_RX,
     _PHRASE_DIRECT_TAIL_RX,
     _PHRASE_GATES,
     _PHRASE_LEAD_BEFORE_RX,
+    _PHRASE_LINK_AT_RX,
     _PHRASE_LINK_STARTS,
-    _PHRASE_LINKED_TAIL_RX,
     _PHRASE_NOUN_AT_RX,
+    _PHRASE_OPEN_QUOTES,
     _PHRASE_QUOTES,
+    _PHRASE_SET_LEAD_RX,
+    _PHRASE_STOP_SUFFIXES,
+    _PHRASE_STOPWORDS,
+    _PHRASE_WORD_RX,
+    _PIN_NOUNS,
     _QUOTES,
     _SNAKE_IDENT_RX,
     _SQ_BODY_RX,
@@ -64,9 +81,11 @@ from .rules import (
     _XML_VALUE_RX,
     _has_digit,
     _Hit,
+    _is_loose_key,
     _is_placeholder,
     _is_secret_key,
     _kind_for_key,
+    _loose_value_ok,
     _normalize_key,
     _secretish,
 )
@@ -133,11 +152,21 @@ def _at_value_end(text: str, pos: int) -> bool:
     n = len(text)
     while pos < n and text[pos] in " \t":
         pos += 1
-    return pos >= n or text[pos] in "\r\n,}#" or text.startswith(("\\n", "\\r"), pos)
+    if pos >= n or text[pos] in "\r\n,}#\"'":
+        return True  # a line end, a separator, or the quote that closes the enclosing string
+    return text.startswith(("\\n", "\\r", '\\"', "\\'"), pos)
 
 
 def _take_value(
-    text: str, pos: int, op: str, key: str, *, quoted_only: bool = False, url: bool = False
+    text: str,
+    pos: int,
+    op: str,
+    key: str,
+    *,
+    quoted_only: bool = False,
+    url: bool = False,
+    digits: bool = False,
+    words: bool = False,
 ) -> tuple[int, int] | None:
     """Span of the literal assigned at `pos`, or None when it is not a secret literal.
 
@@ -164,6 +193,8 @@ def _take_value(
         value = text[start:end]
         if _is_placeholder(value) or value.lower() == key.lower():
             return None
+        if quote == "`" and (value != value.strip() or "(" in value):
+            return None  # a code span in Markdown (`passwd=` and `auth=`), not a value
         if _TYPE_STRING_RX.fullmatch(value):
             return None  # a quoted annotation such as "contextvars.Token[Span | None]"
         return start, end
@@ -180,8 +211,9 @@ def _take_value(
     if _SNAKE_IDENT_RX.fullmatch(value) and _is_secret_key(value):
         return None  # a variable holding the secret, not the secret
     if _IDENT_NO_DIGIT_RX.fullmatch(value) and (start > pos or "_" in value):
-        return None  # `api_key = item_key`, `auth: CredentialParam`, `x=DEFAULT_TOKEN`
-    if value.isdigit() and start > pos:
+        if not (words and op == ":" and _stated_word(text, value, end)):
+            return None  # `api_key = item_key`, `auth: CredentialParam`, `x=DEFAULT_TOKEN`
+    if value.isdigit() and start > pos and not digits:
         return None  # `ERRORTOKEN = 60`: a numeric constant in code
     if key.lower().strip("-") in ("pwd", "oldpwd") and value.startswith(("/", "~")):
         return None  # the shell's working directory
@@ -191,6 +223,24 @@ def _take_value(
         if not _at_value_end(text, end) and not _secretish(value):
             return None  # prose such as "password: click the link below"
     return start, end
+
+
+_STATED_KEY_RX = re.compile(r"password|passwd|passphrase|passcode|pwd|contrase|passwort")
+"""Names under which a plain word is still the password (``password: bluebird``); a bare
+``pass:`` in prose is not one of them."""
+
+
+def _stated_word(text: str, value: str, end: int) -> bool:
+    """``password: bluebird`` (YAML, prose): a lowercase word that ends its line and is no
+    word about passwords nor a name in code (``password: value,``) is the password."""
+    return (
+        len(value) >= 4
+        and value.isalpha()
+        and value.islower()
+        and _at_value_end(text, end)
+        and value not in _PHRASE_STOPWORDS
+        and not (len(value) > 5 and value.endswith(_PHRASE_STOP_SUFFIXES))
+    )
 
 
 def _bare_value_end(text: str, start: int, *, url: bool = False) -> int:
@@ -264,7 +314,10 @@ def _is_code_call(value: str) -> bool:
         "(" if value[-1] == ")" else "["
     ):
         return True
-    return all(_is_wordy(part) or _is_identifier(part) for part in call.group("callee").split("."))
+    return all(
+        _is_wordy(part) or _is_identifier(part) or _SNAKE_IDENT_RX.fullmatch(part) is not None
+        for part in call.group("callee").split(".")
+    )
 
 
 def _key_start(text: str, pos: int) -> int:
@@ -314,19 +367,39 @@ def _scan_assignments(
             seen.add(key_start)
             if key_start > 0 and text[key_start - 1] in "/@":
                 continue  # inside a URL; the URL rules handle it
+            if text.startswith("-D", key_start):
+                key_start += 2  # java -Dapp.pin=...: a system property
             key = text[key_start : match.end("tail")]
+            loose = False
             if not _is_secret_key(key):
-                continue
+                if not _is_loose_key(key):
+                    continue
+                loose = True
+            kind = _kind_for_key(key)
             op = match.group("op")
             value_at = match.end()
             span: tuple[int, int] | None
-            if op == ">":  # <password>value</password>
+            if op == "," or op[0] in "vcd":
+                # a quoted name, then its quoted value: `define('DB_PASSWORD', '...')`,
+                # `<add key="ClearTextPassword" value="..."/>`
+                kq = match.group("kq")
+                if not kq or key_start == 0 or text[key_start - 1] != kq[-1]:
+                    continue
+                head = key_start - len(kq)
+                pair = _PAIR_HEAD_RX.search(lowered, max(0, head - 16), head)
+                if pair is None or (pair.group("call") is not None) != (op == ","):
+                    continue
+                span = _take_value(text, value_at, "=", key, quoted_only=True)
+                if span is not None and op == "," and not _CALL_END_RX.match(text, span[1] + 1):
+                    continue  # `("password", "secret", "token")`: words, not a name and value
+                if span is not None and text[span[0] : span[1]].lower() in key.lower():
+                    continue  # `_vendor("heroku-api-key", "heroku")`: a part of the name
+            elif op == ">":  # <password>value</password>
                 if key_start == 0 or text[key_start - 1] != "<" or match.group("kq"):
                     continue
-                xml = _XML_VALUE_RX.match(text, value_at)
-                if xml is None or _is_placeholder(xml.group("secret")):
+                span = _xml_value(text, value_at, key)
+                if span is None:
                     continue
-                span = xml.span("secret")
             elif op == ":" and not match.group("kq") and _TYPE_WORD_RX.match(text, value_at):
                 # `password: str = "..."`: skip the annotation, look at the default value
                 annotated = _ANNOTATION_RX.match(text, value_at)
@@ -337,9 +410,12 @@ def _scan_assignments(
                 )
             else:
                 url = key_start > 0 and text[key_start - 1] in "?&"
-                span = _take_value(text, value_at, op, key, url=url)
-            if span is not None:
-                hits.append((span[0], span[1], _P_ASSIGNMENT, _kind_for_key(key)))
+                span = _take_value(
+                    text, value_at, op, key, url=url, digits=kind == "pin",
+                    words=kind == "pin" or _STATED_KEY_RX.search(_normalize_key(key)) is not None,
+                )  # fmt: skip
+            if span is not None and _value_fits(text[span[0] : span[1]], kind, loose):
+                hits.append((span[0], span[1], _P_ASSIGNMENT, kind))
     if present is not None and "--" not in present:
         return
     for match in _CLI_TRIGGER.finditer(lowered):  # --password value
@@ -350,6 +426,119 @@ def _scan_assignments(
         span = _take_value(text, value_at, "=", key)
         if span is not None:
             hits.append((span[0], span[1], _P_ASSIGNMENT, _kind_for_key(key)))
+
+
+_PAIR_HEAD_RX = re.compile(r"(?P<call>[a-z0-9_\]>]\()[ \t]*\Z|(?<![a-z0-9_-])(?:key|name|id|"
+                           r"property|setting|param|field|var)[ \t]*=[ \t]*\\?\Z")  # fmt: skip
+"""Before a quoted name that a value follows: a call (``define(``, ``setenv(``) or an
+attribute (``<add key=``, ``name=``); a list of words (``("token", "secret", ...)``) is none."""
+_CALL_END_RX = re.compile(r"[ \t]*(?:\)|,[ \t]*(?![\s\"']|[rbfu]{1,2}[\"']))")
+"""After the value of a call pair: the call ends, or an argument that is no string follows."""
+_CONFIG_SET_RX = re.compile(
+    r"config(?:(?::set|(?:[ \t]+(?:set|--global|--local|--system|--user|--project|-g|"
+    r"--location[ \t=]+\S+))+)[ \t]+(?P<key>[A-Za-z0-9_.:/@-]{2,160})"
+    r"|[ \t]+(?P<dotted>[A-Za-z0-9_-]{0,80}[.:/][A-Za-z0-9_.:/@-]{1,160}))[ \t]+(?=[^\s-])"
+)
+"""``npm config set //registry/:_authToken X``, ``yarn config set npmAuthToken X``,
+``git config --global user.password X``: the name is the last part of a dotted or ``:`` path."""
+
+
+@functools.lru_cache(maxsize=4096)
+def _config_key_may_hold_secret(key: str) -> bool:
+    names = (key, re.split(r"[:/.]", key)[-1])
+    return any(name and _is_secret_key(name) for name in names) or _is_loose_key(key)
+
+
+def _pair_key_ok(key: str, value: str) -> str | None:
+    """The kind of a value stored under ``key``, or None when it is no secret there."""
+    for name in dict.fromkeys((key, re.split(r"[:/.]", key)[-1])):
+        if name and _is_secret_key(name):
+            kind = _kind_for_key(name)
+            return kind if _value_fits(value, kind, False) else None
+    if _is_loose_key(key) and _loose_value_ok(value):
+        return _kind_for_key(key)
+    return None
+
+
+def _scan_config_sets(text: str, lowered: str, hits: list[_Hit]) -> None:
+    """``config set <name> <value>`` commands (npm, yarn, git, pip, poetry)."""
+    for match in _CONFIG_SET_RX.finditer(lowered):
+        group = "key" if match.start("key") >= 0 else "dotted"
+        key = text[match.start(group) : match.end(group)]
+        if not _config_key_may_hold_secret(key):
+            continue
+        span = _take_value(text, match.end(), "=", key)
+        if span is None:
+            continue
+        kind = _pair_key_ok(key, text[span[0] : span[1]])
+        if kind is not None:
+            hits.append((span[0], span[1], _P_ASSIGNMENT, kind))
+
+
+_COOKIE_HEAD_RX = re.compile(
+    r"(?:set-)?cookie2?[ \t]*:[ \t]*|(?:--cookie|-b)(?:[ \t]*=|[ \t]+)[\"']?"
+)
+_COOKIE_PAIR_RX = re.compile(
+    r"[ \t]*(?P<name>[^=;,\s\"'\\]{1,128})=(?P<value>[^;\s\"'\\,]{0,4096})"
+)
+_COOKIE_NAME_RX = re.compile(
+    r"sess|sid|auth|token|jwt|remember|login|ident|secret|csrf|xsrf|key|pass|cred|sso|saml"
+)
+_COOKIE_ATTRIBUTES = frozenset(
+    {"path", "domain", "expires", "max-age", "samesite", "priority", "version", "comment"}
+)
+
+
+def _scan_cookies(text: str, lowered: str, hits: list[_Hit]) -> None:
+    """``Cookie:`` and ``Set-Cookie:`` headers, ``curl -b``: a value whose name speaks of a
+    session or a credential, or that looks like one, is redacted; attributes are kept."""
+    for head in _COOKIE_HEAD_RX.finditer(lowered):
+        if head.group()[0] == "-" and head.start() > 0 and text[head.start() - 1] not in " \t":
+            continue
+        at = head.end()
+        for _ in range(64):
+            pair = _COOKIE_PAIR_RX.match(text, at)
+            if pair is None:
+                break
+            name, value = pair.group("name").lower(), pair.group("value")
+            start, end = pair.span("value")
+            if (
+                value
+                and name not in _COOKIE_ATTRIBUTES
+                and not _is_placeholder(value)
+                and (_COOKIE_NAME_RX.search(name) or (len(value) >= 16 and _has_digit(value)))
+            ):
+                hits.append((start, end, _P_ASSIGNMENT, "session-cookie"))
+            at = pair.end()
+            if at >= len(text) or text[at] != ";":
+                break
+            at += 1
+
+
+def _value_fits(value: str, kind: str, loose: bool) -> bool:
+    """A PIN has 4+ characters (``LED_PIN = 13`` is a GPIO pin); a loose key's value must
+    look like a credential."""
+    if kind == "pin" and len(value) < 4:
+        return False
+    return not loose or _loose_value_ok(value)
+
+
+def _xml_value(text: str, pos: int, key: str) -> tuple[int, int] | None:
+    """``<password>value</password>``: up to the closing tag of the key, so a ``<`` inside
+    the value is part of it."""
+    line_end = text.find("\n", pos, pos + 1024)
+    limit = line_end if line_end >= 0 else min(len(text), pos + 1024)
+    close = text.find("</" + key, pos, limit)
+    if close < 0:
+        xml = _XML_VALUE_RX.match(text, pos)
+        if xml is None:
+            return None
+        start, end = xml.span("secret")
+    else:
+        start, end = pos, close
+    if end <= start or _is_placeholder(text[start:end]):
+        return None
+    return start, end
 
 
 def _shannon_entropy(value: str) -> float:
@@ -494,9 +683,13 @@ def _scan_entropy(
             hits.append((start, end, _P_ENTROPY, "high-entropy-secret"))
 
 
-def _phrase_value_ok(value: str) -> bool:
-    """A word after "the password is" that is a credential, not prose ("is required")."""
-    if len(value) < 6 or _is_placeholder(value) or "://" in value:
+def _phrase_value_ok(value: str, password: bool, pin: bool, clause_end: bool) -> bool:
+    """A word stated as a credential ("the password is ...") that is one, not prose.
+
+    After a password or PIN noun any shape counts ("my password is sunshine", "the PIN is
+    4821") unless the word says something about the password ("is required", "is too
+    short"); after other nouns ("token", "secret") the value must have a digit or a symbol."""
+    if len(value) < (4 if password else 6) or _is_placeholder(value) or "://" in value:
         return False
     if value.startswith(("/", "~", "./", "[")) or "@" in value and "." in value.split("@")[-1]:
         return False  # a path, a marker, an e-mail address
@@ -506,8 +699,36 @@ def _phrase_value_ok(value: str) -> bool:
     has_digit = any(c.isdigit() for c in value)
     has_symbol = any(not c.isalnum() for c in value)
     if not has_alpha:
-        return has_digit and len(value) >= 8 and not has_symbol  # a long PIN
-    return has_digit or has_symbol and not value.replace("-", "").replace("_", "").isalpha()
+        if has_symbol:
+            return False
+        return len(value) >= 4 if (pin or password) else len(value) >= 8
+    if has_digit or has_symbol and not value.replace("-", "").replace("_", "").isalpha():
+        return True
+    if not password or not clause_end:
+        return False
+    word = value.lower().strip("-_")
+    if word in _PHRASE_STOPWORDS or "-" in word or "_" in word:
+        return False
+    return not (len(word) > 5 and word.endswith(_PHRASE_STOP_SUFFIXES))
+
+
+_CLAUSE_SPLIT_RX = re.compile(r"\s|\\[nrt]")
+
+
+def _clause_ends(text: str, pos: int) -> bool:
+    """Nothing but a sentence's end, a separator or a small word follows ``pos``."""
+    n = len(text)
+    while pos < n and text[pos] in " \t":
+        pos += 1
+    if pos >= n or text[pos] in "\r\n.,;:!?)]}\"'»”」』(" or not text[pos].isascii():
+        return True
+    if text.startswith(("\\n", "\\r", "- ", "– ", "— ", "-- "), pos):
+        return True
+    word = _CLAUSE_SPLIT_RX.split(text[pos : pos + 14], 1)[0].lower().rstrip(".,;:!?\\\"'}])")
+    return word in _PHRASE_CLAUSE_WORDS
+
+
+_PASSWORD_NOUN_SET = frozenset(" ".join(n.split()) for n in _PASSWORD_NOUNS)
 
 
 def _scan_phrases(text: str, lowered: str, hits: list[_Hit], present: Container[str]) -> None:
@@ -527,55 +748,153 @@ def _scan_phrases(text: str, lowered: str, hits: list[_Hit], present: Container[
             pos = lowered.find(gate, pos + 1)
 
 
+def _is_cjk(char: str) -> bool:
+    """Scripts written without spaces between words (Han, kana, Hangul)."""
+    code = ord(char)
+    return 0x3040 <= code <= 0x30FF or 0x3400 <= code <= 0x9FFF or 0xAC00 <= code <= 0xD7AF
+
+
 def _phrase_at(text: str, lowered: str, pos: int, hits: list[_Hit], seen: set[int], n: int) -> None:
-    ascii_noun = lowered[pos].isascii()
-    if ascii_noun and pos > 0 and (lowered[pos - 1].isalnum() or lowered[pos - 1] == "_"):
-        return  # inside a word: "bypass" is not a noun
+    if pos > 0 and (lowered[pos - 1].isalnum() or lowered[pos - 1] == "_"):
+        escaped = pos > 1 and lowered[pos - 2] == "\\" and lowered[pos - 1] in "ntr"
+        if not escaped and not _is_cjk(lowered[pos]):
+            return  # inside a word: "bypass" is not a noun (but `\npassword` starts one)
     noun = _PHRASE_NOUN_AT_RX.match(lowered, pos)
     if noun is None:
         return
-    if ascii_noun:
-        if noun.end() >= n or lowered[noun.end()] not in " \t":
-            return  # "tokenizer", "token_count", "password=": not told in words
-        ahead = lowered[noun.end() : noun.end() + 160].split(None, 6)[:6]
-        if any(word.rstrip(":") in _PHRASE_LINK_STARTS for word in ahead):
-            linked = _PHRASE_LINKED_TAIL_RX.match(lowered, noun.end())
-            _phrase_value(text, linked, hits, seen, n)
-        word = ahead[0].strip(_PHRASE_QUOTES).rstrip(".,:;") if ahead else ""
-        if len(word) < 6 or word.isalpha():
-            return  # what follows the noun is no credential: "token handler", "password."
-        direct = _PHRASE_DIRECT_TAIL_RX.match(lowered, noun.end())
-        if direct is not None and direct.end() not in seen:
-            # "use the password <value>": the lead words before the noun are looked at last
-            end = _bare_value_end(text, direct.end())
-            if _phrase_value_ok(text[direct.end() : end]) and (
-                _PHRASE_LEAD_BEFORE_RX.search(lowered, max(0, pos - 60), pos) is not None
-            ):
-                _phrase_value(text, direct, hits, seen, n)
-    else:
-        _phrase_value(text, _CJK_TAIL_RX.match(lowered, noun.end()), hits, seen, n)
+    spaced = not _is_cjk(lowered[pos])
+    name = " ".join(noun.group("noun").split())
+    password = name in _PASSWORD_NOUN_SET
+    pin = name in _PIN_NOUNS
+    end = noun.end()
+    if not spaced:
+        tail = _CJK_TAIL_RX.match(lowered, end)
+        if tail is not None:
+            _phrase_value(text, tail.end(), tail.group("q"), hits, seen, password, pin, True)
+        return
+    if end >= n or lowered[end] not in " \t:：":
+        return  # "tokenizer", "token_count", "password=": not told in words
+    if lowered[end] in ":：":
+        if noun.group().isascii():
+            return  # "password: x" is an assignment, found by the assignment rules
+        colon = _PHRASE_COLON_RX.match(lowered, end)
+        if colon is not None:
+            _phrase_value(text, colon.end(), colon.group("q"), hits, seen, password, pin)
+        return
+    ahead = lowered[end : end + 160].split(None, 6)[:6]
+    if not ahead:
+        return
+    links = [word for word in ahead if word.rstrip(":") in _PHRASE_LINK_STARTS]
+    if links and (
+        links != ["to"]
+        or name.startswith(("hasło", "haslo"))
+        or _PHRASE_SET_LEAD_RX.search(lowered, max(0, pos - 40), pos) is not None
+    ):
+        _phrase_linked(text, lowered, pos, end, name, password, pin, hits, seen)
+    first = ahead[0].strip(_PHRASE_QUOTES).rstrip(".,:;")
+    if len(first) < (4 if password else 6) or not (password or not first.isalpha()):
+        return  # what follows the noun is no credential: "token handler", "password."
+    if _PHRASE_LEAD_BEFORE_RX.search(lowered, max(0, pos - 60), pos) is not None:
+        # "use the password <value>", "мой пароль <value>"
+        direct = _PHRASE_DIRECT_TAIL_RX.match(lowered, end)
+        if direct is not None:
+            _phrase_value(text, direct.end(), direct.group("q"), hits, seen, password, pin)
+
+
+def _phrase_linked(
+    text: str,
+    lowered: str,
+    pos: int,
+    end: int,
+    name: str,
+    password: bool,
+    pin: bool,
+    hits: list[_Hit],
+    seen: set[int],
+) -> None:
+    """``<noun> [up to five words] <link> <value>``: each link word is tried in turn."""
+    n = len(text)
+    set_lead: bool | None = None
+    at = end
+    for _ in range(6):
+        link = _PHRASE_LINK_AT_RX.match(lowered, at + 1) if at < n else None
+        if link is not None and lowered[at] in " \t":
+            word = link.group("link")
+            usable = True
+            if word == "to" and not name.startswith(("hasło", "haslo")):
+                if set_lead is None:
+                    set_lead = (
+                        _PHRASE_SET_LEAD_RX.search(lowered, max(0, pos - 40), pos) is not None
+                    )
+                usable = set_lead
+            if usable:
+                # the first usable link decides: "is strong) is kept" tells no password
+                _phrase_value(text, link.end(), link.group("q"), hits, seen, password, pin)
+                return
+        step = _PHRASE_WORD_RX.match(lowered, at)
+        if step is None or lowered[step.end() - 1] in ".!?;":
+            break  # the sentence ends: no value told after it
+        at = step.end()
 
 
 def _phrase_value(
-    text: str, tail: re.Match[str] | None, hits: list[_Hit], seen: set[int], n: int
-) -> None:
-    if tail is None:
-        return
-    start = tail.end()
+    text: str,
+    start: int,
+    quote: str,
+    hits: list[_Hit],
+    seen: set[int],
+    password: bool,
+    pin: bool,
+    ascii_only: bool = False,
+) -> bool:
+    n = len(text)
     if start in seen or start >= n:
-        return
+        return False
     seen.add(start)
+    closer = _PHRASE_OPEN_QUOTES.get(quote[-1:]) if quote else None
+    if closer is not None and quote[0] == "\\":
+        closer = "\\" + closer  # a JSON-escaped quote closes with one too
+    if closer is not None:
+        # a quoted value: everything to the closing quote, blanks included
+        line_end = text.find("\n", start, start + 130)
+        end = text.find(closer, start, line_end if line_end >= 0 else start + 130)
+        if end > start:
+            value = text[start:end]
+            if (
+                len(value) >= 4
+                and not _is_placeholder(value)
+                and (password or _phrase_value_ok(value, password, pin, True))
+            ):
+                hits.append((start, end, _P_ASSIGNMENT, "password"))
+                return True
+            return False
     end = _bare_value_end(text, start)
-    if end > start and _phrase_value_ok(text[start:end]):
+    if ascii_only:
+        cut = next((i for i in range(start, end) if not text[i].isascii()), end)
+        end = cut
+        while end > start and text[end - 1] in _VALUE_TRAILERS:
+            end -= 1
+    if end > start and _phrase_value_ok(
+        text[start:end], password, pin, ascii_only or _clause_ends(text, end)
+    ):
         hits.append((start, end, _P_ASSIGNMENT, "password"))
+        return True
+    return False
 
 
 def _scan_encoded(
-    text: str, hits: list[_Hit], present: Container[str], rescan: Callable[[str], bool]
+    text: str,
+    hits: list[_Hit],
+    present: Container[str],
+    rescan: Callable[[str], list[_Hit]],
 ) -> None:
-    """Secrets inside percent-encoded text (``password%3DXk9...``) and base64 (``echo ... |
-    base64 -d``): each encoded run is decoded and scanned; a run hiding a secret is redacted
-    whole. ``rescan`` tells whether decoded text holds a secret."""
+    """Secrets inside encoded text, decoded and scanned with ``rescan`` (raw hits):
+
+    * percent-encoded runs (``password%3DXk9...``) and base64 runs (``echo ... | base64 -d``,
+      or a run that starts like an encoded secret: ``Z2hwX`` is ``ghp_``) and hex runs
+      (``xxd -r -p``, or ``6768705f...``): a run hiding a secret is redacted whole;
+    * ASCII written as ``\\uXXXX`` or ``\\xXX`` escapes: the line is read with the escapes
+      decoded, and each secret found is redacted where its escapes are."""
     done = 0
     for escape in _PERCENT_ESCAPE_RX.finditer(text):
         if escape.start() < done:
@@ -595,15 +914,105 @@ def _scan_encoded(
         if decoded != run and rescan(decoded):
             hits.append((match.start(), match.end(), _P_ENCODED, "url-encoded-secret"))
     if any(g in present for g in _BASE64_GATES):
-        for match in _BASE64_RUN_RX.finditer(text):
-            run = match.group()
-            try:
-                raw = base64.b64decode(
-                    run.replace("-", "+").replace("_", "/") + "=" * (-len(run) % 4), validate=True
-                )
-                decoded = raw.decode("utf-8")
-            except (binascii.Error, ValueError):
-                continue
-            if decoded.isprintable() or all(c.isprintable() or c in "\n\r\t" for c in decoded):
-                if rescan(decoded):
-                    hits.append((match.start(), match.end(), _P_ENCODED, "base64-secret"))
+        runs: Iterable[re.Match[str]] = _BASE64_RUN_RX.finditer(text)
+    else:
+        runs = _runs_at_prefixes(
+            text, _BASE64_RUN_RX, _BASE64_PREFIXES, _BASE64_PREFIX_GATES, present
+        )
+    for match in runs:
+        decoded_b64 = _decode_base64(match.group())
+        if decoded_b64 is not None and rescan(decoded_b64):
+            hits.append((match.start(), match.end(), _P_ENCODED, "base64-secret"))
+    if any(g in present for g in _HEX_GATES):
+        hex_runs: Iterable[re.Match[str]] = _HEX_RUN_RX.finditer(text)
+    else:
+        hex_runs = _runs_at_prefixes(text, _HEX_RUN_RX, _HEX_PREFIXES, _HEX_PREFIXES, present)
+    for match in hex_runs:
+        try:
+            decoded_hex = bytes.fromhex(match.group()).decode("utf-8")
+        except ValueError:
+            continue
+        if _printable(decoded_hex) and rescan(decoded_hex):
+            hits.append((match.start(), match.end(), _P_ENCODED, "hex-secret"))
+    if any(g in present for g in _ESCAPE_GATES):
+        _scan_escapes(text, hits, rescan)
+
+
+def _printable(text: str) -> bool:
+    return text.isprintable() or all(c.isprintable() or c in "\n\r\t" for c in text)
+
+
+def _decode_base64(run: str) -> str | None:
+    try:
+        raw = base64.b64decode(
+            run.replace("-", "+").replace("_", "/") + "=" * (-len(run) % 4), validate=True
+        )
+        decoded = raw.decode("utf-8")
+    except (binascii.Error, ValueError):
+        return None
+    return decoded if _printable(decoded) else None
+
+
+def _runs_at_prefixes(
+    text: str,
+    run_rx: re.Pattern[str],
+    prefixes: tuple[str, ...],
+    gates: tuple[str, ...],
+    present: Container[str],
+) -> Iterator[re.Match[str]]:
+    """The runs of ``run_rx`` that start with one of ``prefixes`` (whose lowercase forms, the
+    ``gates``, the prefilter saw), in text order."""
+    starts: set[int] = set()
+    for prefix, gate in zip(prefixes, gates, strict=True):
+        if gate not in present:
+            continue
+        pos = text.find(prefix)
+        while pos >= 0:
+            starts.add(pos)
+            pos = text.find(prefix, pos + 1)
+    for start in sorted(starts):
+        match = run_rx.match(text, start)
+        if match is not None:
+            yield match
+
+
+def _scan_escapes(text: str, hits: list[_Hit], rescan: Callable[[str], list[_Hit]]) -> None:
+    """Lines holding ASCII escapes, decoded; the hits in them mapped back to the escapes."""
+    done = -1
+    for first in _ASCII_ESCAPE_RX.finditer(text):
+        if first.start() < done:
+            continue
+        line_start = max(_line_start(text, first.start()), first.start() - 65536)
+        line_end = _line_end(text, first.start())
+        done = line_end
+        decoded: list[str] = []
+        origin: list[int] = []  # where each decoded character starts in `text`
+        pos = line_start
+        for escape in _ASCII_ESCAPE_RX.finditer(text, line_start, line_end):
+            decoded.append(text[pos : escape.start()])
+            origin.extend(range(pos, escape.start()))
+            decoded.append(chr(int(escape.group(1) or escape.group(2), 16)))
+            origin.append(escape.start())
+            pos = escape.end()
+        decoded.append(text[pos:line_end])
+        origin.extend(range(pos, line_end))
+        origin.append(line_end)
+        for start, end, priority, kind in rescan("".join(decoded)):
+            last = origin[end - 1]
+            stop = _escape_end(text, last)
+            hits.append((origin[start], stop, min(priority, _P_ENCODED), kind))
+
+
+def _escape_end(text: str, pos: int) -> int:
+    escape = _ASCII_ESCAPE_RX.match(text, pos)
+    return escape.end() if escape is not None else pos + 1
+
+
+def _line_start(text: str, pos: int) -> int:
+    found = max(text.rfind("\n", 0, pos), text.rfind("\x00", 0, pos))
+    return found + 1
+
+
+def _line_end(text: str, pos: int) -> int:
+    ends = [i for i in (text.find("\n", pos), text.find("\x00", pos)) if i >= 0]
+    return min(ends) if ends else len(text)

@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterable, Sequence
 
 from .context import (
     _scan_assignments,
+    _scan_config_sets,
+    _scan_cookies,
     _scan_encoded,
     _scan_entropy,
     _scan_phrases,
@@ -34,8 +36,12 @@ from .rules import (
     _ASCII_LOWER,
     _ASSIGN_ANCHORS,
     _BASE64_GATES,
+    _BASE64_PREFIX_GATES,
     _DIGIT_CHARS,
     _ENTROPY_CONTEXT_WORDS,
+    _ESCAPE_GATES,
+    _HEX_GATES,
+    _HEX_PREFIXES,
     _PHRASE_GATES,
     _TOKEN_CHARS,
     _Hit,
@@ -199,7 +205,14 @@ class Matcher:
             *_ENTROPY_CONTEXT_WORDS,
             *_PHRASE_GATES,
             *_BASE64_GATES,
+            *_BASE64_PREFIX_GATES,
+            *_HEX_GATES,
+            *_HEX_PREFIXES,
+            *_ESCAPE_GATES,
             "--",
+            "cookie",
+            " -b",
+            "config",
         ):
             literals.setdefault(word, None)
         try:
@@ -239,9 +252,13 @@ class Matcher:
                 hits.append((start, end, rule.priority, kind))
         _scan_private_keys(text, hits)
         _scan_assignments(text, lowered, hits, present)
+        if "config" in present:
+            _scan_config_sets(text, lowered, hits)
+        if "cookie" in present or " -b" in present:
+            _scan_cookies(text, lowered, hits)
         _scan_phrases(text, lowered, hits, present)
         if decode:
-            _scan_encoded(text, hits, present, lambda inner: bool(self.scan(inner, decode=False)))
+            _scan_encoded(text, hits, present, lambda inner: self.scan(inner, decode=False))
         if any(word in present for word in _ENTROPY_CONTEXT_WORDS):
             _scan_entropy(text, lowered, hits, context_starts)
         return hits

@@ -22,9 +22,11 @@ from .rules import (
     _MIN_SECRET_TEXT,
     _P_EXTRA,
     _Hit,
+    _is_loose_key,
     _is_placeholder,
     _is_secret_key,
     _kind_for_key,
+    _loose_value_ok,
     _normalize_key,
     _Rule,
     _rule,
@@ -136,9 +138,10 @@ class Redactor:
     ) -> None:
         """Strings of ``value`` in walk order; those replaced whole for their key go in ``keyed``
         (by position) and are not scanned, so each secret is counted once. The positions of
-        tool outputs (strings under ``output``) go in ``outputs``."""
+        texts a secret may be split over (tool outputs, message texts: `_JUNCTION_KEYS`) go in
+        ``outputs``."""
         if isinstance(value, str):
-            if key == "output" and outputs is not None:
+            if key in _JUNCTION_KEYS and outputs is not None:
                 outputs.append(len(out))
             if key is not None:
                 whole = self._redact_keyed(key, value)
@@ -205,7 +208,7 @@ class Redactor:
     def _redact_junctions(
         self, strings: list[str], outputs: list[int], changed: dict[int, str]
     ) -> None:
-        """A secret split over two tool outputs in a row (``head -c 20 key`` then ``tail -c
+        """A secret split over two texts in a row (``head -c 20 key`` then ``tail -c
         +21 key``) matches no rule in either half: the end of one output and the start of the
         next are scanned joined, and a hit across the join is redacted in both halves."""
         joins: list[tuple[int, int, str, int]] = []  # (first, second, joined text, cut)
@@ -262,7 +265,12 @@ class Redactor:
             )
             self._count(Counter({kind: 1}))
             return f"{scheme} {REDACTION_MARKER.format(kind=kind)}"
-        if not _is_secret_key(key) or len(stripped) < 3 or _is_placeholder(stripped):
+        if _is_secret_key(key):
+            if _kind_for_key(key) == "pin" and len(stripped) < 4:
+                return None
+        elif not (_is_loose_key(key) and _loose_value_ok(stripped)):
+            return None
+        if len(stripped) < 3 or _is_placeholder(stripped):
             return None
         if any(c.isspace() for c in stripped):
             return None  # prose under a secret-ish key: redact what it contains instead
@@ -338,6 +346,9 @@ class Redactor:
         return merged
 
 
+_JUNCTION_KEYS = frozenset({"output", "content", "text"})
+"""Strings a run's texts are under: tool outputs, and the user's and the assistant's messages
+(a token typed half in a message, half printed by a tool, is scanned joined)."""
 _JUNCTION_CHARS = 256
 """How much of two tool outputs in a row is scanned joined (a split secret is shorter)."""
 

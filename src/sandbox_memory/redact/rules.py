@@ -59,10 +59,19 @@ _EXAMPLE_VALUE_RX = re.compile(
 )
 _MASK_CHARS = frozenset("*•·xX/-._ #")
 # printf / str.format placeholders, and dotted numbers (versions, OIDs, IP addresses)
-_TEMPLATE_RX = re.compile(r"%[-#0 +]?\d*[sdrfxi]|%\(\w+\)|\{\d*\}|\{[a-z_]\w*\}")
+_TEMPLATE_RX = re.compile(
+    r"%[-#0 +]?\d*[sdrfxi](?![A-Za-z0-9])|%\(\w+\)|\{\d*\}|\{[a-z_][\w.]*(?:\([^)]*\))?\}"
+)
+"""A value that is a format string (``user_%s``, ``{0}``); ``Xk9%dNT6`` is no template."""
 _DOTTED_NUMBER_RX = re.compile(r"\d+(?:[.:]\d+)+")
+_SHELL_REFERENCE_RX = re.compile(
+    r"\$(?:\{[^}\s]{1,128}\}|\([^)\n]{1,256}\)|[A-Za-z_][A-Za-z0-9_]{0,127}|[0-9@*#?$!-])"
+    r"(?:[/:.@,}\])\"'-]|\$|\Z)"
+)
+"""``$DB_PASS``, ``${X}``, ``$(cat f)``, ``$HOME/.pw``: a shell expansion, not a value; a
+password that starts with ``$`` (``$Wlq4!7kl``) is a value."""
 _REFERENCE_PREFIXES = (
-    "$", "%(", "{{", "#{", "@@", "<", _MARKER_PREFIX, "os.environ", "os.getenv", "process.env",
+    "%(" "{{", "#{", "@@", "<", _MARKER_PREFIX, "os.environ", "os.getenv", "process.env",
     "env.", "env:", "secrets.", "vault:", "ref+", "op://", "arn:aws:secretsmanager",
     "getenv(", "settings.", "config.",
 )  # fmt: skip
@@ -281,6 +290,37 @@ def _is_basic_credential(value: str) -> bool:
     return ":" in text and text.isprintable()
 
 
+def _is_token_user(value: str) -> bool:
+    """The user part of a URL that is a token: letters and digits mixed, no word."""
+    return (
+        any(c.isdigit() for c in value)
+        and sum(c.isalpha() for c in value) >= 4
+        and not _is_placeholder(value)
+        and re.fullmatch(r"[a-z]+(?:[._-][a-z0-9]+)*\d{0,4}", value, re.IGNORECASE) is None
+    )
+
+
+def _is_jwe(token: str) -> bool:
+    """An encrypted JWT (five parts): its payload is ciphertext, only the header is JSON."""
+    if token.count(".") != 4:
+        return False
+    head = token.split(".", 1)[0]
+    try:
+        decoded = json.loads(base64.urlsafe_b64decode(head + "=" * (-len(head) % 4)).decode())
+    except (ValueError, UnicodeDecodeError, binascii.Error):
+        return False
+    return isinstance(decoded, dict) and "enc" in decoded
+
+
+def _is_base64_jwt(value: str) -> bool:
+    try:
+        decoded = base64.b64decode(value + "=" * (-len(value) % 4), validate=True).decode()
+    except (binascii.Error, ValueError):
+        return False
+    token = decoded.split(None, 1)[0] if decoded.strip() else ""
+    return token.startswith("eyJ") and token.count(".") >= 1 and _jwt_header_is_json(token)
+
+
 def _jwt_header_is_json(token: str) -> bool:
     head = token.split(".", 1)[0]
     try:
@@ -301,9 +341,11 @@ def _load_jwt_check() -> Callable[[str], bool]:
     def check(token: str) -> bool:
         head_and_payload = ".".join(token.split(".")[:2])  # the signature is opaque bytes
         try:
-            return bool(ds_check(head_and_payload))
+            if ds_check(head_and_payload):
+                return True
         except Exception:  # noqa: BLE001 - a failing third-party check must not leak secrets
             return _jwt_header_is_json(token)
+        return _is_jwe(token)
 
     return check
 
@@ -470,6 +512,96 @@ _CATALOGUE_FORMATS: tuple[tuple[str, str, str], ...] = (
     ("airtable-token", "pat", r"[A-Za-z0-9]{14}\.[a-f0-9]{64}(?![a-f0-9])"),
     ("scalingo-token", "tk-us-", r"[A-Za-z0-9_-]{48}"),
     ("gitlab-token", "glrt-", r"[A-Za-z0-9_-]{20,}"),
+    ("gitlab-token", "glffct-", r"[A-Za-z0-9_-]{20,}"),
+    ("gitlab-token", "glpat-", r"[A-Za-z0-9_-]{20,300}\.[a-z0-9]{9}(?![a-z0-9])"),  # routable
+    # second red-team pass: gitleaks, trufflehog and vendor documentation
+    (
+        "onepassword-secret-key",
+        "A3-",
+        r"[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})"
+        r"-[A-Z0-9]{5}-[A-Z0-9]{5}-[A-Z0-9]{5}(?![A-Z0-9])",
+    ),
+    ("adobe-client-secret", "p8e-", r"[A-Za-z0-9]{32}(?![A-Za-z0-9])"),
+    ("aws-bedrock-api-key", "ABSK", r"[A-Za-z0-9+/]{100,}={0,2}"),
+    ("aws-bedrock-api-key", "bedrock-api-key-", r"[A-Za-z0-9+/=_-]{40,}"),
+    ("clickhouse-api-key", "4b1d", r"[A-Za-z0-9]{38}(?![A-Za-z0-9])"),
+    ("facebook-access-token", "EAAM", r"[A-Za-z0-9]{80,}"),
+    ("facebook-access-token", "EAAC", r"[A-Za-z0-9]{80,}"),
+    ("flutterwave-key", "FLWSECK_TEST-", r"[A-Za-z0-9]{12,}(?:-X)?"),
+    ("flutterwave-key", "FLWSECK-", r"[A-Za-z0-9]{12,}(?:-X)?"),
+    ("flyio-token", "fm1r_", r"[A-Za-z0-9+/]{80,}={0,3}"),
+    ("flyio-token", "fm1a_", r"[A-Za-z0-9+/]{80,}={0,3}"),
+    ("flyio-token", "fm2_", r"[A-Za-z0-9+/]{80,}={0,3}"),
+    ("grafana-token", "eyJrIjoi", r"[A-Za-z0-9]{40,}={0,3}"),
+    ("harness-token", "pat.", r"[A-Za-z0-9_-]{22}\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{20}"),
+    ("harness-token", "sat.", r"[A-Za-z0-9_-]{22}\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{20}"),
+    ("infracost-token", "ico-", r"[A-Za-z0-9]{32}(?![A-Za-z0-9])"),
+    ("intra42-secret", "s-s4t2ud-", r"[a-f0-9]{64}"),
+    ("intra42-secret", "s-s4t2af-", r"[a-f0-9]{64}"),
+    ("octopus-deploy-key", "API-", r"(?=[A-Z]{0,25}[0-9])[A-Z0-9]{26}(?![A-Za-z0-9])"),
+    ("openshift-token", "sha256~", r"[A-Za-z0-9_-]{43}"),
+    ("settlemint-token", "sm_pat_", r"[A-Za-z0-9]{16}"),
+    ("settlemint-token", "sm_aat_", r"[A-Za-z0-9]{16}"),
+    ("settlemint-token", "sm_sat_", r"[A-Za-z0-9]{16}"),
+    ("sourcegraph-token", "sgp_", r"(?:[a-f0-9]{16}_|local_)?[a-f0-9]{40}"),
+    ("stripe-key", "sk_prod_", r"[A-Za-z0-9]{10,}"),
+    ("stripe-key", "rk_prod_", r"[A-Za-z0-9]{10,}"),
+    (
+        "vault-token",
+        "s.",
+        r"(?=[A-Za-z]{0,23}[0-9])(?=[a-z0-9]{0,23}[A-Z])[A-Za-z0-9]{24}"
+        r"(?![A-Za-z0-9._-])",
+    ),
+    (
+        "authress-key",
+        "sc_",
+        r"[a-z0-9]{5,30}\.[a-z0-9]{4,6}\.acc[_-][a-z0-9-]{10,32}\."
+        r"[A-Za-z0-9+/_=-]{30,120}",
+    ),
+    (
+        "authress-key",
+        "authress_",
+        r"[a-z0-9]{5,30}\.[a-z0-9]{4,6}\.acc[_-][a-z0-9-]{10,32}\."
+        r"[A-Za-z0-9+/_=-]{30,120}",
+    ),
+    (
+        "tailscale-key",
+        "tskey-",
+        r"(?:auth|api|client|scim|webhook)?-?[A-Za-z0-9]{8,}-"
+        r"[A-Za-z0-9]{20,}",
+    ),
+    ("posthog-personal-key", "phx_", r"[A-Za-z0-9]{40,}"),
+    ("figma-token", "figd_", r"[A-Za-z0-9_-]{38,}"),
+    ("netlify-token", "nfp_", r"[A-Za-z0-9]{36,}"),
+    ("render-api-key", "rnd_", r"[A-Za-z0-9]{28,}"),
+    ("resend-api-key", "re_", r"[A-Za-z0-9]{8}_[A-Za-z0-9]{24}(?![A-Za-z0-9])"),
+    ("buildkite-token", "bkua_", r"[a-f0-9]{40}"),
+    ("circleci-token", "CCIPAT_", r"[A-Za-z0-9]{20,}_[a-f0-9]{40}"),
+    ("contentful-token", "CFPAT-", r"[A-Za-z0-9_-]{43}"),
+    ("deno-deploy-token", "ddp_", r"[A-Za-z0-9]{36}"),
+    ("pinecone-api-key", "pcsk_", r"[A-Za-z0-9]{4,10}_[A-Za-z0-9]{40,}"),
+    ("nvidia-api-key", "nvapi-", r"[A-Za-z0-9_-]{60,}"),
+    ("cerebras-api-key", "csk-", r"[a-z0-9]{40,}"),
+    ("brevo-api-key", "xsmtpsib-", r"[a-f0-9]{64}-[A-Za-z0-9]{16}"),
+    ("tencent-secret-id", "AKID", r"[A-Za-z0-9]{32}(?![A-Za-z0-9])"),
+    ("sonarqube-token", "squ_", r"[a-f0-9]{40}"),
+    ("sonarqube-token", "sqp_", r"[a-f0-9]{40}"),
+    ("sonarqube-token", "sqa_", r"[a-f0-9]{40}"),
+    ("hubspot-token", "pat-na1-", r"[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}"),
+    ("hubspot-token", "pat-eu1-", r"[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}"),
+    ("plaid-token", "access-production-", r"[a-f0-9]{8}-[a-f0-9-]{27}"),
+    ("plaid-token", "access-development-", r"[a-f0-9]{8}-[a-f0-9-]{27}"),
+    ("plaid-token", "access-sandbox-", r"[a-f0-9]{8}-[a-f0-9-]{27}"),
+    ("bitbucket-app-password", "ATBB", r"[A-Za-z0-9]{32,}"),
+    ("supabase-secret-key", "sb_secret_", r"[A-Za-z0-9_-]{20,}"),
+    ("neon-api-key", "napi_", r"[a-z0-9]{60,}"),
+    ("elevenlabs-api-key", "sk_", r"[a-f0-9]{48}(?![A-Za-z0-9])"),
+    ("fireworks-api-key", "fw_", r"(?=[A-Za-z]{0,23}[0-9])[A-Za-z0-9]{20,}"),
+    ("firebase-fcm-key", "AAAA", r"[A-Za-z0-9_-]{7}:[A-Za-z0-9_-]{100,}"),
+    ("dropbox-token", "sl.", r"[A-Za-z0-9_.-]{120,}"),
+    ("intercom-token", "dG9rO", r"[A-Za-z0-9+/]{40,}={0,2}"),
+    ("salesforce-session", "00D", r"[A-Za-z0-9]{12,15}![A-Za-z0-9._]{60,}"),
+    ("openai-session-key", "sess-", r"[A-Za-z0-9]{40}(?![A-Za-z0-9])"),
 )
 """Vendor formats that start with a fixed prefix, checked against gitleaks' rule catalogue;
 the kinds name the format (``docs/robustness.md`` lists every format covered)."""
@@ -660,6 +792,35 @@ def _own_rules() -> list[_Rule]:
     )
     add(
         _rule(
+            "url-token",  # a token as the whole user part: https://<token>@host (Sentry DSNs,
+            # git remotes with a bare token)
+            r"://(?P<secret>[A-Za-z0-9_~.-]{16,256})@(?=[A-Za-z0-9\[._-])",
+            priority=_P_CONTEXT,
+            validate=_is_token_user,
+        )
+    )
+    add(
+        _rule(
+            "password",  # .netrc: machine <host> login <user> password <secret>
+            r"machine[ \t]+\S+(?:\s+(?:login|account|port|protocol)[ \t]+\S+){0,4}\s+password"
+            r"[ \t]+(?P<secret>(?:[^\s\\\"]|\\(?![nrt\"])){1,256})",
+            lowered=True,
+            priority=_P_CONTEXT,
+            validate=_not_reference,
+        )
+    )
+    add(
+        _rule(
+            "password",  # .pgpass lines (host:port:database:user:password), where it is named
+            r"(?:^|(?<=\n)|(?<=\\n))[^:\s\x00\\]{1,253}:(?:\d{1,5}|\*):[^:\s\x00]{1,128}:[^:\s\x00]{1,128}:"
+            r"(?P<secret>(?:[^\s\x00\\\"]|\\(?![nrt\"])){1,256})",
+            priority=_P_CONTEXT,
+            validate=_not_reference,
+            gate=("pgpass",),
+        )
+    )
+    add(
+        _rule(
             "aws-signed-url",
             r"[?&;](?:x-amz-(?:signature|credential|security-token)|x-goog-(?:signature|credential))"
             rf"=(?P<secret>{_URL_VALUE})",
@@ -722,7 +883,7 @@ def _own_rules() -> list[_Rule]:
             "authorization",
             auth_head
             + r"(?P<scheme>bearer|basic|token|bot|apikey|api-key|sso-key|jwt|negotiate|ntlm|"
-            + r"hmac|key|otp)[ \t]+(?P<secret>[^\s\"'\\,;]{4,4096})",
+            + r"hmac|key|otp|ssws)[ \t]+(?P<secret>[^\s\"'\\,;`]{4,4096})",
             lowered=True,
             priority=_P_HEADER,
             kind_of=_authorization_kind,
@@ -767,7 +928,46 @@ def _own_rules() -> list[_Rule]:
     )
     # -- formats from a public scanner catalogue (gitleaks' rules), as facts: prefix + body -----
     for kind, prefix, body in _CATALOGUE_FORMATS:
-        add(_rule(kind, _lit(prefix) + body))
+        # A prefix too short to gate the rule (``s.``) is looked for with a few body chars.
+        short = re.escape(prefix) + r"[A-Za-z0-9]{8}" if len(prefix) < _MIN_GATE else None
+        add(_rule(kind, _lit(prefix) + body, prefilter=short))
+    add(
+        _rule(
+            "jwt",  # a JWT wrapped in base64 (gitleaks' jwt-base64): "eyJ" encodes as "ZXlK"
+            _lit("ZXlK") + r"[A-Za-z0-9+/]{40,}={0,2}",
+            validate=_is_base64_jwt,
+        )
+    )
+    add(
+        _rule(
+            "facebook-access-token",  # <app id>|<app secret>
+            r"\|(?<=(?P<head>[0-9]{14})\|)[A-Za-z0-9_-]{27,40}(?![A-Za-z0-9_-])",
+            extend_left_digits=True,
+            prefilter=r"[0-9]{14}\|[A-Za-z0-9_-]{27}",
+        )
+    )
+    add(
+        _rule(
+            "maxmind-license-key",
+            r"_mmk(?<=" + _start() + r"(?P<head>[A-Za-z0-9]{6}_[A-Za-z0-9]{29})_mmk)"
+            r"(?![A-Za-z0-9_])",
+            gate=("_mmk",),
+        )
+    )
+    # session cookies by name, wherever they appear (a header, a cookie jar, a curl -b)
+    add(
+        _rule(
+            "session-cookie",
+            r"(?:_gitlab_session|jsessionid|phpsessid|connect\.sid|laravel_session|ci_session|"
+            r"_session_id|sessionid|session_token|session-token|asp\.net_sessionid|\.aspxauth|"
+            r"_rails_session|rack\.session|express:sess|__host-session|__secure-session|"
+            r"remember_token|remember_user_token|auth_session|_forum_session)"
+            r"=(?P<secret>[^\s;&\"'`<>\\,]{12,4096})",
+            lowered=True,
+            priority=_P_CONTEXT,
+            validate=_not_reference,
+        )
+    )
     add(
         _rule(
             "slack-token",  # configuration and refresh tokens: xoxe.xoxp-1-..., xoxe-1-...
@@ -798,37 +998,115 @@ def _own_rules() -> list[_Rule]:
     )
 
     # -- credentials on command lines whose flag carries no secret-like word ------------------
-    add(
-        _rule(
-            "password",
-            r"(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlshow|mysqlcheck|mariadb)"
-            r"(?:[ \t]+[^\s|;&]{1,200}){0,12}?[ \t]+-p(?P<secret>[^\s\"'`|;&]{1,256})",
-            lowered=True,
-            priority=_P_CONTEXT,
-            validate=_not_reference,
-            gate=("mysql", "mariadb"),
+    for tools, flags, lowered in _COMMAND_FLAGS:
+        add(
+            _rule(
+                "password",
+                rf"(?:{tools})(?:[ \t]+[^\s|;&]{{1,200}}){{0,12}}?[ \t]+(?:{flags})"
+                rf"(?:[ \t]*=[ \t]*|[ \t]+)(?!-){_ARG}",
+                lowered=lowered,
+                priority=_P_CONTEXT,
+                validate=_not_reference,
+                gate=_command_gates(f"(?:{tools})"),
+            )
         )
-    )
-    add(
-        _rule(
-            "password",
-            r"sshpass(?:[ \t]+-[a-oq-z]\S*(?:[ \t]+[^\s-]\S*)?)*[ \t]+-p[ \t]*[\"']?"
-            r"(?P<secret>(?<=')[^'\n]{1,256}(?=')|(?<=\")[^\"\n]{1,256}(?=\")|[^\s'\"]{1,256})",
-            lowered=True,
-            priority=_P_CONTEXT,
+    for pattern in _COMMAND_POSITIONAL:
+        add(
+            _rule(
+                "password",
+                pattern + _ARG,
+                lowered=True,
+                priority=_P_CONTEXT,
+                validate=_not_reference,
+                gate=_command_gates(pattern),
+            )
         )
-    )
-    add(
-        _rule(
-            "password",
-            r"redis-cli(?:[ \t]+[^\s|;&]{1,200}){0,12}?[ \t]+(?:-a|--pass)[ \t]+"
-            r"(?P<secret>[^\s\"'`|;&]{1,256})",
-            lowered=True,
-            priority=_P_CONTEXT,
-            validate=_not_reference,
-        )
-    )
     return rules
+
+
+def _command_gates(pattern: str) -> tuple[str, ...]:
+    """Literals one of which starts every match of a command pattern (``[ \\t]+`` read as a
+    space): ``az[ \\t]+(?:login|ad)`` is gated by ``az ``, ``(?:7z|7za)`` by ``7z``, ``7za``;
+    empty (the rule always runs) when an alternative has no literal start."""
+    heads = [""]
+    rest = pattern
+    if pattern.startswith("(?:"):
+        depth, close = 0, -1
+        for i, c in enumerate(pattern):
+            depth += c == "("
+            depth -= c == ")"
+            if depth == 0:
+                close = i
+                break
+        inner = pattern[3:close].replace("[ \\t]+", " ")
+        if "(" in inner or "[" in inner:
+            return ()
+        heads, rest = inner.split("|"), pattern[close + 1 :]
+    tail = _COMMAND_LITERAL_RX.match(rest)
+    suffix = tail.group().replace("[ \\t]+", " ").replace("\\", "") if tail else ""
+    gates = [head.replace("\\", "") + (suffix if head or not heads[0] else "") for head in heads]
+    if any(len(gate.strip()) < 2 for gate in gates):
+        return ()
+    return tuple(dict.fromkeys(gates))
+
+
+_COMMAND_LITERAL_RX = re.compile(r"(?:[a-z0-9:/_-]|\\[.-]|\[ \\t\]\+)*")
+
+
+_ARG = (
+    r"\\?[\"']?(?P<secret>(?<=')[^'\n]{1,256}(?=')|(?<=\")[^\"\n\\]{1,256}(?=\\?\")"
+    r"|[^\s'\"`|;&\\]{1,256})"
+)
+"""A command argument: quoted (without its quotes, also JSON-escaped ones) or bare."""
+
+_COMMAND_FLAGS: tuple[tuple[str, str, bool], ...] = (
+    ("redis-cli", "-a|--pass|--askpass", True),
+    (
+        r"(?:docker|podman|nerdctl|buildah|skopeo|oras|crane|helm(?:[ \t]+registry)?)[ \t]+login",
+        "-p|--password",
+        True,
+    ),
+    ("twine", "-p|--password", True),
+    (r"az[ \t]+login|az[ \t]+ad|az[ \t]+acr|az[ \t]+aks|az[ \t]+keyvault", "-p|--password", True),
+    ("sqlcmd|bcp|osql|isql", "-P|--password", False),
+    ("zip|unzip|zipcloak", "-P|--password", False),
+    ("ssh-keygen", "-N|-P", False),
+    ("keytool", "-storepass|-keypass|-srcstorepass|-deststorepass|-srckeypass|-destkeypass", True),
+    ("ldapsearch|ldapadd|ldapmodify|ldapdelete|ldapwhoami|ldappasswd|ldapcompare", "-w", False),
+    ("mongo|mongosh|mongodump|mongorestore|mongoexport|mongoimport|mongostat", "-p", False),
+    ("openssl", r"-pass(?:in|out)?[ \t]+pass:|-k", False),
+    ("mysql|mysqldump|mysqladmin|mysqlimport|mysqlshow|mysqlcheck|mariadb", "--password", True),
+    (r"gh[ \t]+secret[ \t]+set", "-b|--body", True),
+    ("lftp|ncftp", r"-u[ \t]+[^\s,]{1,64},", True),
+    ("sshpass", "-p", True),
+)
+"""(tools, flags, caseless): the argument after one of the flags of one of the tools is a
+password, whatever the flag is called (``-P`` and ``-p`` differ for some tools)."""
+
+_COMMAND_POSITIONAL: tuple[str, ...] = (
+    # mysql -pSECRET, mysql -p'SECRET' (no space: -p alone prompts)
+    r"(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlshow|mysqlcheck|mariadb)"
+    r"(?:[ \t]+[^\s|;&]{1,200}){0,12}?[ \t]+-p(?=[^\s])",
+    r"(?:7z|7za|7zr|sshpass)(?:[ \t]+[^\s|;&]{1,200}){0,12}?[ \t]+-p(?=[^\s`])",
+    r"(?:smbclient|rpcclient|smbmap|smbget|crackmapexec|netexec|nxc|enum4linux)"
+    r"(?:[ \t]+[^\s|;&]{1,200}){0,12}?[ \t]+(?:-u|--user)[ \t=]+[\"']?[^\s%'\"]{1,128}%",
+    r"rabbitmqctl(?:[ \t]+-\S+)*[ \t]+(?:add_user|change_password)[ \t]+\S+[ \t]+",
+    r"htpasswd[ \t]+-[a-mo-z]*b[a-mo-z]*(?:[ \t]+-[a-z]+)*[ \t]+\S+[ \t]+\S+[ \t]+",
+    r"htpasswd[ \t]+-(?=[a-z]*n)(?=[a-z]*b)[a-z]+(?:[ \t]+-[a-z]+)*[ \t]+\S+[ \t]+",
+    r"net[ \t]+use[^\n]{0,200}?/user:\S+[ \t]+(?![/-])",
+    r"vault[ \t]+login(?:[ \t]+-\S+)*[ \t]+(?:token=)?(?![-\w]+=)(?!-)",
+    r"(?:sqlplus|rman|expdp|impdp|sqlldr|dgmgrl)(?:[ \t]+-\S+)*[ \t]+[\"']?[a-z0-9_$#]+/"
+    r"(?=[^\s@/]+(?:@|[ \t]|$))",
+    r"conn(?:ect)?[ \t]+[a-z0-9_$#]+/(?=[^\s@/]+@)",
+    r"identified[ \t]+by[ \t]+(?:password[ \t]+)?",
+    r"set[ \t]+password[^=\n]{0,80}=[ \t]*(?:password[ \t]*\([ \t]*)?",
+    r"(?:echo|printf)(?:[ \t]+-[ne]+)?(?:[ \t]+'%s\\n')?[ \t]+(?=[^|\n]{1,256}\|[^|\n]{0,120}?"
+    r"(?:--password-stdin|--with-token|chpasswd|passwd[ \t]+--stdin|--passphrase-fd))",
+    r"pass[^\n]{0,200}?send[ \t]+(?:--[ \t]+)?(?=\\?\")",
+    r"(?:-u|--user)[ \t=]+(?=[\"']?[^\s:\"'@]{8,128}:(?:[\s\"']|$))",
+    r"config[ \t]+http-basic\.\S+[ \t]+\S+[ \t]+",
+)
+"""Commands whose secret follows a fixed shape rather than a flag."""
 
 
 # ---- private key blocks --------------------------------------------------------------------
@@ -861,12 +1139,19 @@ _BLOCK_BODY_RX = re.compile(
 # --------------------------------------------------------------------------------------------
 
 # Literal anchors; `_is_secret_key` decides on the whole key around them.
-_ASSIGN_ANCHORS = ("pass", "pw", "secret", "token", "key", "auth", "credential", "contrase")
+_ASSIGN_ANCHORS = (
+    "pass", "pw", "secret", "token", "key", "auth", "credential", "contrase", "pin", "pat", "psk",
+)  # fmt: skip
+_ANCHOR_TAILS = {"pat": "", "psk": "", "pin": r"(?:_?code|_?number|s)?"}
+"""Anchors that end the names they are in (``GITHUB_PAT``, ``wifi_psk``, ``PIN_CODE``):
+what follows them is an operator, so ``path = ...`` costs no more than a failed match."""
 _ASSIGN_TRIGGERS = tuple(
     re.compile(
         re.escape(anchor)
-        + r"(?P<tail>[a-z0-9_.-]{0,48})(?P<kq>\\{0,3}[\"'])?\]?[ \t]*"
-        + r"(?P<op>:=|=>|==|!=|=|:(?![:/])|>)"
+        + r"(?P<tail>"
+        + _ANCHOR_TAILS.get(anchor, r"[a-z0-9_.-]{0,48}")
+        + r")(?P<kq>\\{0,3}[\"'])?\]?[ \t]*"
+        + r"(?P<op>:=|=>|==|!=|=|:(?![:/])|>|,|(?:value|content|val|default)[ \t]*=)"
     )
     for anchor in _ASSIGN_ANCHORS
 )
@@ -883,33 +1168,119 @@ _ENTROPY_CONTEXT_WORD_RX = re.compile("|".join(_ENTROPY_CONTEXT_WORDS))
 """The context words without the lookahead: its matches cover every context match."""
 # ---- credentials in words ("the staging password is ...", "das Passwort lautet ...") --------
 
-_PHRASE_NOUNS = (
+_PASSWORD_NOUNS = (
     # English
-    "password", "passphrase", "passcode", "passwd", "pin code", "api key", "access key",
-    "secret key", "access token", "auth token", "bearer token", "token", "secret",
-    "credentials", "credential",
+    "password", "passphrase", "passcode", "passwd", "pin", "pin code", "pin number",
     # German
-    "passwort", "kennwort", "zugangscode", "zugangsdaten", "schlüssel",
+    "passwort", "kennwort", "zugangscode", "geheimzahl",
     # French
-    "mot de passe", "mdp", "clé d'api", "clé api", "clé secrète", "jeton",
+    "mot de passe", "mdp", "code pin",
     # Spanish, Portuguese, Italian
     "contraseña", "contrasena", "clave", "senha", "parola d'ordine",
-    # Chinese, Japanese
-    "密码", "密碼", "口令", "密钥", "密鑰", "令牌", "パスワード",
+    # Dutch, Polish, Russian
+    "wachtwoord", "hasło", "haslo", "пароль", "пин-код", "пин код",
+    # Chinese, Japanese, Korean
+    "密码", "密碼", "口令", "パスワード", "暗証番号", "비밀번호", "암호",
+)  # fmt: skip
+"""Nouns that name a password or a PIN: what is stated as one is a secret whatever its shape
+("my password is sunshine"), unless it is a word that says something about it ("is
+required", `_PHRASE_STOPWORDS`)."""
+_PIN_NOUNS = frozenset({"pin", "pin code", "pin number", "geheimzahl", "code pin", "пин-код",
+                        "пин код", "暗証番号"})  # fmt: skip
+"""Nouns after which 4 digits are enough."""
+_PHRASE_NOUNS = (
+    *_PASSWORD_NOUNS,
+    # other credentials: their value must look like one (a digit or a symbol)
+    "api key", "access key", "secret key", "access token", "auth token", "bearer token",
+    "token", "secret", "credentials", "credential",
+    "zugangsdaten", "schlüssel", "clé d'api", "clé api", "clé secrète", "jeton",
+    "密钥", "密鑰", "令牌",
 )  # fmt: skip
 _PHRASE_LINKS = (
     "is", "was", "are", "will be", "would be", "should be", "is set to", "set to", "equals",
-    "ist", "lautet", "war", "heißt", "est", "était", "sera", "es", "era", "é", "è",
+    "is now", "is still", "changed to", "reset to",
+    "ist", "lautet", "war", "heißt", "est", "était", "sera", "es", "era", "é", "è", "são",
+    "is nu", "jest", "to", "wynosi", "это", "—", "–", "-", ":",
 )  # fmt: skip
+"""Words between the noun and the value. ``to`` counts after ``set``/``change``... before the
+noun (``set the root password to X``) and after a Polish noun (``hasło to X``); ``:`` after a
+noun that the assignment rules do not see (``Пароль: X``)."""
+_PHRASE_SET_LEAD_RX = re.compile(r"(?:set|sets|setting|change|changed|changing|reset|update|"
+                                 r"updated|rotate|rotated)\b")  # fmt: skip
 _PHRASE_LEADS = (
     "use", "using", "with", "try", "enter", "type", "set", "use the", "with the", "my", "our",
     "the new", "new", "verwende", "verwende das", "benutze", "benutze das", "mit dem", "mit",
-    "utilise", "utilise le", "utiliser", "avec le", "avec", "mon", "notre", "usa", "usa la",
-    "con la", "mi",
+    "mein", "meine", "unser", "unsere", "utilise", "utilise le", "utiliser", "avec le", "avec",
+    "mon", "notre", "ton", "votre", "usa", "usa la", "con la", "mi", "tu", "su", "minha",
+    "meu", "nossa", "com a", "mijn", "onze", "moje", "mój", "мой", "наш", "используй",
+    "введи", "with password", "la mia", "usa la password",
 )  # fmt: skip
-_CJK_LINKS = "是为為：:=「『"
 _PHRASE_LINK_STARTS = frozenset(link.split()[0] for link in _PHRASE_LINKS)
-_PHRASE_QUOTES = "\"'“”«»„"
+_CJK_LINKS = "是为為：:=「『はが는은이가"
+_PHRASE_QUOTES = "\"'“”«»„「」『』"
+_PHRASE_OPEN_QUOTES = {'"': '"', "'": "'", "“": "”", "«": "»", "„": "“", "「": "」", "『": "』"}
+_PHRASE_CLAUSE_WORDS = frozenset(
+    {
+        "for", "and", "but", "so", "now", "today", "yesterday", "please", "then", "until",
+        "from", "on", "at", "in", "to", "with", "if", "since", "und", "für", "pour", "et",
+        "para", "y", "e", "per", "и", "для", "en", "voor", "oraz", "i", "dla", "o",
+    }
+)  # fmt: skip
+"""Words that may follow a value stated in words (``is sunshine for the guests``)."""
+_PHRASE_STOPWORDS = frozenset(
+    {
+        # English: what one says about a password, not a password
+        "required", "wrong", "incorrect", "correct", "invalid", "valid", "expired", "weak",
+        "strong", "long", "short", "too", "not", "case", "sensitive", "missing", "empty",
+        "blank", "optional", "mandatory", "needed", "necessary", "reset", "changed", "set",
+        "saved", "stored", "hashed", "encrypted", "hidden", "secret", "unknown", "different",
+        "same", "new", "old", "temporary", "default", "ready", "fine", "okay", "good", "bad",
+        "great", "simple", "easy", "hard", "complex", "secure", "insecure", "safe", "unsafe",
+        "compromised", "leaked", "locked", "forgotten", "lost", "there", "here", "below",
+        "above", "attached", "included", "provided", "available", "unavailable", "generated",
+        "rotated", "updated", "sent", "shown", "displayed", "visible", "printed", "written",
+        "listed", "known", "public", "private", "personal", "mine", "yours", "theirs", "ours",
+        "stale", "obsolete", "deprecated", "disabled", "enabled", "active", "inactive",
+        "working", "broken", "fixed", "identical", "also", "still", "then", "usually",
+        "always", "never", "just", "only", "probably", "likely", "already", "being", "been",
+        "very", "quite", "really", "actually", "something", "anything", "nothing", "what",
+        "which", "that", "this", "these", "those", "it", "the", "a", "an", "your", "their",
+        "his", "her", "its", "our", "my", "manager", "field", "prompt", "policy",
+        "change", "protection", "login", "hash", "length", "strength", "rules", "rule",
+        "expiry", "rotation", "input", "box", "form", "entry", "recovery", "vault", "store",
+        "file", "files", "auth", "authentication", "access", "again", "instead", "less",
+        "more", "enough", "ok", "accepted", "rejected", "denied", "allowed", "checked",
+        "verified", "confirmed", "matched", "mismatch", "unique", "random",
+        "generic", "standard", "minimum", "maximum", "characters", "letters",
+        "digits", "numbers", "symbols", "words", "lowercase", "uppercase", "hint", "question",
+        "reuse", "sharing", "shared", "one", "two", "three", "four", "five", "six",
+        "seven", "eight", "nine", "ten", "twelve", "sixteen", "eleven", "compat", "systemd",
+        "sss", "nis", "ldap", "db", "none", "unset", "cleared", "removed", "deleted",
+        "redacted", "masked", "protected", "requested", "emailed",
+        "texted", "unchanged", "expiring", "expires", "pending", "misspelled", "typed",
+        "entered", "ignored", "supported", "unsupported", "complicated",
+        "memorable", "guessable", "common", "popular", "obvious", "predictable", "fake",
+        "real", "right", "true", "false", "terrible", "awful", "wrongly",
+        # code: names that hold a password (``password: value,``)
+        "value", "data", "text", "args", "req", "request", "body", "params", "options",
+        "config", "env", "payload", "user", "creds", "result", "response", "plain",
+        "encoded", "decoded", "raw", "cleartext", "plaintext", "undefined", "null", "nil",
+        "string", "str", "bytes", "password", "passwd", "pass", "pwd", "pin", "code", "key",
+        # German, French, Spanish, Portuguese, Italian, Dutch, Polish, Russian
+        "falsch", "richtig", "ungültig", "abgelaufen", "erforderlich", "zu", "nicht", "leer",
+        "geändert", "neu", "alt", "sicher", "unsicher", "korrekt", "gesetzt", "vergessen",
+        "kurz", "lang", "schwach", "stark", "gültig", "requis", "obligatoire",
+        "expiré", "invalide", "faux", "trop", "pas", "vide", "oublié", "changé", "nouveau",
+        "correcte", "faible", "fort", "sécurisé", "incorrecta", "correcta", "obligatoria",
+        "requerida", "inválida", "demasiado", "muy", "nueva", "débil", "segura", "vacía",
+        "obrigatória", "incorreta", "muito", "nova", "fraca", "errada",
+        "sbagliata", "obbligatoria", "errata", "nuova", "onjuist", "verplicht", "fout",
+        "nieuw", "niepoprawne", "wymagane", "błędne", "nowe", "неверный", "неправильный",
+        "обязателен", "верный", "новый", "простой", "сложный", "не", "слишком", "пустой",
+    }
+)  # fmt: skip
+_PHRASE_STOP_SUFFIXES = ("ing", "ed", "ly", "able", "ible", "ous", "ful", "less", "tion",
+                         "ment", "ness", "ity")  # fmt: skip
 
 
 def _alternation(words: tuple[str, ...]) -> str:
@@ -918,27 +1289,28 @@ def _alternation(words: tuple[str, ...]) -> str:
     )
 
 
-_PHRASE_NOUN_AT_RX = re.compile(rf"(?:{_alternation(_PHRASE_NOUNS)})s?")
-_PHRASE_LINKED_TAIL_RX = re.compile(
-    rf"(?:[ \t]+(?!(?:{_alternation(_PHRASE_LINKS)})[ \t])[^\s:=]{{1,24}}){{0,5}}?"
-    rf"[ \t]+(?:{_alternation(_PHRASE_LINKS)})(?:[ \t]*:)?[ \t]+[\"'“«„]?"
+_PHRASE_NOUN_AT_RX = re.compile(rf"(?P<noun>{_alternation(_PHRASE_NOUNS)})s?")
+_PHRASE_LINK_AT_RX = re.compile(
+    rf"(?P<link>{_alternation(_PHRASE_LINKS)})(?:[ \t]*:)?[ \t]+(?P<q>\\?[\"'“«„]|)"
 )
-"""After the noun: ``[up to five words] is <value>`` (``password = x`` and ``password: x`` are
-assignments, found by the assignment rules)."""
+"""A link word where a word starts, then blanks: ``is <value>``, ``lautet: <value>``."""
+_PHRASE_COLON_RX = re.compile(r"[ \t]*[:：][ \t]*(?P<q>\\?[\"'“«„]|)")
+_PHRASE_WORD_RX = re.compile(r"[ \t]+[^\s]{1,40}")
 _PHRASE_LEAD_BEFORE_RX = re.compile(
-    rf"(?<![a-z0-9_])(?:{_alternation(_PHRASE_LEADS)})[ \t]+"
-    rf"(?:the[ \t]+|das[ \t]+|le[ \t]+|la[ \t]+)?(?:[a-z-]{{2,20}}[ \t]+)?\Z"
+    rf"(?:(?<![a-z0-9_])|(?<=\\[ntr]))(?:{_alternation(_PHRASE_LEADS)})[ \t]+"
+    rf"(?:the[ \t]+|das[ \t]+|le[ \t]+|la[ \t]+|a[ \t]+)?(?:[\w-]{{2,20}}[ \t]+)?\Z"
 )
 """Before the noun: ``use the [staging]`` (``use the staging password <value>``)."""
-_PHRASE_DIRECT_TAIL_RX = re.compile(r"[ \t]+[\"'“«„]?(?=\S)")
+_PHRASE_DIRECT_TAIL_RX = re.compile(r"[ \t]+(?P<q>\\?[\"'“«„]|)(?=\S)")
 _CJK_TAIL_RX = re.compile(
-    rf"[ \t]*(?:[{_CJK_LINKS}]|(?:{_alternation(_PHRASE_LINKS)})[ \t])?[ \t]*[\"'“«„]?"
+    rf"[ \t]*(?:[{_CJK_LINKS}]|(?:{_alternation(_PHRASE_LINKS)})[ \t])?[ \t]*(?P<q>[\"'“«„「『]?)"
 )
 """After a CJK noun: ``数据库密码是Xk9...`` needs no spaces."""
 _PHRASE_GATES = ("pass", "pin", "api", "access", "secret", "auth", "bearer", "token",
-                 "credential", "kennwort", "zugang", "schlüssel", "mot de", "mdp", "clé", "jeton",
-                 "contrase", "clave", "senha", "parola", "密码", "密碼", "口令", "密钥", "密鑰",
-                 "令牌", "パスワード")  # fmt: skip
+                 "credential", "kennwort", "zugang", "geheimzahl", "schlüssel", "mot de", "mdp",
+                 "code pin", "clé", "jeton", "contrase", "clave", "senha", "parola",
+                 "wachtwoord", "hasło", "haslo", "пароль", "пин", "密码", "密碼", "口令", "密钥",
+                 "密鑰", "令牌", "パスワード", "暗証番号", "비밀번호", "암호")  # fmt: skip
 """Where a phrase noun can start: every noun begins with one of these."""
 assert all(any(n.startswith(g) for g in _PHRASE_GATES) for n in _PHRASE_NOUNS)
 
@@ -949,6 +1321,33 @@ _PERCENT_ESCAPE_RX = re.compile(r"%[0-9A-Fa-f]{2}")
 _PERCENT_RUN_CHARS = frozenset(string.ascii_letters + string.digits + "._~+*!-%")
 _BASE64_RUN_RX = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{24,8192}={0,2}")
 _BASE64_GATES = ("base64", "b64decode", "kind: secret")
+"""Words that say base64 follows: every base64 run is then decoded and scanned."""
+_ENCODED_PREFIXES = (
+    "ghp_", "gho_", "ghs_", "ghu_", "ghr_", "github_pat_", "glpat-", "sk-", "sk_live_",
+    "rk_live_", "xoxb-", "xoxp-", "AKIA", "ASIA", "-----BEGIN", "npm_", "AIza", "hf_",
+    "pypi-", "password", "PASSWORD", "Password", "passwd", "secret", "SECRET", "token",
+    "TOKEN", "api_key", "API_KEY", "apikey", "Bearer ", "Basic ", "postgres://",
+    "postgresql://", "mysql://", "mongodb", "redis://", "amqp://", "https://", '{"',
+    "AGE-SECRET-KEY-", "SG.", "dckr_pat_", "glsa_", "hvs.", "xapp-",
+)  # fmt: skip
+"""Starts of secrets and of text that holds them: their base64 and hex forms mark an encoded
+secret without a word saying so (``echo Z2hwX... | base64 -d`` with the command elsewhere)."""
+
+
+def _b64_head(prefix: str) -> str:
+    """The base64 characters that encode only ``prefix`` (the rest depend on what follows)."""
+    return base64.b64encode(prefix.encode()).decode()[: len(prefix) * 4 // 3]
+
+
+_BASE64_PREFIXES = tuple(dict.fromkeys(_b64_head(p) for p in _ENCODED_PREFIXES))
+_BASE64_PREFIX_GATES = tuple(dict.fromkeys(p.lower() for p in _BASE64_PREFIXES))
+_HEX_PREFIXES = tuple(dict.fromkeys(p.encode().hex() for p in _ENCODED_PREFIXES))
+_HEX_GATES = ("xxd", "unhexlify", "fromhex", "hex.decode", "hexdump", "from_hex")
+_HEX_RUN_RX = re.compile(r"(?<![0-9A-Za-z])(?:[0-9a-fA-F]{2}){12,4096}(?![0-9A-Za-z])")
+_ASCII_ESCAPE_RX = re.compile(r"\\{1,3}u([0-9a-fA-F]{4})|\\{1,3}x([2-7][0-9a-fA-F])")
+"""``\\u0067``, ``\\x67``: characters written as escapes, to hide them (``\\u0067hp_``) or by a
+JSON encoder (``contrase\\u00f1a``), also JSON-encoded once more (``\\\\u0067``)."""
+_ESCAPE_GATES = ("\\u", "\\x")
 
 _ENTROPY_MIN_LEN = 20
 _ENTROPY_RUN_START_RX = re.compile(r"(?<![A-Za-z0-9+/_~.-])[A-Za-z0-9+/_~.-]{20}")
@@ -988,6 +1387,9 @@ _STRONG_KEY_RX = re.compile(
             r"(?:api|auth|access|private|priv|client|service|account|db|database|signing|master|"
             r"encryption|session|storage|shared|admin|license|subscription|webhook)_?key",
             r"(?:db|database|key)_?pass",
+            r"(?:hmac|jwt|otp|totp|mfa|app|consumer|deploy|ssh|gpg|pgp|wallet|seed|recovery|"
+            r"decryption|cipher|aes|crypto|cookie|csrf|xsrf|signature|sign|oauth|bot|root)_?key",
+            r"sshpass|pgpass|passcode|(?:^|_)(?:pat|psk|pin(?:_?code|_?number)?)$",
             *_detect_secrets_keywords(),
         )
     )
@@ -1034,10 +1436,52 @@ def _is_secret_key(key: str) -> bool:
     return bool(_STRONG_KEY_RX.search(norm) or _WEAK_KEY_RX.search(norm))
 
 
+_LOOSE_KEY_RX = re.compile(r"(?:^|_)keys?$")
+"""``STRIPE_KEY``, ``mapsKey``: a name that holds a key as often as a secret (``SORT_KEY``,
+``cache_key``); its value is a secret only when it looks like one (`_loose_value_ok`)."""
+
+
+@functools.lru_cache(maxsize=8192)
+def _is_loose_key(key: str) -> bool:
+    norm = _normalize_key(key)
+    if not norm or _DENY_KEY_RX.search(norm) or _is_secret_key(key):
+        return False
+    if norm in _LOOSE_KEY_DENY or norm.rsplit("_", 1)[-1] in _DENY_LAST_SEGMENT:
+        return False
+    return _LOOSE_KEY_RX.search(norm) is not None
+
+
+_LOOSE_KEY_DENY = frozenset(
+    {
+        "key", "keys", "sort_key", "primary_key", "foreign_key", "partition_key", "cache_key",
+        "hash_key", "range_key", "row_key", "group_key", "lookup_key", "dict_key", "map_key",
+        "object_key", "s3_key", "bucket_key", "idempotency_key", "dedup_key", "unique_key",
+        "hotkey", "hot_key", "shortcut_key", "monkey", "turkey", "whiskey", "hockey",
+        "jockey", "donkey", "lackey", "storage_key_name", "public_key", "pub_key", "pubkey",
+        "ssh_public_key", "publishable_key", "site_key", "sitekey", "key_id", "kid",
+    }
+)  # fmt: skip
+
+
+def _loose_value_ok(value: str) -> bool:
+    """Under a loose key: long, with letters and digits, and no word or identifier."""
+    if len(value) < 12 or not any(c.isdigit() for c in value):
+        return False
+    if not any(c.isalpha() for c in value) or value.count("/") > 1 or " " in value:
+        return False
+    return _LOOSE_SHAPE_RX.fullmatch(value) is not None and not _LOOSE_WORDY_RX.fullmatch(value)
+
+
+_LOOSE_SHAPE_RX = re.compile(r"[A-Za-z0-9+/=_.~!@#$%^&*-]{12,512}")
+_LOOSE_WORDY_RX = re.compile(r"(?:[A-Za-z]{3,}|\d{1,4})(?:[._-](?:[A-Za-z]{2,}|\d{1,4}))*")
+
+
 @functools.lru_cache(maxsize=8192)
 def _kind_for_key(key: str) -> str:
     norm = _normalize_key(key)
-    if re.search(r"pass|pwd|(?:^|_)pw$|contrase", norm):
+    if re.search(r"(?:^|_)pin(?:_?code|_?number)?$", norm):
+        return "pin"
+    if re.search(r"pass|pwd|(?:^|_)pw$|contrase|psk", norm):
         return "password"
     for word, kind in (("secret", "secret"), ("token", "token"), ("key", "api-key")):
         if word in norm:
@@ -1052,6 +1496,8 @@ def _is_placeholder(value: str) -> bool:
         return True
     lowered = stripped.lower()
     if lowered in _PLACEHOLDER_WORDS or lowered.startswith(_REFERENCE_PREFIXES):
+        return True
+    if stripped[0] == "$" and _SHELL_REFERENCE_RX.match(stripped):
         return True
     if stripped.startswith("<") and stripped.endswith(">"):
         return True
