@@ -8,7 +8,8 @@ body). Replies are scripted per request by a *responder*: a function of the requ
 a :class:`Reply`. Helpers build the usual replies and failures:
 
 - :func:`text` / :func:`items`: a completed response (text, or Responses output items);
-- :func:`status`: an HTTP error (429 with ``retry-after``, 500 ...);
+- :func:`status`: an HTTP error (429 with ``retry-after`` in seconds or as a date, or
+  ``retry-after-ms``; 500 ...);
 - :func:`hang`: no answer until the client gives up (or the server stops);
 - :func:`raw`: a body as given (invalid JSON from the model is ``text("{not json")``);
 - :func:`refusal`, :func:`incomplete`: a refusal, a response cut at max_output_tokens.
@@ -139,8 +140,20 @@ def items(output: Sequence[dict[str, Any]]) -> Reply:
     return Reply(output=list(output))
 
 
-def status(code: int, *, retry_after: float | None = None, message: str = "") -> Reply:
-    headers = {} if retry_after is None else {"retry-after": f"{retry_after:g}"}
+def status(
+    code: int,
+    *,
+    retry_after: float | None = None,
+    message: str = "",
+    headers: dict[str, str] | None = None,
+) -> Reply:
+    """An HTTP error; ``retry_after`` seconds as a ``retry-after`` header, ``headers`` as given
+    (``retry-after`` as an HTTP date, ``retry-after-ms``)."""
+
+    headers = {
+        **({} if retry_after is None else {"retry-after": f"{retry_after:g}"}),
+        **(headers or {}),
+    }
     error = {"message": message or f"scripted HTTP {code}", "type": "server_error", "code": None}
     return Reply(status=code, body={"error": error}, headers=headers)
 

@@ -42,6 +42,7 @@ async def test_remember_adds_an_entry_with_key_content_kind_sources_time_and_sta
 
 
 async def test_conversation_view_has_entries_processed_settings_overrides_and_version(mc) -> None:
+    await mc.create("trip")
     view = await mc.view("trip")
     assert view.model_dump().keys() >= {
         "entries",
@@ -55,7 +56,8 @@ async def test_conversation_view_has_entries_processed_settings_overrides_and_ve
 
 
 async def test_layout_view_has_entries_and_a_version_number(mc) -> None:
-    view = await mc.view(None)
+    view = await mc.create()
+    assert view == await mc.view(None)
     assert view.version == 0 and view.entries == {}
     view = await mc.apply(
         Remember(key="tests-first", content="Run tests first.", kind="procedure"), expected=0
@@ -139,13 +141,14 @@ async def test_configure_changes_no_history(mc, tmp_path: Path) -> None:
 
 async def test_configure_defaults_come_from_the_memory_configuration(tmp_path: Path) -> None:
     mc = MemoryClient(tmp_path, generate_default=False)
-    view = await mc.view("trip")
+    view = await mc.create("trip")
     assert view.settings == {"use": True, "generate": False}
     view = await mc.apply(Configure(generate=True), expected=0, conversation="trip")
     assert view.settings["generate"] is True
 
 
 async def test_refresh_does_not_check_the_version(mc) -> None:
+    await mc.create("trip")
     view = await mc.apply(Refresh(), expected=12345, conversation="trip")
     assert view.version == 0
 
@@ -180,6 +183,7 @@ async def test_remember_revives_a_retracted_entry(mc) -> None:
 
 
 async def test_remember_refuses_a_secret_and_stores_nothing(mc) -> None:
+    await mc.create()
     with pytest.raises(MemoryConflict):
         await mc.apply(
             Remember(key="db", content="password=hunter2hunter2 for prod", kind="fact"),

@@ -514,6 +514,8 @@ async def test_a_failing_provider_never_holds_the_close_past_its_budget(
     from sandbox_memory import _sdk, phase_one
 
     monkeypatch.setattr(phase_one, "BACKOFF_BASE_SECONDS", 0.0)  # the next close may retry
+    real_time, skew = time.time, [0.0]
+    monkeypatch.setattr(time, "time", lambda: real_time() + skew[0])
     caplog.set_level(logging.INFO, logger="sandbox_memory")
     provider.respond_with(lambda request: FAILURES[failure]())
     snapshots = tmp_path / "snapshots"
@@ -553,6 +555,10 @@ async def test_a_failing_provider_never_holds_the_close_past_its_budget(
     }.get(failure)
     if expected:
         assert expected in state["last_error"]
+
+    if failure == "429 retry-after":  # the next attempt waits for the time the provider asked
+        assert state["next_attempt_at"] >= time.time() + 25, state
+        skew[0] += 31
 
     # The provider recovers: the next close extracts the first run too.
     provider.respond_with(good_extraction)

@@ -138,8 +138,10 @@ async def test_conversation_and_limit_narrow_the_hits(tmp_path: Path) -> None:
 async def test_bad_search_input_is_refused_naming_the_field(
     tmp_path: Path, field: str, kwargs: dict[str, Any]
 ) -> None:
+    c = client_for(tmp_path)
+    await c.create()
     with pytest.raises(MemoryConfigError, match=field):
-        await client_for(tmp_path).search(**kwargs)
+        await c.search(**kwargs)
 
 
 def test_query_words_become_an_any_of_expression_safe_for_fts() -> None:
@@ -161,7 +163,7 @@ async def test_chinese_text_is_found_by_a_word_inside_it(tmp_path: Path) -> None
 
 async def test_a_retracted_entry_leaves_the_index_at_once(tmp_path: Path) -> None:
     c = client_for(tmp_path)
-    view = await c.view(None)
+    view = await c.create()
     view = await c.apply(
         Remember(key="deploy-host", content="Deploy to orion-7 with the blue pipeline."),
         expected=view.version,
@@ -175,7 +177,7 @@ async def test_a_retracted_entry_leaves_the_index_at_once(tmp_path: Path) -> Non
 
 async def test_a_retracted_conversation_entry_never_appears(tmp_path: Path) -> None:
     c = client_for(tmp_path)
-    view = await c.view("trip")
+    view = await c.create("trip")
     view = await c.apply(
         Remember(key="budget", content="The trip budget is 1500 EUR."),
         expected=view.version,
@@ -188,7 +190,7 @@ async def test_a_retracted_conversation_entry_never_appears(tmp_path: Path) -> N
 
 async def test_private_memory_is_found_only_by_its_person(tmp_path: Path) -> None:
     c = client_for(tmp_path)
-    view = await c.view(None)
+    view = await c.create()
     await c.apply(
         Remember(
             key="ann-editor",

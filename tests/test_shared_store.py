@@ -147,7 +147,7 @@ async def test_a_stale_command_is_a_conflict_and_another_client_sees_the_change(
 ) -> None:
     one = MemoryClient(store=PostgresStore(pg_dsn, namespace="acme"))
     two = MemoryClient(store=PostgresStore(pg_dsn, namespace="acme"))
-    seen = await one.view()
+    seen = await one.create()
     await one.apply(Remember(key="budget", content="The budget is 40k."), expected=seen.version)
     with pytest.raises(MemoryConflict, match="version"):
         await two.apply(Remember(key="budget", content="It is 50k."), expected=seen.version)
@@ -163,7 +163,7 @@ async def test_live_edits_go_back_conditionally_and_keep_what_others_changed(
 ) -> None:
     store = PostgresStore(pg_dsn, namespace="acme")
     other = MemoryClient(store=PostgresStore(pg_dsn, namespace="acme"))
-    v = await other.view()
+    v = await other.create()
     v = await other.apply(
         Remember(key="port", content="The API listens on 8080."), expected=v.version
     )

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         MemoryConfigError,
         MemoryConflict,
         MemoryLockTimeout,
+        MemoryNotFound,
         MemoryPathError,
         SandboxMemoryError,
     )
@@ -58,6 +59,7 @@ _WHERE: dict[str, str] = {
     "ExtractionRequest": "engines.base",
     "MemoryConfigError": "errors",
     "MemoryConflict": "errors",
+    "MemoryNotFound": "errors",
     "MemoryLockTimeout": "errors",
     "MemoryPathError": "errors",
     "SandboxMemoryError": "errors",
@@ -85,6 +87,7 @@ __all__ = [
     "MemoryClient",
     "MemoryConfigError",
     "MemoryConflict",
+    "MemoryNotFound",
     "MemoryGenerateConfig",
     "MemoryLayoutConfig",
     "MemoryLockTimeout",

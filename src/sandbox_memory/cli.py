@@ -198,28 +198,10 @@ class Cli:
 
         shared = client.runtime.shared
         if shared is not None:
-            if not run(shared.store.holds_memory()):
-                fail(
-                    f"no memory in {self.where()} (check --dsn and --namespace, or send a "
-                    "workspace's with `sandbox-memory export`)"
-                )
             run(shared.refresh())  # the copy from the store
         elif not self.root.is_dir():
             fail(f"workspace folder {self.root} does not exist (check --root)")
-        if not run(client.has_memory()):
-            fail(
-                f"no memory in {self.root}: neither {self.memories_dir}/ nor "
-                f"{self.sessions_dir}/ is there (check --root, or start one with "
-                f"`sandbox-memory --root {self.root} init`)"
-            )
-        if conversation is not None and not run(client.has_conversation(conversation)):
-            names = [c.rollout_id for c in run(client.conversations())]
-            listed = ", ".join(names[:10]) + (", ..." if len(names) > 10 else "")
-            fail(
-                f"no conversation {conversation!r} in {self.where()} "
-                f"(known: {listed or 'none'}; see `sandbox-memory conversations`, or start one "
-                f"with `sandbox-memory init -c {conversation}`)"
-            )
+        run(client.require(conversation))
 
 
 def current() -> Cli:

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from .config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
 from .engines.base import ITEM_ID_FIELD, EntryKind
-from .errors import MemoryConfigError, MemoryConflict, MemoryStoreUnavailable
+from .errors import MemoryConfigError, MemoryConflict, MemoryNotFound, MemoryStoreUnavailable
 from .phase_two import retract, secret_problem
 from .rollouts import append_segment, build_segment, rollout_path, safe_rollout_id
 from .runtime import LayoutRuntime
@@ -185,7 +185,7 @@ class MemoryClient:
     """Read and change memory in a workspace folder or a live sandbox session.
 
     >>> client = MemoryClient("/path/to/workspace")
-    >>> view = await client.view()                       # layout memory
+    >>> view = await client.view()                       # layout memory (create() starts it)
     >>> await client.apply(Remember(key="budget", content="...", kind="fact"),
     ...                    expected=view.version)
 
@@ -221,6 +221,9 @@ class MemoryClient:
             self._scratch = workspace = tempfile.mkdtemp(prefix="sandbox-memory-copy-")
         ws = workspace if isinstance(workspace, Workspace) else LocalWorkspace(Path(workspace))
         self._pending_defaults: tuple[bool | None, bool | None, bool] | None = None
+        self._own_workspace = False
+        """Whether this is a sandbox's own memory (:meth:`for_session`): its layout memory is
+        there by configuration, even before the first close writes a file."""
         if runtime is None:
             runtime = LayoutRuntime(
                 ws,
@@ -265,7 +268,9 @@ class MemoryClient:
     def for_session(cls, session: Any, memory: Memory) -> MemoryClient:
         from . import _sdk
 
-        return cls(_sdk.workspace_for_session(session), runtime=_sdk.runtime_for(session, memory))
+        client = cls(_sdk.workspace_for_session(session), runtime=_sdk.runtime_for(session, memory))
+        client._own_workspace = True
+        return client
 
     @property
     def store(self) -> Any:
@@ -325,6 +330,51 @@ class MemoryClient:
             await rt.ws.size(rollout_path(rt.layout.sessions_dir, rid)) is not None
         )
 
+    def where(self) -> str:
+        """Where this client's memory lives, in words (the shared store when there is one)."""
+
+        shared = self.runtime.shared
+        if shared is None:
+            return self.runtime.ws.describe()
+        return f"namespace {shared.store.namespace} of {shared.store.dsn}"
+
+    async def require(self, conversation: str | None = None) -> None:
+        """Raise :class:`~sandbox_memory.errors.MemoryNotFound`, naming it, unless this
+        workspace (or shared store) holds memory and, if given, knows ``conversation``.
+
+        A mistyped root or rollout id is an error, not an empty memory: memory is created only
+        by :meth:`create` (``sandbox-memory init``). A sandbox's own client
+        (:meth:`for_session`) always has its layout memory, even before its first close.
+        """
+
+        shared = self.runtime.shared
+        if self._own_workspace:
+            here = True
+        elif shared is not None:
+            here = await shared.store.holds_memory()
+        else:
+            here = await self.has_memory()
+        if not here:
+            layout = self.runtime.layout
+            raise MemoryNotFound(
+                "workspace",
+                self.where(),
+                f"no memory in {self.where()}: neither {layout.memories_dir}/ nor "
+                f"{layout.sessions_dir}/ is there (check the root or the store given, or start "
+                "memory with MemoryClient.create() or `sandbox-memory init`)",
+            )
+        if conversation is None or await self.has_conversation(conversation):
+            return
+        names = [c.rollout_id for c in await self.conversations()]
+        listed = ", ".join(names[:10]) + (", ..." if len(names) > 10 else "")
+        raise MemoryNotFound(
+            "conversation",
+            conversation,
+            f"no conversation {conversation!r} in {self.where()} (known: {listed or 'none'}; "
+            f"start one with MemoryClient.create({conversation!r}) or "
+            f"`sandbox-memory init -c {conversation}`)",
+        )
+
     async def create(self, conversation: str | None = None) -> ConversationView | LayoutView:
         """Start memory here (layout memory, or an empty memory for ``conversation``)."""
 
@@ -347,8 +397,15 @@ class MemoryClient:
             await rt.consolidate_layout()
 
     async def view(self, conversation: str | None = None) -> ConversationView | LayoutView:
+        """Layout memory (``None``) or one conversation's memory, with its version.
+
+        Raises :class:`~sandbox_memory.errors.MemoryNotFound` for a workspace without memory or
+        an unknown conversation (see :meth:`require`).
+        """
+
         if self.runtime.shared is not None:
             await self.runtime.shared.refresh()
+        await self.require(conversation)
         return await self._local_view(conversation)
 
     async def _local_view(self, conversation: str | None) -> ConversationView | LayoutView:
@@ -402,8 +459,12 @@ class MemoryClient:
         return found
 
     async def log(self) -> list[LogRecord]:
+        """Every change, oldest first (:class:`~sandbox_memory.errors.MemoryNotFound` where
+        there is no memory)."""
+
         if self.runtime.shared is not None:
             await self.runtime.shared.refresh()
+        await self.require()
         records: list[LogRecord] = await self.store.read_log()
         return records
 
@@ -424,10 +485,11 @@ class MemoryClient:
         .. versionadded:: 0.1
         """
 
-        rid = safe_rollout_id(conversation) if conversation is not None else None
         if self.runtime.shared is not None:
             # The index is derived from the copy: bring it up to date from the store first.
             await self.runtime.shared.refresh()
+        await self.require(conversation)
+        rid = safe_rollout_id(conversation) if conversation is not None else None
         hits: list[SearchHit] = await self.runtime.search_index.search(
             query, conversation=rid, limit=limit, person=person
         )
@@ -620,6 +682,7 @@ class MemoryClient:
 
     async def _refresh(self, conversation: str | None) -> ConversationView | LayoutView:
         rt = self.runtime
+        await self.require(conversation)  # a Refresh creates nothing: a typo is an error
         if conversation is None:
             if rt.generate_enabled:
                 self._require_model()
@@ -628,7 +691,7 @@ class MemoryClient:
         rid = safe_rollout_id(conversation)
         memory = await self.store.load_conversation(rid)
         if not rt.switch(memory.overrides.generate, "generate"):
-            return await self.view(rid)
+            return await self._local_view(rid)
         self._require_model()
 
         def retry(p: Any) -> None:

@@ -4,6 +4,7 @@
 
     MemoryError_ (base, subclass of Exception)
     ├── MemoryConfigError (also ValueError)   bad configuration or argument; names field and value
+    │   └── MemoryNotFound                    no memory at that root, or no such conversation
     ├── MemoryConflict                        stale version, unknown key, refused command (409)
     │   └── MemoryLeaseLost                   a shared store's lease ran out or was taken over
     ├── MemoryLockTimeout                     the layout lock could not be taken in time
@@ -27,6 +28,20 @@ class MemoryConfigError(SandboxMemoryError, ValueError):
         self.field = field
         self.value = value
         super().__init__(f"{field} {problem}, got: {value!r}")
+
+
+class MemoryNotFound(MemoryConfigError):
+    """A read names memory that is not there: a workspace (or shared store) without memory, or
+    a conversation it does not know. Memory is only created explicitly
+    (:meth:`MemoryClient.create`, ``sandbox-memory init``); nothing was changed.
+
+    ``field`` is ``"workspace"`` or ``"conversation"``, ``value`` the root or rollout id given.
+    """
+
+    def __init__(self, field: str, value: object, message: str) -> None:
+        self.field = field
+        self.value = value
+        ValueError.__init__(self, message)
 
 
 class MemoryConflict(SandboxMemoryError):

@@ -320,7 +320,8 @@ async def _extract(rt: LayoutState, rollout_id: str, *, budget: Budget | None) -
                 if isinstance(exc, ModelExtractionError)
                 else f"{type(exc).__name__}: {exc}"
             )
-            await _record_failure(rt, rollout_id, what)
+            retry_at = exc.retry_at if isinstance(exc, ModelExtractionError) else None
+            await _record_failure(rt, rollout_id, what, retry_at=retry_at)
             return False
         extraction.candidates = resolve_citations(extraction.candidates, index)
         if feedback is not None or not extraction.candidates or rt.engine.name == "offline":
@@ -383,7 +384,13 @@ async def _run_engine(
     )
 
 
-async def _record_failure(rt: LayoutState, rollout_id: str, message: str) -> None:
+async def _record_failure(
+    rt: LayoutState, rollout_id: str, message: str, *, retry_at: float | None = None
+) -> None:
+    """Count a failed attempt: parked as failed after ``max_attempts``, else retried after a
+    doubling backoff, and never before ``retry_at`` (the provider's ``retry-after``, as a
+    ``time.time()``; at most :data:`MAX_BACKOFF_SECONDS` away)."""
+
     error = rt.redactor.redact_text(message)[:500]
     max_attempts = rt.generate.max_attempts
 
@@ -394,13 +401,20 @@ async def _record_failure(rt: LayoutState, rollout_id: str, message: str) -> Non
             p.status = "failed"
         else:
             p.status = "retrying"
+            now = time.time()
             delay = min(BACKOFF_BASE_SECONDS * 2 ** (p.attempts - 1), MAX_BACKOFF_SECONDS)
-            p.next_attempt_at = time.time() + delay
+            asked = min(retry_at - now, MAX_BACKOFF_SECONDS) if retry_at is not None else 0.0
+            p.next_attempt_at = now + max(delay, asked)
 
     async with rt.write_lock():
         prog = await rt.update_progress(rollout_id, fail)
     if prog.status == "failed":
         what_next = "parked as failed (see store/progress/; Refresh retries it)"
+    elif retry_at is not None and prog.next_attempt_at > time.time() + BACKOFF_BASE_SECONDS:
+        what_next = (
+            f"retried at the first run or close after {prog.next_attempt_at - time.time():.0f}s "
+            "(the provider's retry-after)"
+        )
     else:
         what_next = "retried with backoff at the next run or close"
     logger.warning(

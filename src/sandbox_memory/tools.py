@@ -70,8 +70,8 @@ def live_update_tools(memory: Memory) -> list[Tool]:
                 "user's own words at the end of the run)"
             )
         c = client()
-        view = await c.view(None)
         try:
+            view = await c.view(None)
             await c.apply(
                 Remember(key=key, content=content, kind=kind),
                 expected=view.version,

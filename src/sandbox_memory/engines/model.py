@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import re
 import time
+import weakref
 from typing import Any, Literal
 
 from agents import Agent, AgentOutputSchemaBase, ModelSettings, Runner
@@ -22,7 +24,7 @@ from agents.exceptions import (
     ModelRefusalError,
     ModelTimeoutError,
 )
-from agents.models.interface import Model
+from agents.models.interface import Model, ModelProvider
 from agents.retry import ModelRetrySettings
 from agents.run import RunConfig
 from agents.strict_schema import ensure_strict_json_schema
@@ -56,7 +58,9 @@ RETRY_BACKOFF_SECONDS = 1.0
 """First wait before a retry without ``retry-after``; doubles per retry."""
 
 RETRY_AFTER_CAP_SECONDS = 60.0
-"""Longest ``retry-after`` honoured; a provider asking for more is treated as a failure."""
+"""Longest ``retry-after`` waited for within one extraction; a provider asking for more (or
+for longer than the close's time budget has left) ends the attempt, and the time it asked
+for is carried into the rollout's next attempt (:attr:`ModelExtractionError.retry_at`)."""
 
 OUTPUT_EXCERPT_CHARS = 120
 """Characters of a malformed model output quoted in the error record."""
@@ -106,11 +110,19 @@ class _ExtractionParsed(BaseModel):
 
 
 class ModelExtractionError(SandboxMemoryError):
-    """A phase-1 model request failed; the message says how (kept in the progress record)."""
+    """A phase-1 model request failed; the message says how (kept in the progress record).
 
-    def __init__(self, message: str, *, transient: bool = False) -> None:
+    ``retry_at`` is the wall-clock time (``time.time()``) before which the provider asked not
+    to be called again (its ``retry-after``/``retry-after-ms``), or ``None``: the rollout's
+    next attempt is not scheduled earlier.
+    """
+
+    def __init__(
+        self, message: str, *, transient: bool = False, retry_at: float | None = None
+    ) -> None:
         super().__init__(message)
         self.transient = transient
+        self.retry_at = retry_at
 
 
 def credentials_source() -> str | None:
@@ -206,6 +218,9 @@ class ModelEngine:
         self.retries = retries
         self.calls = 0
         """Requests sent to the provider (every attempt, retries included)."""
+        self._providers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ModelProvider] = (
+            weakref.WeakKeyDictionary()
+        )
 
     @property
     def model_name(self) -> str:
@@ -228,12 +243,11 @@ class ModelEngine:
             attempt += 1
             self.calls += 1
             try:
-                result = await Runner.run(
-                    agent,
-                    message,
-                    max_turns=1,
-                    run_config=RunConfig(tracing_disabled=True, workflow_name="sandbox-memory"),
-                )
+                run_config = RunConfig(tracing_disabled=True, workflow_name="sandbox-memory")
+                provider = self._provider_for_this_loop()
+                if provider is not None:
+                    run_config.model_provider = provider
+                result = await Runner.run(agent, message, max_turns=1, run_config=run_config)
                 out = result.final_output_as(_ExtractionParsed)
                 break
             except Exception as exc:  # noqa: BLE001 - classified and re-raised with its cause
@@ -245,6 +259,7 @@ class ModelEngine:
                     raise ModelExtractionError(
                         f"{failure} (a retry in {delay:g}s would pass the close's time budget)",
                         transient=True,
+                        retry_at=failure.retry_at,
                     ) from exc
                 await asyncio.sleep(delay)
         return Extraction(
@@ -254,6 +269,39 @@ class ModelEngine:
             candidates=out.candidates,
         )
 
+    def _provider_for_this_loop(self) -> ModelProvider | None:
+        """For a model given by name, the SDK's provider with an OpenAI client of this event
+        loop's own (``None``: the SDK's default provider is used as it is).
+
+        The SDK's default provider shares one HTTP client per process, and its pooled
+        connections belong to the event loop that opened them: after ``asyncio.run`` returns,
+        a second ``asyncio.run`` fails on them with "Event loop is closed". A client per loop
+        (dropped with its loop) keeps every loop working and still reuses connections within
+        one. An application's own client (``set_default_openai_client``) is used as given.
+        """
+
+        if not isinstance(self.model, str):
+            return None
+        from agents.models import _openai_shared
+        from agents.models.multi_provider import MultiProvider
+
+        if _openai_shared.get_default_openai_client() is not None:
+            return None
+        loop = asyncio.get_running_loop()
+        provider = self._providers.get(loop)
+        if provider is None:
+            from openai import AsyncOpenAI, DefaultAsyncHttpx2Client
+
+            # Like the SDK's own client: key from set_default_openai_key or OPENAI_API_KEY,
+            # base URL, organisation and project from the environment.
+            client = AsyncOpenAI(
+                api_key=_openai_shared.get_default_openai_key(),
+                http_client=DefaultAsyncHttpx2Client(),
+            )
+            provider = MultiProvider(openai_client=client)
+            self._providers[loop] = provider
+        return provider
+
 
 def _status_of(exc: BaseException) -> int | None:
     code = getattr(exc, "status_code", None)
@@ -261,15 +309,19 @@ def _status_of(exc: BaseException) -> int | None:
 
 
 def _retry_after(exc: BaseException) -> float | None:
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
-    if headers is None:
+    """Seconds from now the provider asked to wait, read the SDK's way along the error's chain
+    (``retry-after-ms``, else ``retry-after`` in seconds or as an HTTP date; the headers of
+    an ``openai`` error's response, or of a LiteLLM-style error's own ``headers``);
+    ``None`` when absent or unreadable."""
+
+    from agents.models._retry_runtime import get_retry_after
+
+    if not isinstance(exc, Exception):
         return None
-    value: Any = headers.get("retry-after")
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
+    seconds = get_retry_after(exc)
+    if seconds is None or not math.isfinite(seconds):
         return None
+    return max(0.0, seconds)
 
 
 def _retry_delay(exc: BaseException, attempt: int) -> float | None:
@@ -304,8 +356,12 @@ def describe_failure(exc: BaseException, settings: ModelSettings) -> ModelExtrac
         after = _retry_after(exc)
         detail = f"HTTP {code} from the provider: {exc.message}"
         if after is not None:
-            detail += f" (retry-after {after:g}s)"
-        return ModelExtractionError(detail, transient=code == 429 or code >= 500)
+            detail += f" (retry-after {after:.3g}s)"
+        return ModelExtractionError(
+            detail,
+            transient=code == 429 or code >= 500,
+            retry_at=time.time() + after if after is not None else None,
+        )
     if isinstance(exc, ModelBehaviorError):
         return ModelExtractionError(_behaviour_detail(exc))
     if isinstance(exc, MaxTurnsExceeded):
