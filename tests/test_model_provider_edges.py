@@ -13,17 +13,23 @@ import asyncio
 import email.utils
 import logging
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
+import openai
 import pytest
-from agents import ModelSettings, OpenAIResponsesModel
+from agents import AgentOutputSchemaBase, Handoff, ModelSettings, OpenAIResponsesModel, Tool
+from agents.items import ModelResponse, TResponseInputItem, TResponseStreamEvent
+from agents.models.interface import Model, ModelTracing
+from agents.usage import Usage
 
 import http_provider as hp
 from faultlib import progress, warnings_from
 from sandbox_memory import MemoryGenerateConfig
 from sandbox_memory.config import MemoryLayoutConfig, MemoryReadConfig
-from sandbox_memory.engines.model import ModelEngine
+from sandbox_memory.engines.model import ExtractionSchema, ModelEngine
 from sandbox_memory.runtime import LayoutRuntime
 from sandbox_memory.workspace import LocalWorkspace
 from test_model_http import FIX_RUN, client_for, memory_md, reply
@@ -138,9 +144,6 @@ async def test_a_short_retry_after_ms_is_waited_for_within_the_close(
 
 
 def test_retry_after_forms_are_read_as_seconds_from_now() -> None:
-    import httpx2
-    import openai
-
     from sandbox_memory.engines import model as engine
 
     def error(headers: dict[str, str]) -> openai.RateLimitError:
@@ -204,3 +207,190 @@ def test_a_model_given_by_name_works_across_two_asyncio_runs(
     engine.clear()
     asyncio.run(one_run(tmp_path / "three"))
     assert progress(tmp_path / "three")["conv"]["status"] == "ok"
+
+
+# ------------------------------------------------- a LitellmModel-like model
+
+
+class LitellmStyleRateLimit(openai.RateLimitError):
+    """Raised the way LiteLLM raises a provider's 429: an ``openai`` error class (LiteLLM's
+    inherit from them) whose ``response`` is a stand-in without the provider's headers,
+    which travel in ``litellm_response_headers``."""
+
+    def __init__(self, message: str, headers: httpx2.Headers) -> None:
+        request = httpx2.Request("POST", "https://litellm.invalid/chat/completions")
+        super().__init__(message, response=httpx2.Response(429, request=request), body=None)
+        self.litellm_response_headers = headers
+
+
+class LitellmLikeModel(Model):
+    """An ``agents.Model`` used the way the SDK's ``LitellmModel`` is: not one of the SDK's
+    OpenAI classes, its own HTTP call to a chat-completions endpoint (messages and
+    ``response_format`` built with the SDK's chat converter, as LitellmModel builds them),
+    ``ModelSettings.timeout`` not passed on (LitellmModel does not pass it; a ``timeout`` in
+    ``extra_args`` reaches the call), and failures raised as LiteLLM raises them."""
+
+    def __init__(self, model: str, base_url: str) -> None:
+        self.model = model
+        self.base_url = base_url
+        self.timeouts: list[float | None] = []
+
+    async def get_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[TResponseInputItem],
+        model_settings: ModelSettings,
+        tools: list[Tool],
+        output_schema: AgentOutputSchemaBase | None,
+        handoffs: list[Handoff],
+        tracing: ModelTracing,
+        *,
+        previous_response_id: str | None = None,
+        conversation_id: str | None = None,
+        prompt: Any | None = None,
+    ) -> ModelResponse:
+        from agents.models.chatcmpl_converter import Converter
+        from openai import omit
+        from openai.types.chat import ChatCompletionMessage
+
+        messages: list[Any] = list(Converter.items_to_messages(input, model=self.model))
+        if system_instructions:
+            messages.insert(0, {"role": "system", "content": system_instructions})
+        body: dict[str, Any] = {"model": self.model, "messages": messages}
+        response_format = Converter.convert_response_format(output_schema)
+        if response_format is not omit:
+            body["response_format"] = response_format
+        extra = dict(model_settings.extra_args or {})
+        timeout = extra.pop("timeout", None)
+        self.timeouts.append(timeout)
+        async with httpx2.AsyncClient(timeout=timeout) as http:
+            reply = await http.post(f"{self.base_url}/chat/completions", json={**body, **extra})
+        if reply.status_code == 429:
+            raise LitellmStyleRateLimit("litellm.RateLimitError: slow down", reply.headers)
+        if reply.status_code >= 400:
+            raise openai.InternalServerError(
+                f"litellm.InternalServerError: {reply.text[:80]}", response=reply, body=None
+            )
+        message = ChatCompletionMessage.model_validate(reply.json()["choices"][0]["message"])
+        return ModelResponse(
+            output=Converter.message_to_output_items(message),
+            usage=Usage(requests=1),
+            response_id=None,
+        )
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[TResponseStreamEvent]:
+        raise NotImplementedError("phase 1 does not stream")
+
+
+def litellm_memory(model: LitellmLikeModel, **generate: Any) -> Any:
+    from sandbox_memory import Memory
+
+    return Memory(
+        generate=MemoryGenerateConfig(
+            phase_one_model=model, max_seconds_per_close=BUDGET_SECONDS, **generate
+        )
+    )
+
+
+async def sandbox_run(client: Any, manifest: Any, memory: Any, resume: Any = None) -> Any:
+    from agents import Runner
+    from agents.run import RunConfig
+    from agents.sandbox import SandboxAgent, SandboxRunConfig
+    from agents.sandbox.capabilities import Filesystem, Shell
+    from agents.testing import ScriptedModel
+
+    from helpers import bug_fix_script
+
+    sandbox = await (
+        client.resume(resume) if resume is not None else client.create(manifest=manifest)
+    )
+    agent = SandboxAgent(
+        name="fixer",
+        instructions="Fix bugs.",
+        model=ScriptedModel(bug_fix_script()),
+        capabilities=[memory, Filesystem(), Shell()],
+    )
+    async with sandbox:
+        await Runner.run(
+            agent,
+            "The invoice tests fail. Fix the bug.",
+            run_config=RunConfig(sandbox=SandboxRunConfig(session=sandbox)),
+        )
+    return sandbox
+
+
+async def test_a_litellm_like_model_extracts_through_the_engine(
+    provider: hp.ProviderServer,
+    client: Any,
+    manifest: Any,
+    workspace_root: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="sandbox_memory")
+    provider.respond_with(good)
+    model = LitellmLikeModel("anthropic/claude-test", provider.base_url)
+    settings = {"extra_args": {"timeout": 30.0}}
+    await sandbox_run(client, manifest, litellm_memory(model, phase_one_model_settings=settings))
+
+    (request,) = provider.phase_one_requests()
+    assert request.api == "chat" and request.body["model"] == "anthropic/claude-test"
+    fmt = request.body["response_format"]
+    assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True
+    assert fmt["json_schema"]["schema"] == ExtractionSchema().json_schema()  # strict, no default
+    assert model.timeouts == [30.0]  # the documented way to bound a LiteLLM attempt
+    assert "test-command" in memory_md(workspace_root)
+    assert any("model engine with LitellmLikeModel" in r.getMessage() for r in caplog.records)
+    assert warnings_from(caplog) == []
+
+
+async def test_a_litellm_rate_limit_keeps_its_retry_after(
+    provider: hp.ProviderServer,
+    client: Any,
+    manifest: Any,
+    workspace_root: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """LiteLLM carries the provider's ``retry-after`` in ``litellm_response_headers``, not in
+    its error's response: it is read there, and carried into the next attempt."""
+
+    clock = Clock(monkeypatch)
+    provider.respond_with(lambda request: hp.status(429, retry_after=120))
+    model = LitellmLikeModel("anthropic/claude-test", provider.base_url)
+    sandbox = await sandbox_run(client, manifest, litellm_memory(model))
+    (rollout,) = [p.stem for p in (workspace_root / "sessions").glob("*.jsonl")]
+    state = progress(workspace_root)[rollout]
+    assert "HTTP 429" in state["last_error"] and "retry-after 120s" in state["last_error"]
+    assert state["next_attempt_at"] >= time.time() + 115
+    (line,) = warnings_from(caplog)
+    assert "retry-after" in line
+
+    provider.respond_with(good)
+    clock.advance(125)
+    await sandbox_run(client, manifest, litellm_memory(model), resume=sandbox.state)
+    assert progress(workspace_root)[rollout]["status"] == "ok"
+    assert "test-command" in memory_md(workspace_root)
+
+
+async def test_a_hung_litellm_like_model_is_bounded_by_the_close(
+    provider: hp.ProviderServer,
+    client: Any,
+    manifest: Any,
+    workspace_root: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """LitellmModel does not pass ``ModelSettings.timeout`` on: the phase-1 default of 60 s
+    does not reach it, and the close's own deadline still ends the attempt."""
+
+    from sandbox_memory import _sdk
+
+    provider.respond_with(lambda request: hp.hang())
+    model = LitellmLikeModel("anthropic/claude-test", provider.base_url)
+    started = time.monotonic()
+    await sandbox_run(client, manifest, litellm_memory(model))
+    assert time.monotonic() - started < 2 * BUDGET_SECONDS + _sdk.CLOSE_GRACE_SECONDS + 5
+    assert model.timeouts and set(model.timeouts) == {None}
+    (rollout,) = [p.stem for p in (workspace_root / "sessions").glob("*.jsonl")]
+    state = progress(workspace_root).get(rollout, {})
+    assert state.get("offset", 0) == 0 and state.get("attempts", 0) == 0  # deferred
+    assert any("for the next close" in m for m in warnings_from(caplog))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from agents import Runner
 from agents.run import RunConfig
 from agents.sandbox import SandboxAgent, SandboxRunConfig
@@ -19,6 +20,7 @@ from helpers import bug_fix_script
 from sandbox_memory import Memory, MemoryClient, MemoryGenerateConfig, MemoryReadConfig, for_person
 from sandbox_memory.config import MemoryLayoutConfig
 from sandbox_memory.engines.base import Candidate, Extraction, ExtractionRequest
+from sandbox_memory.privacy import self_statements, shared_text
 from sandbox_memory.runtime import LayoutRuntime
 from sandbox_memory.workspace import LocalWorkspace
 
@@ -108,13 +110,13 @@ class QuotingEngine:
         )
 
 
-def quoting_runtime(root: Path) -> LayoutRuntime:
+def quoting_runtime(root: Path, engine: Any = None) -> LayoutRuntime:
     return LayoutRuntime(
         LocalWorkspace(root),
         layout=MemoryLayoutConfig(),
         generate=MemoryGenerateConfig(),
         read=MemoryReadConfig(),
-        engine=QuotingEngine(),
+        engine=engine or QuotingEngine(),
     )
 
 
@@ -170,3 +172,186 @@ async def test_the_prompt_names_the_person_and_gives_the_privacy_rules_every_tur
         assert "clearly belongs to the shared work" in text
         assert "another person's preferences" in text
     assert "You are working with" not in (solo.calls[0].system_instructions or "")
+
+
+# ------------------------------------------------------- what is about the person
+
+# (the person's message, what must stay in shared text, what must go)
+ABOUT_THE_WORK_OR_THE_PERSON: list[tuple[str, list[str], list[str]]] = [
+    # English: work in the first person stays
+    ("I ran the tests and two of them fail on the parser.", ["I ran the tests and two"], []),
+    (
+        "I fixed the parser yesterday, but the lexer still breaks on tabs.",
+        ["I fixed the parser", "lexer still breaks"],
+        [],
+    ),
+    ("I think the bug is in utils.py.", ["I think the bug is in utils.py."], []),
+    ("I tried that already.", ["I tried that already."], []),
+    ("I saw a KeyError in `load_config` when the cache is cold.", ["I saw a KeyError"], []),
+    ("My branch fails CI after the rebase.", ["My branch fails CI"], []),
+    ("I'm getting a timeout from the staging server.", ["timeout from the staging server"], []),
+    ("I reverted the last commit.", ["I reverted the last commit."], []),
+    ("I'd like you to add a regression test.", ["I'd like you to add a regression test."], []),
+    ("Why does my test fail on Windows?", ["Why does my test fail on Windows?"], []),
+    # ... also with words that are personal elsewhere (parent, health, email, doctor, sleep)
+    ("I killed the parent process and restarted it.", ["I killed the parent process"], []),
+    ("I disabled the cache for the health check.", ["I disabled the cache"], []),
+    ("I fixed the email template and the mobile layout.", ["I fixed the email template"], []),
+    ("I added a sleep to the retry loop.", ["I added a sleep to the retry loop."], []),
+    ("I ran brew doctor and it was clean.", ["I ran brew doctor and it was clean."], []),
+    ("I added @pytest.fixture to the test.", ["I added @pytest.fixture to the test."], []),
+    # English: what is about the person goes
+    ("I prefer short answers with a list of changes.", [], ["prefer", "short answers"]),
+    ("I'm allergic to peanuts.", [], ["allergic", "peanuts"]),
+    ("My daughter starts school on Monday.", [], ["daughter", "school"]),
+    ("My phone number is 555 0134, call me there.", [], ["phone", "555"]),
+    ("I'm a vegetarian.", [], ["vegetarian"]),
+    ("I live in Lisbon with two cats.", [], ["Lisbon", "cats"]),
+    ("I'm on vacation next week.", [], ["vacation"]),
+    ("I have a doctor's appointment on Friday.", [], ["doctor", "Friday"]),
+    ("I'd rather get answers in Portuguese.", [], ["rather", "Portuguese"]),
+    ("I'm tired today.", [], ["tired"]),
+    ("I love hiking and camping.", [], ["hiking", "camping"]),
+    ("I'm diabetic, what should I eat?", [], ["diabetic", "eat"]),
+    ("Please remember that I'm allergic to peanuts.", [], ["allergic"]),
+    ("I have health issues.", [], ["health"]),
+    ("My zip code is 10115.", [], ["10115"]),
+    ("Email me at ana@example.com.", [], ["ana@example.com"]),
+    # English: one sentence with both keeps the work clause only
+    ("I ran the tests, and I prefer short answers.", ["I ran the tests."], ["prefer", "short"]),
+    (
+        "I prefer tabs, but I fixed the indentation in main.py.",
+        ["I fixed the indentation in main.py."],
+        ["prefer", "tabs"],
+    ),
+    ("I fixed the parser while my kids were asleep.", ["I fixed the parser."], ["kids", "asleep"]),
+    (
+        "I'm allergic to nuts; the test for the menu page fails.",
+        ["The test for the menu page fails."],
+        ["allergic", "nuts"],
+    ),
+    (
+        "Fix the failing test in calc.py, I'm allergic to latex by the way.",
+        ["Fix the failing test in calc.py"],
+        ["allergic", "latex"],
+    ),
+    # German
+    ("Ich habe die Tests laufen lassen.", ["Ich habe die Tests laufen lassen."], []),
+    ("Ich glaube, der Fehler liegt in der Datei parser.py.", ["Ich glaube, der Fehler liegt"], []),
+    ("Ich habe den Fehler im Parser behoben.", ["Ich habe den Fehler im Parser behoben."], []),
+    ("Ich bevorzuge kurze Antworten.", [], ["bevorzuge", "kurze Antworten"]),
+    ("Ich bin allergisch gegen Erdnüsse.", [], ["allergisch", "Erdnüsse"]),
+    ("Meine Tochter hat morgen Geburtstag.", [], ["Tochter", "Geburtstag"]),
+    ("Ich wohne in Berlin.", [], ["Berlin"]),
+    ("Ich habe die IP-Adresse des Servers geändert.", ["IP-Adresse des Servers"], []),
+    (
+        "Ich habe die Tests laufen lassen, aber ich mag lange Erklärungen nicht.",
+        ["Ich habe die Tests laufen lassen."],
+        ["Erklärungen"],
+    ),
+    # French
+    ("J'ai corrigé le parseur.", ["J'ai corrigé le parseur."], []),
+    (
+        "Je pense que l'erreur vient du fichier config.py.",
+        ["Je pense que l'erreur vient du fichier config.py."],
+        [],
+    ),
+    ("Je préfère des réponses courtes.", [], ["préfère", "réponses courtes"]),
+    ("Je suis allergique aux arachides.", [], ["allergique", "arachides"]),
+    ("Je m'appelle Ana et j'habite à Porto.", [], ["appelle", "Porto"]),
+    (
+        "J'ai lancé les tests, mais je préfère des réponses courtes.",
+        ["J'ai lancé les tests."],
+        ["préfère", "courtes"],
+    ),
+    # Chinese
+    ("我修复了解析器。", ["我修复了解析器。"], []),
+    ("我跑了测试，两个失败了。", ["我跑了测试，两个失败了。"], []),
+    ("我更喜欢简短的回答。", [], ["喜欢", "简短"]),
+    ("我对花生过敏。", [], ["花生", "过敏"]),
+    ("我女儿下周一开学。", [], ["女儿", "开学"]),
+    ("我修改了服务器的IP地址。", ["我修改了服务器的IP地址。"], []),
+    ("我跑了测试，但我更喜欢简短的回答。", ["我跑了测试。"], ["喜欢", "简短"]),
+]
+
+
+@pytest.mark.parametrize(("said", "kept", "cut"), ABOUT_THE_WORK_OR_THE_PERSON)
+def test_what_is_about_the_person_is_cut_and_work_in_the_first_person_stays(
+    said: str, kept: list[str], cut: list[str]
+) -> None:
+    segments = [{"person": "ana", "input": [{"role": "user", "content": said}]}]
+    statements = self_statements(segments)
+    # An engine quotes the message where everyone reads: a shared note line, a summary line.
+    shared = shared_text(f"- task: {said} [ab12cd34:0]\nThe user said: {said}", statements)
+    for words in kept:
+        assert shared.count(words) == 2, (statements, shared)
+    for words in cut:
+        assert words.lower() not in shared.lower(), (statements, shared)
+    if not cut:
+        assert statements == [] and shared == f"- task: {said} [ab12cd34:0]\nThe user said: {said}"
+
+
+class QuotingAll:
+    """An engine (at the model seam) quoting the person's message in a shared fact, the
+    summary and the notes, and keeping the work sentences it found as a fact of their own."""
+
+    name = "quoting-all"
+
+    def __init__(self, work: str) -> None:
+        self.work = work
+
+    async def extract(self, request: ExtractionRequest) -> Extraction:
+        item = request.segments[-1]["input"][0]
+        said, cite = item["content"], [item["memory_item_id"]]
+        return Extraction(
+            rollout_summary=f"Task: {said}\nOutcome: the lexer was fixed.",
+            rollout_slug="lexer-tabs",
+            raw_memory=f"- asked: {said}\n- lexer.py: tabs are now tokens",
+            candidates=[
+                Candidate(key="task-lexer", content=f"Asked: {said}", kind="fact", sources=cite),
+                Candidate(key="what-was-tried", content=self.work, kind="fact", sources=cite),
+            ],
+        )
+
+
+@pytest.mark.parametrize(
+    ("said", "work", "private"),
+    [
+        (
+            "I ran the tests and the lexer test fails on tabs. I prefer short answers, but I "
+            "fixed the parser already. My daughter is sick today.",
+            "I ran the tests and the lexer test fails on tabs.",
+            ["prefer", "short answers", "daughter", "sick"],
+        ),
+        (
+            "Ich habe die Tests laufen lassen, und der Lexer-Test scheitert an Tabs. Ich "
+            "bevorzuge kurze Antworten, aber ich habe den Parser schon repariert.",
+            "Ich habe die Tests laufen lassen, und der Lexer-Test scheitert an Tabs.",
+            ["bevorzuge", "kurze Antworten"],
+        ),
+    ],
+    ids=["english", "german"],
+)
+async def test_a_persons_run_keeps_first_person_work_in_shared_memory(
+    tmp_path: Path, said: str, work: str, private: list[str]
+) -> None:
+    rt = quoting_runtime(tmp_path, QuotingAll(work))
+    await rt.record(
+        {"input": [{"role": "user", "content": said}], "generated_items": []},
+        rollout_id="ana-1",
+        person="ana",
+    )
+    await rt.close()
+    entries = (await MemoryClient(tmp_path).view("ana-1")).entries
+    assert entries["what-was-tried"].content == work and entries["what-was-tried"].person is None
+    task = entries["task-lexer"].content
+    assert task.startswith(f"Asked: {work}") and entries["task-lexer"].person is None
+    files = shared_files(tmp_path)
+    assert work in files["memories/MEMORY.md"]
+    summary = next(t for n, t in files.items() if "rollout_summaries/" in n)
+    assert work in summary and "the lexer was fixed" in summary
+    assert work in files["memories/raw_memories/ana-1.md"]
+    assert "parser" in task.lower()  # the work clause of the mixed sentence stayed
+    for name, text in files.items():
+        for words in private:
+            assert words.lower() not in text.lower(), (name, words)

@@ -309,16 +309,32 @@ def _status_of(exc: BaseException) -> int | None:
 
 
 def _retry_after(exc: BaseException) -> float | None:
-    """Seconds from now the provider asked to wait, read the SDK's way along the error's chain
-    (``retry-after-ms``, else ``retry-after`` in seconds or as an HTTP date; the headers of
-    an ``openai`` error's response, or of a LiteLLM-style error's own ``headers``);
-    ``None`` when absent or unreadable."""
+    """Seconds from now the provider asked to wait, or ``None`` when absent or unreadable.
 
-    from agents.models._retry_runtime import get_retry_after
+    Read the SDK's way along the error's chain: ``retry-after-ms`` (milliseconds), else
+    ``retry-after`` in seconds or as an HTTP date, from an ``openai`` error's response or an
+    error's own ``headers``. LiteLLM errors (``LitellmModel``) keep the provider's headers in
+    ``litellm_response_headers`` (their ``response`` is a stand-in without them), read last.
+    """
+
+    from agents.models import _retry_runtime as sdk
 
     if not isinstance(exc, Exception):
         return None
-    seconds = get_retry_after(exc)
+    seconds = sdk.get_retry_after(exc)
+    if seconds is None:
+        for err in sdk.iter_error_chain(exc):
+            headers = getattr(err, "litellm_response_headers", None)
+            if headers is None:
+                continue
+            ms = sdk.parse_retry_after_ms(sdk.header_lookup(headers, "retry-after-ms"))
+            seconds = (
+                ms
+                if ms is not None
+                else sdk.parse_retry_after_value(sdk.header_lookup(headers, "retry-after"))
+            )
+            if seconds is not None:
+                break
     if seconds is None or not math.isfinite(seconds):
         return None
     return max(0.0, seconds)
