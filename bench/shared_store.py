@@ -39,10 +39,26 @@ async def worker(spec: dict[str, Any]) -> dict[str, Any]:
     from shared_flow import lesson, run_payload
 
     store = None
+    waits: list[float] = []
+    holds: list[float] = []
     if spec["kind"] == "postgres":
         from sandbox_memory.stores import PostgresStore
 
-        store = PostgresStore(spec["dsn"], namespace=spec["namespace"])
+        class TimedStore(PostgresStore):
+            """Notes how long each close waited for the lease and held it."""
+
+            async def acquire(self, *, timeout: float, holder: str | None = None) -> Any:
+                t = time.perf_counter()
+                fence = await super().acquire(timeout=timeout, holder=holder)
+                self._taken = time.perf_counter()
+                waits.append(self._taken - t)
+                return fence
+
+            async def release(self, fence: Any) -> None:
+                await super().release(fence)
+                holds.append(time.perf_counter() - self._taken)
+
+        store = TimedStore(spec["dsn"], namespace=spec["namespace"])
     root = Path(spec["root"])
     root.mkdir(parents=True, exist_ok=True)
     generate = MemoryGenerateConfig(engine="offline", lock_timeout_seconds=600)
@@ -67,7 +83,7 @@ async def worker(spec: dict[str, Any]) -> dict[str, Any]:
         closes.append(t2 - t1)
     if store is not None:
         await store.aclose()
-    return {"record": records, "close": closes}
+    return {"record": records, "close": closes, "wait": waits, "hold": holds}
 
 
 def pct(values: list[float], q: float) -> float:
@@ -128,6 +144,8 @@ def scenario(kind: str, procs: int, runs: int, dsn: str | None, base: Path) -> d
     wall = time.perf_counter() - start
     records = [x for r in results for x in r["record"]]
     closes = [x for r in results for x in r["close"]]
+    waits = [x for r in results for x in r["wait"]]
+    holds = [x for r in results for x in r["hold"]]
     tags = [f"p{i}x{j}" for i in range(procs) for j in range(runs)]
     lost = asyncio.run(lessons_lost(kind, specs[0], tags))
     return {
@@ -140,6 +158,10 @@ def scenario(kind: str, procs: int, runs: int, dsn: str | None, base: Path) -> d
         "record_p99_ms": round(pct(records, 0.99) * 1000, 1),
         "close_p50_ms": round(statistics.median(closes) * 1000, 1),
         "close_p99_ms": round(pct(closes, 0.99) * 1000, 1),
+        # Per close: waiting for the namespace's lease, then holding it (PostgreSQL only).
+        "lease_wait_p50_ms": round(pct(waits, 0.5) * 1000, 1) if waits else None,
+        "lease_hold_p50_ms": round(pct(holds, 0.5) * 1000, 1) if holds else None,
+        "lease_hold_p99_ms": round(pct(holds, 0.99) * 1000, 1) if holds else None,
         "lessons_lost": lost,
     }
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from ..phase_one import Budget, extract_rollout
@@ -79,9 +80,14 @@ class Extractor:
         return changed
 
     async def close(
-        self, *, only: list[str] | None = None, deadline: float | None = None
+        self,
+        *,
+        only: list[str] | None = None,
+        skip: Collection[str] = (),
+        deadline: float | None = None,
     ) -> dict[str, Any]:
-        """Phase 1 for every pending rollout, then phase 2; returns a report.
+        """Phase 1 for every pending rollout (of ``only``, but ``skip``: another sandbox's close
+        extracts those), then phase 2; returns a report.
 
         In this process: with a shared store, the runtime runs it under the store's lease
         (``LayoutRuntime.close``).
@@ -106,6 +112,7 @@ class Extractor:
         pending = await self.state.pending_rollouts()
         if only is not None:
             pending = [r for r in pending if r in only]
+        pending = [r for r in pending if r not in skip]
         sem = asyncio.Semaphore(g.phase_one_concurrency)
 
         async def one(rid: str) -> None:

@@ -210,7 +210,7 @@ class LayoutRuntime:
 
         if self.shared is not None:
             return await self.shared.close(
-                lambda: self.extractor.close(only=only, deadline=deadline)
+                lambda skip: self.extractor.close(only=only, skip=skip, deadline=deadline)
             )
         return await self.extractor.close(only=only, deadline=deadline)
 

@@ -206,6 +206,30 @@ SCHEMA_VERSION = len(MIGRATIONS)
 # --------------------------------------------------------------------------- values
 
 
+def _entry(
+    key: str,
+    kind: Any,
+    content: str,
+    sources: Any,
+    status: Any,
+    person: str | None,
+    keywords: Any,
+    updated_at: int,
+) -> Entry:
+    """An entry from its ``sbm_entries`` columns (``kind`` to ``updated_at``, in table order)."""
+
+    return Entry(
+        key=key,
+        content=content,
+        kind=kind,
+        sources=sources,
+        status=status,
+        person=person,
+        keywords=keywords,
+        updated_at=int(updated_at),
+    )
+
+
 @dataclass(frozen=True)
 class Fence:
     """A lease held on a namespace: writes carrying it are refused once it is lost."""
@@ -458,6 +482,57 @@ class PostgresStore:
                     "out or was taken over; nothing more is written under it"
                 )
 
+    # ------------------------------------------------------------ extraction claims
+
+    async def claim(self, names: Sequence[str], *, holder: str) -> list[str]:
+        """Take the named claims (``extract:<rollout-id>``) that are free, lapsed or already
+        this holder's (then extended by ``lease_seconds``); the names taken. Not fenced: a
+        claim only keeps other closes from doing the same work at once."""
+
+        if not names:
+            return []
+        async with self._tx("claiming conversations") as conn:
+            rows = await (
+                await conn.execute(
+                    """
+                    INSERT INTO sbm_leases AS l (namespace, name, holder, token, expires_at)
+                    SELECT %s, n, %s, 1, clock_timestamp() + make_interval(secs => %s)
+                    FROM unnest(%s::text[]) AS n
+                    ON CONFLICT (namespace, name) DO UPDATE
+                      SET holder = EXCLUDED.holder, token = l.token + 1,
+                          expires_at = EXCLUDED.expires_at
+                      WHERE l.holder IS NULL OR l.holder = EXCLUDED.holder
+                         OR l.expires_at < clock_timestamp()
+                    RETURNING name
+                    """,
+                    (self.namespace, holder, self.lease_seconds, list(names)),
+                )
+            ).fetchall()
+        return sorted(str(r[0]) for r in rows)
+
+    async def claimed_by_others(self, prefix: str, *, holder: str) -> list[str]:
+        """Live claims starting with ``prefix`` held by anyone but ``holder``."""
+
+        async with self._tx("reading claims") as conn:
+            rows = await (
+                await conn.execute(
+                    "SELECT name FROM sbm_leases WHERE namespace = %s AND starts_with(name, %s) "
+                    "AND holder IS NOT NULL AND holder <> %s AND expires_at > clock_timestamp()",
+                    (self.namespace, prefix, holder),
+                )
+            ).fetchall()
+        return sorted(str(r[0]) for r in rows)
+
+    async def unclaim(self, names: Sequence[str], *, holder: str) -> None:
+        if not names:
+            return
+        async with self._tx("releasing claims") as conn:
+            await conn.execute(
+                "UPDATE sbm_leases SET holder = NULL, expires_at = clock_timestamp() "
+                "WHERE namespace = %s AND holder = %s AND name = ANY(%s)",
+                (self.namespace, holder, list(names)),
+            )
+
     async def release(self, fence: Fence) -> None:
         async with self._tx("releasing the lease") as conn:
             await conn.execute(
@@ -528,17 +603,8 @@ class PostgresStore:
                     (self.namespace, list(scopes)),
                 )
             ).fetchall():
-                scope, key, version, kind, content, sources, status, person, kw, at = row
-                out[scope].entries[key] = Entry(
-                    key=key,
-                    content=content,
-                    kind=kind,
-                    sources=sources,
-                    status=status,
-                    person=person,
-                    keywords=kw,
-                    updated_at=int(at),
-                )
+                scope, key, version = row[:3]
+                out[scope].entries[key] = _entry(key, *row[3:])
                 out[scope].entry_versions[key] = int(version)
         return out
 
@@ -591,16 +657,33 @@ class PostgresStore:
                     current,
                 )
             if expected_entries:
-                found = dict(
-                    await (
-                        await conn.execute(
-                            "SELECT key, version FROM sbm_entries WHERE namespace = %s AND "
-                            "scope = %s AND key = ANY(%s)",
-                            (self.namespace, scope, list(expected_entries)),
-                        )
-                    ).fetchall()
-                )
-                stale = sorted(k for k, want in expected_entries.items() if found.get(k) != want)
+                found: dict[str, tuple[int, Entry]] = {}
+                for row in await (
+                    await conn.execute(
+                        "SELECT key, version, kind, content, sources, status, person, "
+                        "keywords, updated_at FROM sbm_entries WHERE namespace = %s AND "
+                        "scope = %s AND key = ANY(%s)",
+                        (self.namespace, scope, list(expected_entries)),
+                    )
+                ).fetchall():
+                    found[row[0]] = (int(row[1]), _entry(row[0], *row[2:]))
+                stale: list[str] = []
+                done: set[str] = set()
+                for k, want in sorted(expected_entries.items()):
+                    have = found.get(k)
+                    if (None if have is None else have[0]) == want:
+                        continue
+                    if (have is not None and entries.get(k) == have[1]) or (
+                        have is None and k in remove
+                    ):
+                        # Already as this write would leave it: the same write, sent again by
+                        # a copy that died before it noted the reply. Done, not a conflict.
+                        done.add(k)
+                    else:
+                        stale.append(k)
+                if done:
+                    entries = {k: e for k, e in entries.items() if k not in done}
+                    remove = [k for k in remove if k not in done]
                 if stale:
                     raise self._conflict(
                         f"{scope}: entr{'y' if len(stale) == 1 else 'ies'} "
@@ -608,6 +691,16 @@ class PostgresStore:
                         f"version {current}): re-read and retry",
                         current,
                     )
+            log = await self._new_log_records(conn, scope, log)
+            if (
+                expected_entries
+                and not entries
+                and not remove
+                and not log
+                and overrides is None
+                and bump > 0
+            ):
+                return current  # every change of this write is in the store already
             new = current + max(0, bump)
             if remove:
                 await conn.execute(
@@ -676,6 +769,25 @@ class PostgresStore:
                     ],
                 )
         return new
+
+    async def _new_log_records(
+        self, conn: psycopg.AsyncConnection[Any], scope: str, log: Sequence[LogRecord]
+    ) -> list[LogRecord]:
+        """``log`` without the records the store holds already (a copy sending its changes
+        again after it died mid-way): a change is logged once. A record is known by its scope,
+        time, cause, keys and detail."""
+
+        if not log:
+            return []
+        rows = await (
+            await conn.execute(
+                "SELECT at, cause, keys, detail FROM sbm_log WHERE namespace = %s AND "
+                "scope = %s AND at = ANY(%s)",
+                (self.namespace, scope, sorted({r.at for r in log})),
+            )
+        ).fetchall()
+        held = {(int(at), cause, json.dumps(keys), detail) for at, cause, keys, detail in rows}
+        return [r for r in log if (r.at, r.cause, json.dumps(r.keys), r.detail) not in held]
 
     def _conflict(self, message: str, current: int) -> MemoryConflict:
         # Raised to the caller, not logged: the caller decides (a working copy logs what it
@@ -859,14 +971,13 @@ class PostgresStore:
             return
         async with self._tx("writing notes") as conn:
             await self._check_fence(conn, fence)
-            for path, data in files.items():
-                # A deletion is a tombstone (no content): copies see it and remove theirs.
-                await conn.execute(
-                    "INSERT INTO sbm_files (namespace, path, content) VALUES (%s, %s, %s) "
-                    "ON CONFLICT (namespace, path) DO UPDATE SET content = EXCLUDED.content, "
-                    "rev = nextval('sbm_files_rev')",
-                    (self.namespace, path, data),
-                )
+            # A deletion is a tombstone (no content): copies see it and remove theirs.
+            await conn.cursor().executemany(
+                "INSERT INTO sbm_files (namespace, path, content) VALUES (%s, %s, %s) "
+                "ON CONFLICT (namespace, path) DO UPDATE SET content = EXCLUDED.content, "
+                "rev = nextval('sbm_files_rev')",
+                [(self.namespace, path, data) for path, data in files.items()],
+            )
 
     async def files(self, *, after: int = 0) -> tuple[dict[str, bytes | None], int]:
         """Notes changed since revision ``after`` (``None``: deleted) and the newest revision."""

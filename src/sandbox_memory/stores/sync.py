@@ -30,7 +30,9 @@ import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+import os
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MemoryConflict, MemoryLockTimeout, MemoryStoreUnavailable
@@ -61,6 +63,9 @@ REGISTRY_FILE = "store/registry.json"
 STORE_NOTES = (REGISTRY_FILE, SETTINGS_NOTE)
 """State files under ``memories/`` kept in the store as notes: the registry phase 2 derives and
 the switch defaults of the ``Memory`` configuration that last consolidated."""
+
+CLAIM = "extract:"
+"""Prefix of a conversation's extraction claim in the store's lease table."""
 
 REFRESH_LEASE_WAIT_SECONDS = 2.0
 """How long a run start waits for the lease to send its copy's changes: a run never waits long
@@ -109,6 +114,8 @@ class SharedCopy:
         self.offline = False
         """The store did not answer last time; logged once per outage."""
         self._session_lock = asyncio.Lock()
+        self.holder = f"{os.uname().nodename}:{os.getpid()}:{secrets.token_hex(4)}"
+        """Who this copy is in the store's claims."""
 
     # ------------------------------------------------------------ outage
 
@@ -282,9 +289,89 @@ class SharedCopy:
             except MemoryStoreUnavailable as exc:
                 logger.warning("could not renew the memory lease: %s", exc)
 
-    async def close(self, local_close: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
-        async with self.session():
-            return await local_close()
+    async def close(
+        self, local_close: Callable[[Collection[str]], Awaitable[dict[str, Any]]]
+    ) -> dict[str, Any]:
+        """A close: phase 1 of the runs recorded here first, without the lease, then the rest
+        under it (``local_close(skip)``: phase 1 of what is still pending but ``skip``, then
+        phase 2).
+
+        Extracting a conversation touches that conversation alone and its results go to the
+        store with conditional writes, so it needs no lease: closes of several sandboxes
+        extract at the same time, and each holds the lease only to send, fetch and
+        consolidate. So that two closes do not extract one run twice, each claims the
+        conversations it extracts (``extract:<rollout-id>`` in the lease table, renewed while
+        held, lapsing with a dead holder), and a close under the lease leaves out those
+        another close claimed: that one sends them at its turn.
+        """
+
+        own = await self.recorded_here()
+        taken: list[str] = []
+        keeper: asyncio.Task[None] | None = None
+        try:
+            if own:
+                try:
+                    taken = await self.store.claim([CLAIM + r for r in own], holder=self.holder)
+                    keeper = asyncio.create_task(self._keep_claims(taken))
+                except MemoryStoreUnavailable as exc:
+                    self._went_away(exc, "claiming conversations to extract")
+                    taken = []
+                    mine = own  # the copy is all there is: extract them here
+                else:
+                    mine = [r for r in own if CLAIM + r in taken]
+                sem = asyncio.Semaphore(self.rt.generate.phase_one_concurrency)
+
+                async def one(rid: str) -> None:
+                    async with sem:
+                        await self.rt.consolidate_conversation(rid)
+
+                await asyncio.gather(*(one(r) for r in mine))
+            async with self.session() as fence:
+                skip: list[str] = []
+                if fence is not None:
+                    try:
+                        # What was extracted under the claims is in the store now.
+                        await self.store.unclaim(taken, holder=self.holder)
+                        taken = []
+                        skip = [
+                            n[len(CLAIM) :]
+                            for n in await self.store.claimed_by_others(CLAIM, holder=self.holder)
+                        ]
+                    except MemoryStoreUnavailable as exc:
+                        self._went_away(exc, "reading which conversations others extract")
+                return await local_close(skip)
+        finally:
+            if keeper is not None:
+                keeper.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await keeper
+            if taken:
+                with contextlib.suppress(Exception):
+                    await self.store.unclaim(taken, holder=self.holder)
+
+    async def _keep_claims(self, names: list[str]) -> None:
+        while True:
+            await asyncio.sleep(self.store.lease_seconds / 3)
+            try:
+                await self.store.claim(names, holder=self.holder)
+            except MemoryStoreUnavailable as exc:
+                logger.warning("could not renew the memory claims: %s", exc)
+
+    async def recorded_here(self) -> list[str]:
+        """Pending rollouts holding runs recorded in this copy since it last took in the
+        store's: the ones whose extraction is this sandbox's to do."""
+
+        base = await self._base()
+        sizes = await self.rt.ws.sizes(self.rt.layout.sessions_dir)
+        pending = set(await self.rt.pending_rollouts())
+        out: list[str] = []
+        for name, size in sorted(sizes.items()):
+            rid = name[: -len(".jsonl")] if name.endswith(".jsonl") else None
+            if rid is None or name.startswith(".") or rid not in pending:
+                continue
+            if size > int(base["rollouts"].get(rid, {}).get("offset", 0)):
+                out.append(rid)
+        return out
 
     # ------------------------------------------------------------ segments
 
@@ -368,7 +455,9 @@ class SharedCopy:
         removed = [k for k in known if k not in entries]
         meta = _h(json.dumps([head, overrides.model_dump() if overrides else None]))
         meta_changed = overrides is not None and meta != b.get("meta")
-        scope_logs = [r for r in logs if r.scope == scope]
+        # A change is logged before it is saved: a record past the scope's saved version is of
+        # a change a killed close never saved (it is redone and logged again), not sent.
+        scope_logs = [r for r in logs if r.scope == scope and r.version <= version]
         known_scope = scope in base["scopes"]
         if not changed and not removed and not meta_changed and not scope_logs and known_scope:
             return
