@@ -84,14 +84,11 @@ MISSED_EXPLANATIONS = {
         "machine: the built-in's cost is a read and rewrite of a 9 MB file through execs."
     ),
     "record.session.": (
-        "Through the session API ours' append is one exec, but the script it runs (the "
-        "durable append of issue 10: a symbolic-link check of every path component, `flock`, "
-        "the size before and after to undo a short write, `mkdir`/`dirname`, `tail -c 1` for "
-        "a torn line) starts about eight helper processes inside that exec. Profile on this "
-        "machine during the run: `sh -c true` through `session.exec` 8 ms, the append script "
-        "80 ms; the built-in's two `test -f` execs plus a whole-file read and write 108 ms. "
-        "Meeting 5x needs the append script to run without helper processes (shell builtins "
-        "only) or a backend append call; the recording itself is one call."
+        "Through the session API ours' append is one exec whose shell starts no other process "
+        "(shell builtins only: the line is one `printf`, a marker file says when the last byte "
+        "must be looked at); what is left is the exec itself (`sh -c true` through "
+        "`session.exec` costs about as much as the whole append on this machine) and the "
+        "redaction. Both sides move with the load of the machine (see the CPU-time note)."
     ),
     "scale.close_10k.": (
         "Missed by far (ours about 23 s and +155 MB against the built-in's 3.7 s and +18 MB "

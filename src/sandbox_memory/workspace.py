@@ -485,8 +485,94 @@ component of the workspace path ``REL`` is a symbolic link."""
 _APPEND_LOCKS: weakref.WeakKeyDictionary[object, dict[str, asyncio.Lock]] = (
     weakref.WeakKeyDictionary()
 )
-"""Appends through one session, by file: serialised in this process (where ``flock`` is
-missing from the sandbox, this is what keeps concurrent runs' segments whole)."""
+"""Appends through one session, by file: serialised in this process, so a line's marker and
+its write are never another append's (across processes, each line being one ``write`` keeps
+lines whole; see ``_APPEND_SCRIPT``)."""
+
+APPEND_MARKER_SUFFIX = ".append-sbm"
+
+
+def append_marker(rel: str) -> str:
+    """The hidden sibling a session append keeps beside ``rel``: ``1`` while an append is under
+    way or failed, empty after a whole one; its time stamp tells whether something else wrote
+    to ``rel`` since."""
+
+    parent, name = posixpath.split(rel)
+    return posixpath.join(parent, f".{name}{APPEND_MARKER_SUFFIX}")
+
+
+_APPEND_SCRIPT = r"""
+trap '' XFSZ 2>/dev/null
+LC_ALL=C
+nl='
+'
+f=$1 g=$2 t=$3 m=$4 n=$5 x=$6 hf=$7 src=$8 new=0 flagged=1 locked=0 mend=
+[ "$src" = arg ] || trap 'rm -f -- "$t"' EXIT
+dir() { [ -d "${1%/*}" ] || mkdir -p -- "${1%/*}"; }
+flag() { [ "$hf" = 1 ] || return 0; { dir "$g" && : >> "$g"; } 2>/dev/null || flagged=0; }
+lock() {
+  [ $locked = 1 ] && return 0; locked=1
+  if command -v flock >/dev/null 2>&1; then exec 9>>"$f" && flock 9; fi
+}
+undo() {
+  lock
+  a=$(wc -c < "$f") || return 29
+  if [ "$src" = arg ]; then
+    p=$(tail -c $((n + 1)) -- "$f"; echo .); p=${p%.}; p=${p##*"$nl"}
+    [ -n "$p" ] || return 28
+    case $x in "$p"*) ;; *) return 29 ;; esac
+    b=$((a - ${#p}))
+  else
+    [ "$a" -gt "$b" ] || return 28
+    [ "$(tail -c +$((b + 1)) -- "$f" | cksum)" = \
+      "$(dd if="$t" bs=$((a - b)) count=1 2>/dev/null | cksum)" ] || return 29
+  fi
+  truncate -s "$b" -- "$f" 2>/dev/null || return 29
+  return 28
+}
+dir "$f" || exit 4
+flag
+if [ "$src" = arg ]; then
+  [ ${#x} -eq "$n" ] || exit 28
+else
+  [ "$(wc -c < "$t")" -eq "$n" ] || exit 28
+fi
+[ -z "${BASH_VERSION-}${ZSH_VERSION-}${KSH_VERSION-}${YASH_VERSION-}" ] || lock
+if [ -s "$f" ]; then
+  if [ -s "$m" ] || [ ! -e "$m" ] || [ "$f" -nt "$m" ]; then
+    lock
+    [ -z "$(tail -c 1 -- "$f")" ] || mend=$nl
+  fi
+else
+  new=1
+fi
+{ printf 1 > "$m"; } 2>/dev/null
+if [ "$src" = arg ]; then
+  printf %s "$mend$x" >> "$f" || { undo; exit $?; }
+else
+  printf %s "$mend" >> "$f" && b=$(wc -c < "$f") || exit 28
+  dd if="$t" bs="$n" count=1 2>/dev/null >> "$f" || { undo; exit $?; }
+fi
+: > "$m" 2>/dev/null
+flag
+echo "$new $flagged"
+"""
+"""The durable append through a session. ``$1`` the file, ``$2`` the flag (or the file),
+``$3`` the temporary copy (or the file), ``$4`` its marker (:func:`append_marker`), ``$5``
+the byte count, ``$6`` the line (or empty), ``$7`` 1 when there is a flag, ``$8`` where the
+line comes from: ``arg`` (``$6``) or ``copy`` (``$3``).
+
+Every line is one ``write`` with ``O_APPEND``, which the kernel applies whole even among other
+appenders: ``printf`` of the argument (``dash`` and ``ash`` write a string in one call;
+shells that may split it take ``flock``), or ``dd`` with one block of the copy's size. Only
+shell builtins run on the common path. The last byte is looked at (``tail``, under
+``flock``) only when the marker says an append failed or did not finish, is missing, or is
+older than the file (something else wrote since): then a newline goes first, so the line is
+never glued to a torn one. A short write (a full disk) is found by the write's status; its
+partial line, checked to be a prefix of this line, is cut off (exit code 28). Where that
+cannot be done the marker stays set, so the next append starts on a line of its own (exit
+code 29).
+"""
 
 
 class SessionWorkspace(Workspace):
@@ -599,54 +685,41 @@ class SessionWorkspace(Workspace):
             return await self._append(rel, data, flag)
 
     async def _append(self, rel: str, data: bytes, flag: str | None) -> bool:
-        # One exec per append: a line travels as an argument; one beyond what an argument
-        # holds (or not UTF-8) is written to a temporary sibling first, one more call.
+        # One exec per append, whose shell starts no other process on the common path (see
+        # _APPEND_SCRIPT). A line travels as an argument; one beyond what an argument holds
+        # (or not UTF-8) is written to a temporary sibling first, one more call.
         try:
             payload = data.decode("utf-8") if len(data) <= APPEND_ARG_MAX_BYTES else None
         except UnicodeDecodeError:
             payload = None
         parent = posixpath.dirname(rel)
         tmp = ""
+        source = "arg"
         if payload is None:
             await self._mkparent(rel)
             tmp = posixpath.join(parent, f".append.{secrets.token_hex(6)}{TMP_SUFFIX}")
             await self.session.write(Path(tmp), io.BytesIO(data))
             payload = ""
-        # $1 the rollout, $2 the flag (or the rollout again), $3 the temporary copy (or the
-        # rollout again), $4 the byte count, $5 the line, $6 1 when there is a flag, $7 1 when
-        # there is a temporary copy. Under flock where the sandbox has it; the size check
-        # catches a short write, which is undone (truncate) so no torn run is left.
-        script = (
-            # A file-size limit must fail the write, not kill the shell mid-line.
-            "trap '' XFSZ 2>/dev/null; "
-            '[ "$7" = 1 ] && trap \'rm -f -- "$3"\' EXIT; '
-            'mkdir -p -- "$(dirname -- "$1")" || exit 4; '
-            'flag() { [ "$6" = 1 ] || return 0; '
-            '{ mkdir -p -- "$(dirname -- "$2")" && : >> "$2"; } 2>/dev/null || flagged=0; }; '
-            'flagged=1; flag "$@"; '
-            'if [ "$7" = 1 ]; then [ "$(wc -c < "$3")" -eq "$4" ] || exit 28; fi; '
-            ': >> "$1" || exit 28; '
-            'if command -v flock >/dev/null 2>&1; then exec 9>>"$1"; flock 9; fi; '
-            'before=$(wc -c < "$1"); new=0; [ "$before" -gt 0 ] || new=1; '
-            'if [ "$before" -gt 0 ] && [ -n "$(tail -c 1 -- "$1")" ]; then '
-            '  printf "\\n" >> "$1" || exit 28; before=$((before + 1)); fi; '
-            'if [ "$7" = 1 ]; then cat -- "$3" >> "$1"; else printf "%s" "$5" >> "$1"; fi; '
-            'rc=$?; after=$(wc -c < "$1"); '
-            'if [ $rc -ne 0 ] || [ $((after - before)) -ne "$4" ]; then '
-            '  truncate -s "$before" -- "$1" 2>/dev/null; exit 28; fi; '
-            'flag "$@"; echo "$new $flagged"'
-        )
+            source = "copy"
         code, out = await self._sh(
-            script,
+            _APPEND_SCRIPT,
             rel,
             flag if flag is not None else rel,
             tmp or rel,
-            extra=(str(len(data)), payload, "1" if flag else "0", "1" if tmp else "0"),
+            append_marker(rel),
+            extra=(str(len(data)), payload, "1" if flag else "0", source),
         )
-        if code == 28:
+        if code in (28, 29):
+            left = (
+                "the partial line was removed"
+                if code == 28
+                else "a partial line may be left at the end of the file: readers skip it and "
+                "the next line starts on a line of its own"
+            )
             raise ShortWriteError(
                 errno.ENOSPC,
-                f"appending {len(data)} bytes to {rel} did not write them all (disk full?)",
+                f"appending {len(data)} bytes to {rel} did not write them all (disk full?); "
+                + left,
             )
         if code != 0:
             raise OSError(f"appending to {rel} failed with exit code {code}")
