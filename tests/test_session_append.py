@@ -179,8 +179,11 @@ async def test_appends_through_separate_sessions_never_interleave(
     finally:
         for seam in seams:
             await seam._session.__aexit__(None, None, None)
-    got = lines_of(root / "sessions/c.jsonl")
-    assert sorted(got) == sorted(x[:-1] for x in want)
+    # An append that looks at the last byte while another's write is under way may see it
+    # unfinished and put a newline first: an empty line, which readers skip.
+    got = [x for x in lines_of(root / "sessions/c.jsonl") if x]
+    torn = [(len(x), x[:40]) for x in got if x + b"\n" not in want]
+    assert sorted(got) == sorted(x[:-1] for x in want), (len(got), torn)
     figure("appends.session_api_eight_sessions_segments_whole", "8 of 8")
 
 
