@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .engines.base import Candidate, Extraction, ExtractionRequest, KnownEntry
 from .phase_two import ItemIndex, apply_to_conversation, check_candidates, plausible_ms
 from .privacy import keep_private, run_person, self_statements, shared_slug, shared_text
-from .rollouts import ParsedSegments, new_item_digests, read_new_segments, rollout_path
+from .rollouts import ParsedSegments, read_new_segments, rollout_path
 from .search import timestamp_ms
 from .store import (
     ConversationMemory,
@@ -221,7 +221,7 @@ async def _extract(rt: LayoutState, rollout_id: str, *, budget: Budget | None) -
             prog.offset,
             prog.updated_at or "the start",
         )
-    read = await read_new_segments(rt.ws, path, offset=start)
+    read = await read_new_segments(rt.ws, path, offset=start, digests=True)
     if read is None:
         return False
     parsed: ParsedSegments = read
@@ -356,7 +356,7 @@ async def _extract(rt: LayoutState, rollout_id: str, *, budget: Budget | None) -
             path,
             replaced=replaced is not None,
         )
-    await note_items(rt, rollout_id, parsed.segments)
+    await note_items(rt, rollout_id, parsed.item_digests)
     if budget is not None:
         budget.extracted.append(rollout_id)
     return changed
@@ -708,19 +708,18 @@ def bounded_summary(text: str, max_chars: int = SUMMARY_FILE_MAX_CHARS) -> str:
     return header.rstrip() + "\n\n" + note + "".join(reversed(kept))
 
 
-async def note_items(rt: LayoutState, rollout_id: str, segments: list[dict[str, Any]]) -> None:
-    """Note the digests of these segments' items in ``store/items/<id>.txt`` (one line per
-    segment: ``<segment id> <position>:<digest> ...``, some 15 bytes an item): a later run that
-    replays them is recognised (see ``rollouts.mark_replayed``). Best effort: a failure only
-    costs a replay recorded again."""
+async def note_items(rt: LayoutState, rollout_id: str, digests: list[tuple[str, str]]) -> None:
+    """Note the digests of a rollout's items (``ParsedSegments.item_digests``: taken before
+    long strings were clipped) in ``store/items/<id>.txt`` (one line per segment: ``<segment
+    id> <position>:<digest> ...``, some 15 bytes an item): a later run that replays them is
+    recognised (see ``rollouts.mark_replayed``). Best effort: a failure only costs a replay
+    recorded again."""
 
-    lines: list[str] = []
-    for segment in segments:
-        by_segment: dict[str, list[str]] = {}
-        for digest, item_id in new_item_digests(segment):
-            seg, _, position = item_id.rpartition(":")
-            by_segment.setdefault(seg, []).append(f"{position}:{digest}")
-        lines += [f"{seg} {' '.join(parts)}\n" for seg, parts in by_segment.items()]
+    by_segment: dict[str, list[str]] = {}
+    for digest, item_id in digests:
+        seg, _, position = item_id.rpartition(":")
+        by_segment.setdefault(seg, []).append(f"{position}:{digest}")
+    lines = [f"{seg} {' '.join(parts)}\n" for seg, parts in by_segment.items()]
     if not lines:
         return
     try:

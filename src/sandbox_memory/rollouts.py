@@ -217,15 +217,40 @@ FINGERPRINT_ITEMS = 2
 _SKIPPED_FOR_FINGERPRINT = frozenset({"reasoning", "compaction"})
 
 
-def _item_text(item: dict[str, Any]) -> str:
+_SPACE = re.compile(r"\s")
+"""Whitespace as ``str.split`` sees it (``\\s`` of ``re`` is the same set of characters)."""
+
+_WORDS_WINDOW = 1 << 16
+"""Characters split into words at a time when a fingerprint normalises whitespace."""
+
+
+def _words(text: str) -> Iterator[str]:
+    """``" ".join(text.split())`` as pieces to be joined by one space: windows of about
+    :data:`_WORDS_WINDOW` characters cut at whitespace (no word spans two), so a huge string
+    is never split into all its words at once (tens of bytes of object per word)."""
+
+    start = 0
+    while start < len(text):
+        cut = start + _WORDS_WINDOW
+        if cut < len(text):
+            found = _SPACE.search(text, cut)
+            cut = found.start() if found else len(text)
+        piece = " ".join(text[start:cut].split())
+        if piece:
+            yield piece
+        start = cut
+
+
+def _item_words(item: dict[str, Any]) -> Iterator[str]:
+    """An item's text for its fingerprint, whitespace normalised, in pieces (see ``_words``)."""
+
     content = item.get("content")
     if isinstance(content, list):
         content = " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    parts = [str(item.get("role") or item.get("type") or "")]
+    yield from _words(str(item.get("role") or item.get("type") or ""))
     for value in (content, item.get("name"), item.get("arguments"), item.get("output")):
         if value:
-            parts.append(value if isinstance(value, str) else json.dumps(value, default=str))
-    return " ".join(" ".join(parts).split())
+            yield from _words(value if isinstance(value, str) else json.dumps(value, default=str))
 
 
 def history_fingerprint(items: Any) -> str | None:
@@ -246,8 +271,17 @@ def history_fingerprint(items: Any) -> str | None:
     ][:FINGERPRINT_ITEMS]
     if len(kept) < FINGERPRINT_ITEMS:
         return None
-    text = "\n".join(_item_text(i) for i in kept)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:DIGEST_CHARS]
+    # The hash of the items' texts joined by newlines, each with its whitespace normalised,
+    # taken a piece at a time.
+    digest = hashlib.sha256()
+    for n, item in enumerate(kept):
+        if n:
+            digest.update(b"\n")
+        for k, piece in enumerate(_item_words(item)):
+            if k:
+                digest.update(b" ")
+            digest.update(piece.encode("utf-8"))
+    return digest.hexdigest()[:DIGEST_CHARS]
 
 
 async def append_segment(
@@ -281,6 +315,37 @@ class ParsedSegments:
     end_offset: int = 0
     """Offset just past the last complete line read (a torn last line is left for later)."""
     malformed: int = 0
+    item_digests: list[tuple[str, str]] = field(default_factory=list)
+    """``(digest, item id)`` of the items the segments record for the first time, from the
+    items as recorded (before any clipping); filled by ``read_new_segments(digests=True)``."""
+
+
+_BLANK = " \t\n\r\x0b\x0c"
+"""What ``bytes.strip`` strips: a line of only these is blank (skipped), not malformed."""
+
+
+def _take(result: ParsedSegments, text: str, *, digests: bool, clip: bool) -> None:
+    """Parse one line's text into ``result``: skipped if blank, counted if malformed."""
+
+    if not text.strip(_BLANK):
+        return
+    try:
+        value = json.loads(text)
+    except ValueError:
+        result.malformed += 1
+        return
+    if not isinstance(value, dict):
+        result.malformed += 1
+        return
+    if digests:
+        result.item_digests += new_item_digests(value)
+    result.segments.append(clip_strings(value) if clip else value)
+
+
+def _decode(raw: bytes | memoryview) -> str:
+    # Straight from a view too (no copy of the bytes first); bytes that are not UTF-8 are
+    # replaced (U+FFFD).
+    return str(raw, "utf-8", "replace")
 
 
 def parse_segments(data: bytes, *, start_offset: int) -> ParsedSegments:
@@ -290,35 +355,20 @@ def parse_segments(data: bytes, *, start_offset: int) -> ParsedSegments:
     last_newline = data.rfind(b"\n")
     if last_newline < 0:
         return result
-    body = data[: last_newline + 1]
-    result.end_offset = start_offset + len(body)
-    for raw in _lines(body):
-        if not raw.strip():
-            continue
-        try:
-            value = json.loads(raw.decode("utf-8", errors="replace"))
-        except ValueError:
-            result.malformed += 1
-            continue
-        if not isinstance(value, dict):
-            result.malformed += 1
-            continue
-        result.segments.append(value)
+    result.end_offset = start_offset + last_newline + 1
+    view = memoryview(data)
+    start = 0
+    while start <= last_newline:
+        end = data.find(b"\n", start)
+        _take(result, _decode(view[start:end]), digests=False, clip=False)
+        start = end + 1
     return result
 
 
-def _lines(body: bytes) -> Iterator[bytes]:
-    start = 0
-    while start < len(body):
-        end = body.find(b"\n", start)
-        if end < 0:
-            end = len(body)
-        yield body[start:end]
-        start = end + 1
-
-
-READ_CHUNK_BYTES = 8 << 20
-"""Bytes read at a time when extracting: a 100 MB rollout never sits in memory whole."""
+READ_CHUNK_BYTES = 1 << 20
+"""Bytes read at a time when extracting: a rollout never sits in memory whole. Measured on the
+close of a 20 MB rollout (``bench/scenario_bigrollout.py``): peak RSS growth 39 MB with 8 MiB
+chunks, 31 MB with 2 to 4 MiB, 27 MB with 1 MiB (one chunk, one line and its parse are held)."""
 
 MAX_STRING_CHARS = 64_000
 """Longest string kept from a recorded item for extraction (head and tail): engines clip item
@@ -344,28 +394,47 @@ def clip_strings(value: Any, limit: int = MAX_STRING_CHARS) -> Any:
 
 
 async def read_new_segments(
-    workspace: Workspace, path: str, *, offset: int, chunk: int = READ_CHUNK_BYTES
+    workspace: Workspace,
+    path: str,
+    *,
+    offset: int,
+    chunk: int = READ_CHUNK_BYTES,
+    digests: bool = False,
 ) -> ParsedSegments | None:
-    """Segments after ``offset``, read in chunks, long strings clipped; ``None`` if no file.
+    """Segments after ``offset``, long strings clipped; ``None`` if no file.
 
-    Only complete lines are taken: a torn last line is left for a later read.
+    Read in chunks of ``chunk`` bytes and parsed a line at a time, each line clipped as soon
+    as it is parsed: memory holds one chunk, the line being parsed (a line longer than a chunk
+    is joined from its pieces once) and the clipped segments, however big the rollout.
+    ``digests``: also the digests of the recorded items, from each item before it is clipped
+    (what a replay of it will match). Only complete lines are taken: a torn last line is left
+    for a later read.
     """
 
     result = ParsedSegments(end_offset=offset)
     pos = offset
-    buffer = b""
+    pending: list[memoryview] = []
+    """The start of a line that goes on in the next chunk."""
     while True:
         data = await workspace.read_range(path, pos, chunk)
         if data is None:
             return None if pos == offset else result
+        view = memoryview(data)
+        start = 0
+        while (end := data.find(b"\n", start)) >= 0:
+            if pending:
+                # Decoded from the joined pieces; the bytes go before the text is parsed.
+                text = _decode(b"".join([*pending, view[start:end]]))
+                pending = []
+            else:
+                text = _decode(view[start:end])
+            _take(result, text, digests=digests, clip=True)
+            del text
+            start = end + 1
+            result.end_offset = pos + start
+        if start < len(data):
+            pending.append(view[start:])
+        del view
         pos += len(data)
-        buffer += data
-        cut = buffer.rfind(b"\n")
-        if cut >= 0:
-            part = parse_segments(buffer[: cut + 1], start_offset=result.end_offset)
-            result.segments.extend(clip_strings(s) for s in part.segments)
-            result.malformed += part.malformed
-            result.end_offset = part.end_offset
-            buffer = buffer[cut + 1 :]
         if len(data) < chunk:
             return result

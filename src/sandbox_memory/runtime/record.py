@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..offload import Recording
 from ..phase_one import note_items, parse_item_notes
-from ..rollouts import new_item_digests, read_new_segments, rollout_path, safe_rollout_id
+from ..rollouts import read_new_segments, rollout_path, safe_rollout_id
 from .state import LayoutState
 
 if TYPE_CHECKING:
@@ -126,13 +126,14 @@ class Recorder:
         if raw is not None:
             for digest, item_id in parse_item_notes(raw):
                 known.setdefault(digest, []).append(item_id)
-        parsed = await read_new_segments(st.ws, path, offset=0 if raw is None else offset)
+        parsed = await read_new_segments(
+            st.ws, path, offset=0 if raw is None else offset, digests=True
+        )
         if parsed is not None:
-            for segment in parsed.segments:
-                for digest, item_id in new_item_digests(segment):
-                    known.setdefault(digest, []).append(item_id)
-            if raw is None and parsed.segments:
-                await note_items(st, rid, parsed.segments)
+            for digest, item_id in parsed.item_digests:
+                known.setdefault(digest, []).append(item_id)
+            if raw is None and parsed.item_digests:
+                await note_items(st, rid, parsed.item_digests)
         self._item_digests[rid] = known
         return known
 
