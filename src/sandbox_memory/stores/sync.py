@@ -94,6 +94,15 @@ def _lines_with_ends(data: bytes) -> list[bytes]:
         start = end + 1
 
 
+def _note_rollout(rel: str) -> str:
+    """The rollout a note belongs to: ``raw_memories/<id>.md``,
+    ``rollout_summaries/<id>_<slug>.md`` (a slug has no ``_``)."""
+
+    folder, _, name = rel.partition("/")
+    stem = name[: -len(".md")] if name.endswith(".md") else name
+    return stem[: stem.rfind("_")] if folder == "rollout_summaries" and "_" in stem else stem
+
+
 def _segment_id(line: bytes) -> str | None:
     try:
         value = json.loads(line)
@@ -407,14 +416,19 @@ class SharedCopy:
         base = await self._base()
         st = self.rt.store
         new_logs = (await st.read_log())[int(base["log_lines"]) :]
-        layout = await st.load_layout()
-        await self._push_scope(
-            base, LAYOUT_SCOPE, layout.entries, layout.version, None, None, new_logs, fence
-        )
+        if not await self._as_pulled(base, LAYOUT_SCOPE, f"{st.dir}/layout/head.json"):
+            layout = await st.load_layout()
+            await self._push_scope(
+                base, LAYOUT_SCOPE, layout.entries, layout.version, None, None, new_logs, fence
+            )
         for name in await self.rt.ws.listdir(f"{st.dir}/conversations"):
             if not name.endswith(".json"):
                 continue
-            conv = await st.load_conversation(name[: -len(".json")])
+            rid = name[: -len(".json")]
+            path = f"{st.dir}/conversations/{name}"
+            if await self._as_pulled(base, conversation_scope(rid), path):
+                continue
+            conv = await st.load_conversation(rid)
             await self._push_scope(
                 base,
                 conversation_scope(conv.rollout_id),
@@ -425,16 +439,26 @@ class SharedCopy:
                 new_logs,
                 fence,
             )
-        await self._push_files(base, fence)
-        await self._push_progress(base, fence)
+        changed = await self._changed_progress(base)
+        await self._push_files(base, fence, changed)
+        await self._push_progress(changed, fence)
         known = set(base["threads"])
         fresh: dict[str, str] = {}
         for fp in await self.rt.ws.listdir(f"{st.dir}/threads"):
             if fp not in known and not fp.startswith("."):
-                rid = await st.thread_for(fp)
-                if rid is not None:
-                    fresh[fp] = rid
+                found = await st.thread_for(fp)
+                if found is not None:
+                    fresh[fp] = found
         await self.store.map_threads(fresh)
+
+    async def _as_pulled(self, base: dict[str, Any], scope: str, path: str) -> bool:
+        """Whether the state file of ``scope`` holds what the copy was last brought to (its
+        bytes as then): nothing of it to send, and no need to parse it."""
+
+        if scope not in base["scopes"] or path not in base["hashes"]:
+            return False
+        data = await self.rt.ws.read_bytes(path)
+        return data is not None and _h(data) == base["hashes"][path]
 
     async def _push_scope(
         self,
@@ -505,11 +529,23 @@ class SharedCopy:
             ]
         return out
 
-    async def _push_files(self, base: dict[str, Any], fence: Fence) -> None:
+    async def _push_files(
+        self, base: dict[str, Any], fence: Fence, extracted: Collection[str]
+    ) -> None:
+        """Send the notes changed since the copy was last brought up to date.
+
+        A rollout's notes are written only by its extraction, which then moves its progress:
+        only the notes of ``extracted`` rollouts (progress changed), new notes and the store
+        notes are read; a removed note is seen by its name missing.
+        """
+
         known: dict[str, str] = base["files"]
         send: dict[str, bytes | None] = {}
         present = set()
         for rel in await self._note_paths():
+            if rel in known and rel not in STORE_NOTES and _note_rollout(rel) not in extracted:
+                present.add(rel)
+                continue
             data = await self.rt.ws.read_bytes(f"{self.mdir}/{rel}")
             if data is None:
                 continue
@@ -534,11 +570,17 @@ class SharedCopy:
                     found[rid] = prog
         return found
 
-    async def _push_progress(self, base: dict[str, Any], fence: Fence) -> None:
-        for rid, prog in (await self._all_progress()).items():
-            known = base["rollouts"].get(rid, {})
-            if known.get("progress") == _h(prog.model_dump_json()):
-                continue
+    async def _changed_progress(self, base: dict[str, Any]) -> dict[str, RolloutProgress]:
+        """Progress the copy changed since it was last brought up to date (forgotten too)."""
+
+        return {
+            rid: prog
+            for rid, prog in (await self._all_progress()).items()
+            if base["rollouts"].get(rid, {}).get("progress") != _h(prog.model_dump_json())
+        }
+
+    async def _push_progress(self, changed: dict[str, RolloutProgress], fence: Fence) -> None:
+        for rid, prog in changed.items():
             data = await self.rt.ws.read_range(
                 rollout_path(self.rt.layout.sessions_dir, rid), 0, prog.offset
             )
@@ -642,7 +684,6 @@ class SharedCopy:
         changed = False
         sdir = self.rt.layout.sessions_dir
         st = self.rt.store
-        progress = await self._all_progress()
         for rid, state in (await self.store.rollouts()).items():
             known = base["rollouts"].get(rid) or {"n": 0, "offset": 0}
             meta_hash = _h(json.dumps(state.progress, sort_keys=True))
@@ -687,7 +728,7 @@ class SharedCopy:
             if state.progress or state.watermark:
                 prog = RolloutProgress.model_validate({**state.progress, "offset": wm_offset})
                 known["progress"] = _h(prog.model_dump_json())
-                if progress.get(rid) != prog:
+                if await st.get_progress(rid) != prog:
                     if prog.forgotten:
                         await st.forget_progress(rid, prog)
                     else:
