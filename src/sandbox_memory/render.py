@@ -274,14 +274,25 @@ class LayoutRendering:
     # ------------------------------------------------------------ updates
 
     def update(
-        self, layout: Mapping[str, Entry], registry_groups: Mapping[str, list[Entry]]
+        self,
+        layout: Mapping[str, Entry],
+        registry_groups: Mapping[str, list[Entry]],
+        *,
+        changed_keys: Iterable[str] | None = None,
     ) -> set[str]:
         """Take in the layout entries and registry groups as they are now; returns the keys
-        whose entry (shown, private or skill) may have changed."""
+        whose entry (shown, private or skill) may have changed.
+
+        ``changed_keys``: the layout keys changed since the last update, when the caller
+        knows them (the store's own commits); otherwise the entries are compared by identity.
+        """
 
         changed: set[str] = set()
         old = self.layout
-        if layout is not old:
+        if changed_keys is not None:
+            changed.update(changed_keys)
+            self.layout = layout
+        elif layout is not old:
             for key, entry in layout.items():
                 if old.get(key) is not entry:
                     changed.add(key)

@@ -595,6 +595,8 @@ def _shard_bytes(entries: Mapping[str, str]) -> bytes:
 
 _UNSET = object()
 
+_COMMITS_KEPT = 256
+
 
 def _citable(rid: str) -> bool:
     return bool(ROLLOUT_ID_RE.fullmatch(rid)) and ".." not in rid
@@ -631,6 +633,8 @@ class Store(MemoryStore):
         self._cited: set[tuple[str, str]] = set()
         self._held: set[tuple[str, str]] = set()
         self._held_checked = False
+        self._commits: dict[str, tuple[str, set[str]]] = {}
+        """Stamp of each recent commit of this store object -> (the stamp before, its keys)."""
         """(conversation, key) pairs known to be in ``held/`` (see :meth:`_hold`)."""
         self.redactor_source: Callable[[], Redactor] | None = None
         """Set by the runtime: files set aside are redacted like everything else written."""
@@ -842,6 +846,22 @@ class Store(MemoryStore):
         self._whole = (self._head_raw, self._journal_raw, value)
         return value
 
+    def layout_changed_keys(self, since: str, until: str) -> set[str] | None:
+        """Keys changed from stamp ``since`` to stamp ``until``, when every commit between them
+        was made by this store object; ``None`` when not known (another writer's commit)."""
+
+        keys: set[str] = set()
+        stamp = until
+        for _ in range(_COMMITS_KEPT):
+            if stamp == since:
+                return keys
+            step = self._commits.get(stamp)
+            if step is None:
+                return None
+            stamp, changed = step
+            keys |= changed
+        return None
+
     async def layout_citing(self, conversations: Iterable[str]) -> set[str]:
         await self._sync_layout()
         keys: set[str] = set()
@@ -1017,7 +1037,11 @@ class Store(MemoryStore):
             )
         else:
             self._whole = None
+        before = self._head.stamp
         await self._write_head(LayoutHead(version=commit.version, stamp=commit.stamp))
+        self._commits[commit.stamp] = (before, {*commit.put, *commit.delete})
+        while len(self._commits) > _COMMITS_KEPT:
+            self._commits.pop(next(iter(self._commits)))
         if commit.copies:
             if self.retract_copies is None:
                 return  # left for a writer that can (the runtime's store); readers see it done

@@ -74,6 +74,8 @@ class Renderer:
         """``skills/<key>/SKILL.md`` digests as last rendered (``store/skills.json``)."""
         self._raw: dict[str, tuple[int, str]] = {}
         """Rollout id -> (bytes extracted, per its progress, and its raw memory text)."""
+        self._stamp_rendered = ""
+        """Layout memory's stamp the rendering model holds."""
         self.memory_md_checked = False
         """Set by the live-edit check of this phase 2: ``MEMORY.md`` is what was rendered."""
 
@@ -188,7 +190,14 @@ class Renderer:
             return  # rendered from these very inputs, and every file is still there
 
         whole = layout if layout is not None else await store.layout_for_reading()
-        changed = self.model.update(whole.entries, registry.conversations)
+        # The keys this process' own commits changed since the last render, else compared.
+        known = (
+            store.layout_changed_keys(self._stamp_rendered, layout_stamp)
+            if layout_stamp and self._stamp_rendered
+            else None
+        )
+        changed = self.model.update(whole.entries, registry.conversations, changed_keys=known)
+        self._stamp_rendered = layout_stamp
         new: dict[str, str] = {}
 
         async def put(rel: str, text: str, *, digest_of: str | None = None) -> None:
