@@ -613,7 +613,7 @@ class SearchIndex:
         entries: dict[str, Entry]
         conversation: str | None
         if scope == "layout":
-            layout: LayoutMemory = await self.store.load_layout()
+            layout: LayoutMemory = await self.store.layout_for_reading()
             entries, conversation = layout.entries, None
             path = f"{self.memories_dir}/MEMORY.md"
         elif scope.startswith("conversation:"):
