@@ -74,9 +74,9 @@ SCENARIO_NOTES = {
 MISSED_EXPLANATIONS = {
     # Exact names; "<prefix>." for every row under a prefix; "<scenario>.n" for every size.
     "record.n1": (
-        "The first append of a conversation also writes its thread record and its pending "
-        "flag (small atomic writes with fsync); the row moves by 2x between runs on a loaded "
-        "machine (see the CPU-time note)."
+        "The first append of a conversation also writes its thread record (no longer with "
+        "fsync: a close rebuilds it from the rollout's first line when a crash loses it); "
+        "what is left moves by 2x between runs on a loaded machine (see the CPU-time note)."
     ),
     "record.n": (
         "Ours' append is flat (see `record.flat`); what remains is redaction (the `redact.` "

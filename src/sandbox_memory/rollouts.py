@@ -284,6 +284,14 @@ def history_fingerprint(items: Any) -> str | None:
     return digest.hexdigest()[:DIGEST_CHARS]
 
 
+def segment_fingerprint(segment: dict[str, Any]) -> str | None:
+    """The history fingerprint of a recorded segment (its input, then what the run added)."""
+
+    return history_fingerprint(
+        [*(segment.get("input") or []), *(segment.get("generated_items") or [])]
+    )
+
+
 async def append_segment(
     workspace: Workspace,
     *,

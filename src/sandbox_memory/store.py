@@ -45,7 +45,7 @@ from .engines.base import EntryKind
 if TYPE_CHECKING:
     from .redact import Redactor
 from .errors import MemoryConfigError
-from .rollouts import ROLLOUT_ID_RE
+from .rollouts import ROLLOUT_ID_RE, segment_fingerprint
 from .workspace import LeaseLock, Workspace, set_aside_folder
 
 logger = logging.getLogger("sandbox_memory")
@@ -603,6 +603,9 @@ def _citable(rid: str) -> bool:
 
 
 _JSON = ".json"
+
+FIRST_LINE_MAX_BYTES = 16 << 20
+"""How far a rollout's first line is looked for when its thread record is rebuilt."""
 
 
 class Store(MemoryStore):
@@ -1228,6 +1231,7 @@ class Store(MemoryStore):
                 if rid not in flagged:
                     # Flagged until read to its end, even if its first extraction fails.
                     await self.mark_pending(rid)
+                await self._recover_thread(rid)
                 pending.append(rid)
             elif rid in flagged and await self._grew(rid):
                 pending.append(rid)
@@ -1266,6 +1270,11 @@ class Store(MemoryStore):
         raw = await self.read_state(path)
         if raw is None:
             return None
+        if not raw.strip():
+            # Written without waiting for the disk, then a power loss: rebuilt by the next
+            # close from the rollout's first line (see _recover_thread).
+            await self.ws.remove(path)
+            return None
         rid = raw.decode("utf-8", errors="replace").strip()
         if ROLLOUT_ID_RE.fullmatch(rid) and ".." not in rid:
             return rid
@@ -1276,7 +1285,48 @@ class Store(MemoryStore):
         return None
 
     async def index_thread(self, fingerprint: str, rollout_id: str) -> None:
-        await self.write_state(self.thread_path(fingerprint), rollout_id.encode("utf-8"))
+        # Not waited for on disk (an fsync was most of a first record's time): a record lost
+        # to a crash is rebuilt from the rollout by the next close (_recover_thread).
+        path = self.thread_path(fingerprint)
+        data = rollout_id.encode("utf-8")
+        try:
+            await self.ws.write_derived(path, data)
+        except IsADirectoryError:
+            await set_aside_folder(self.ws, path)
+            await self.ws.write_derived(path, data)
+
+    async def _recover_thread(self, rollout_id: str) -> None:
+        """Index a never-read rollout's conversation if its thread record is missing.
+
+        The recorder writes the record just after the rollout's first line; a kill in between,
+        or a power loss before the record reached the disk, loses it. Its content is the
+        fingerprint of that first line, so it is put back from there: a later run replaying
+        the conversation's history still joins it. Never fails the close.
+        """
+
+        try:
+            first = await self._first_line(f"{self.sessions_dir}/{rollout_id}.jsonl")
+            segment = json.loads(first) if first else None
+            fp = segment_fingerprint(segment) if isinstance(segment, dict) else None
+            if fp is not None and await self.thread_for(fp) is None:
+                await self.index_thread(fp, rollout_id)
+                logger.info("conversation %s indexed again from its first run", rollout_id)
+        except (OSError, ValueError) as exc:
+            logger.debug("could not check the thread record of %s: %s", rollout_id, exc)
+
+    async def _first_line(self, path: str) -> bytes | None:
+        data = b""
+        chunk = 1 << 16
+        while len(data) < FIRST_LINE_MAX_BYTES:
+            part = await self.ws.read_range(path, len(data), chunk)
+            if not part:
+                return None
+            data += part
+            cut = data.find(b"\n")
+            if cut >= 0:
+                return data[:cut]
+            chunk = min(chunk * 4, 8 << 20)
+        return None
 
     # --------------------------------------------------------------- legacy
 

@@ -94,6 +94,15 @@ class Workspace(abc.ABC):
     async def write_atomic(self, path: str, data: bytes) -> None:
         """Replace the file with ``data`` atomically, creating parent folders."""
 
+    async def write_derived(self, path: str, data: bytes) -> None:
+        """Replace the file atomically like :meth:`write_atomic`, without waiting for the disk.
+
+        For a record rebuilt from other files when a crash loses it (the old file, none, or an
+        empty one may be found after a power loss).
+        """
+
+        await self.write_atomic(path, data)
+
     @abc.abstractmethod
     async def append_line(self, path: str, data: bytes, *, flag: str | None = None) -> bool:
         """Append ``data`` (one line ending in ``\\n``) whole, in O(len(data)); ``True`` when
@@ -320,7 +329,7 @@ class LocalWorkspace(Workspace):
     async def size(self, path: str) -> int | None:
         return self._size(path, dirs=False)
 
-    def _write_atomic_sync(self, path: str, data: bytes) -> None:
+    def _write_atomic_sync(self, path: str, data: bytes, sync: bool = True) -> None:
         with self._walk(path, create=True) as walk:
             tmp = f".{walk.name}.{secrets.token_hex(4)}{TMP_SUFFIX}"
             fd = os.open(
@@ -333,7 +342,8 @@ class LocalWorkspace(Workspace):
                         raise failure
                     if written != len(data):
                         raise ShortWriteError(errno.ENOSPC, f"short write of {walk.rel}")
-                    os.fsync(fd)
+                    if sync:
+                        os.fsync(fd)
                 finally:
                     os.close(fd)
                 os.replace(tmp, walk.name, src_dir_fd=walk.fd, dst_dir_fd=walk.fd)
@@ -348,6 +358,12 @@ class LocalWorkspace(Workspace):
         # Small writes stay on the loop: a thread hop costs more than writing a few kilobytes.
         big = len(data) >= BIG_WRITE_BYTES
         await self._call(big, self._write_atomic_sync, path, data)
+
+    async def write_derived(self, path: str, data: bytes) -> None:
+        # No fsync: it costs milliseconds (most of a first record's time) and guards a file
+        # that is rebuilt when lost.
+        big = len(data) >= BIG_WRITE_BYTES
+        await self._call(big, self._write_atomic_sync, path, data, False)
 
     def _append_sync(self, path: str, data: bytes) -> bool:
         with self._walk(path, create=True) as walk:
