@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 import re
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .engines.base import Candidate, Extraction, ExtractionRequest, KnownEntry
+from .engines.transcript import item_text, segment_id_of, segment_items
 from .phase_two import ItemIndex, apply_to_conversation, check_candidates, plausible_ms
 from .privacy import keep_private, run_person, self_statements, shared_slug, shared_text
 from .rollouts import ParsedSegments, read_new_segments, rollout_path
-from .search import timestamp_ms
+from .search import MAX_ITEM_CHARS, timestamp_ms
 from .store import (
     ConversationMemory,
     Entry,
@@ -251,17 +253,7 @@ async def _extract(rt: LayoutState, rollout_id: str, *, budget: Budget | None) -
         return False
 
     layout = await store.layout_for_reading()
-    registry = await store.load_registry()
-    known = [
-        KnownEntry(key=e.key, kind=e.kind, content=e.content)
-        for e in sorted(
-            [*conversation.entries.values(), *layout.entries.values(), *registry.entries()],
-            key=lambda e: e.updated_at,
-            reverse=True,
-        )
-        if e.status == "active"
-    ]
-    known = list({k.key: k for k in reversed(known)}.values())[::-1]  # one per key, newest
+    known = await known_entries(rt, conversation, segments, layout)
     previous = None
     if prog.offset > 0 and rt.engine.name != "offline":
         notes = await rt.ws.read_text(f"{rt.layout.memories_dir}/raw_memories/{rollout_id}.md")
@@ -427,12 +419,106 @@ async def _record_failure(
     )
 
 
-def memory_keys(layout: LayoutMemory, conversation: ConversationMemory) -> dict[str, Entry]:
+class MemoryKeys(Mapping[str, Entry]):
     """What a candidate may change: the conversation's entries and the shared layout entries
-    (so a forget can retract a layout-level fact); the conversation's own entry wins."""
+    (so a forget can retract a layout-level fact); the conversation's own entry wins.
 
-    shared = {k: e for k, e in layout.entries.items() if e.person is None}
-    return {**shared, **conversation.entries}
+    A view looked up by key (a candidate's), not a copy of every entry per extraction."""
+
+    def __init__(self, layout: LayoutMemory, conversation: ConversationMemory) -> None:
+        self._layout = layout.entries
+        self._own = conversation.entries
+
+    def __getitem__(self, key: str) -> Entry:
+        own = self._own.get(key)
+        if own is not None:
+            return own
+        shared = self._layout.get(key)
+        if shared is None or shared.person is not None:
+            raise KeyError(key)
+        return shared
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._own
+        yield from (k for k, e in self._layout.items() if e.person is None and k not in self._own)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def memory_keys(layout: LayoutMemory, conversation: ConversationMemory) -> MemoryKeys:
+    """See :class:`MemoryKeys`."""
+
+    return MemoryKeys(layout, conversation)
+
+
+KNOWN_TEXT_CHARS = 200_000
+"""Characters of a rollout's new items searched for the entries it may update."""
+
+
+async def known_entries(
+    rt: LayoutRuntime,
+    conversation: ConversationMemory,
+    segments: list[dict[str, Any]],
+    layout: LayoutMemory,
+) -> list[KnownEntry]:
+    """The entries shown to the engine as known, newest first, one per key: the
+    conversation's own active entries, and the layout and registry entries that share the
+    most words with the new items, found through the search index
+    (:meth:`SearchIndex.known_entries`: at most ``KNOWN_CANDIDATES``, whatever the size of
+    memory). When the index cannot answer, every entry is taken (the cost of memory's size,
+    logged once)."""
+
+    own = [e for e in conversation.entries.values() if e.status == "active"]
+    found: list[Entry]
+    try:
+        scopes = {"layout", *(f"conversation:{r}" for r in await _registry_ids(rt))}
+        scopes.discard(f"conversation:{conversation.rollout_id}")  # its own: from the file
+        found = await rt.search_index.known_entries(_new_text(segments), scopes=scopes)
+    except Exception as exc:  # noqa: BLE001 - the index is derived; fall back to every entry
+        if not rt.search_index.known_fallback_logged:
+            rt.search_index.known_fallback_logged = True
+            logger.warning(
+                "memory search index %s could not list the entries known to an extraction "
+                "(%s: %s); every entry is read instead until it can",
+                rt.search_index.rel_path,
+                type(exc).__name__,
+                exc,
+            )
+        registry = await rt.store.load_registry()
+        found = [e for e in [*layout.entries.values(), *registry.entries()] if e.status == "active"]
+    newest: dict[str, Entry] = {}
+    for e in [*own, *found]:
+        if e.key not in newest or e.updated_at > newest[e.key].updated_at:
+            newest[e.key] = e
+    ordered = sorted(newest.values(), key=lambda e: e.updated_at, reverse=True)
+    return [KnownEntry(key=e.key, kind=e.kind, content=e.content) for e in ordered]
+
+
+async def _registry_ids(rt: LayoutRuntime) -> list[str]:
+    """The conversations whose entries the registry shows (phase 2's selection), read without
+    validating every entry the registry holds."""
+
+    raw = await rt.store.read_state(f"{rt.store.dir}/registry.json")
+    doc = json.loads(raw) if raw else {}
+    found = doc.get("conversations") if isinstance(doc, dict) else None
+    return [str(r) for r in found] if isinstance(found, dict) else []
+
+
+def _new_text(segments: list[dict[str, Any]]) -> str:
+    """The text of the segments' items (the transcript's words), at most
+    :data:`KNOWN_TEXT_CHARS` characters."""
+
+    parts: list[str] = []
+    used = 0
+    for position, seg in enumerate(segments):
+        for _, item in segment_items(seg, segment_id_of(seg, position)):
+            text = item_text(item, max_chars=MAX_ITEM_CHARS)
+            parts.append(text)
+            used += len(text)
+            if used >= KNOWN_TEXT_CHARS:
+                return "\n".join(parts)[:KNOWN_TEXT_CHARS]
+    return "\n".join(parts)
 
 
 _CITATION_RE = re.compile(r"([A-Za-z0-9][A-Za-z0-9_-]*)\s*:\s*(\d+)(?:\s*-\s*(\d+))?")

@@ -237,7 +237,7 @@ def check_candidates(
     candidates: list[Candidate],
     *,
     index: ItemIndex,
-    existing: dict[str, Entry],
+    existing: Mapping[str, Entry],
     redactor: Redactor,
     log: bool = True,
 ) -> tuple[list[Candidate], list[Rejection]]:

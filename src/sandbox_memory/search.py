@@ -52,7 +52,7 @@ import sqlite3
 import tempfile
 import weakref
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Collection, Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -70,7 +70,7 @@ logger = logging.getLogger("sandbox_memory")
 INDEX_FILE = "search.sqlite"
 """Name of the index under ``<memories_dir>/store/``."""
 
-SCHEMA_VERSION = "3"
+SCHEMA_VERSION = "4"
 """Bumped when the index's tables change; an index of another version is rebuilt."""
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
@@ -84,6 +84,20 @@ CANDIDATES_PER_HIT = 3
 (an entry and its source item) is replaced by the next best."""
 
 MAX_LIMIT = 100
+
+KNOWN_CANDIDATES = 200
+"""Entries an extraction gets from the index as known (see :meth:`SearchIndex.known_entries`):
+the model engine shows the best of them within its 4,000-character budget, the offline engine
+matches its candidates' keys against them."""
+
+KNOWN_WORDS_LOOKED_UP = 256
+"""Distinct words of a transcript (its most repeated) whose rarity among entries is looked up."""
+
+KNOWN_QUERY_TERMS = 32
+"""Words of a transcript searched for known entries: the rarest of those looked up."""
+
+KNOWN_PER_WORD = 200
+"""Entries read per word searched (the newest holding it)."""
 """Largest ``limit`` accepted: a search is for the best few, not an export."""
 
 MAX_ITEM_CHARS = 3_000
@@ -153,7 +167,11 @@ CREATE TABLE IF NOT EXISTS docs(
     text BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS docs_scope ON docs(scope);
+CREATE INDEX IF NOT EXISTS docs_entry_key ON docs(key) WHERE kind = 'entry';
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(body, content='', tokenize='{TOKENIZER}');
+CREATE VIRTUAL TABLE IF NOT EXISTS entry_fts USING fts5(
+    body, content='', tokenize='{TOKENIZER}'
+);
 CREATE TABLE IF NOT EXISTS rollouts(
     rid TEXT PRIMARY KEY,
     items_offset INTEGER NOT NULL DEFAULT 0,
@@ -232,6 +250,28 @@ def fts_query(query: str) -> str:
     return " OR ".join(dict.fromkeys(terms))
 
 
+def known_terms(text: str) -> dict[str, int]:
+    """The FTS5 terms of a transcript with how often each occurs, most repeated first (first
+    seen first on ties): content words of three letters or more (function words and bare
+    numbers left out), and each two-character phrase of a CJK run."""
+
+    counts: dict[str, int] = {}
+    for token in _QUERY_TOKEN_RE.findall(text):
+        if _CJK_RUN_RE.match(token):
+            phrases = (
+                [token] if len(token) == 1 else [token[i : i + 2] for i in range(len(token) - 1)]
+            )
+            terms = ['"' + " ".join(p) + '"' for p in phrases]
+        else:
+            token = token.lower()
+            if len(token) < 3 or token.isdigit() or token in QUERY_STOPWORDS:
+                continue
+            terms = [f'"{token}"']
+        for term in terms:
+            counts[term] = counts.get(term, 0) + 1
+    return {t: counts[t] for t in sorted(counts, key=lambda t: -counts[t])}
+
+
 def _window(text: str, query: str, size: int = HIT_TEXT_CHARS) -> str:
     if len(text) <= size:
         return text
@@ -251,6 +291,22 @@ def _window(text: str, query: str, size: int = HIT_TEXT_CHARS) -> str:
 
 def _unpack(packed: bytes) -> str:
     return zlib.decompress(packed).decode("utf-8")
+
+
+def _active_keys(db: sqlite3.Connection, words: Iterable[str]) -> set[str]:
+    """Which of ``words`` are keys of active entries in the index (through ``docs_entry_key``)."""
+
+    wanted = sorted(set(words))
+    if not wanted:
+        return set()
+    return {
+        str(k)
+        for (k,) in db.execute(
+            "SELECT DISTINCT key FROM docs WHERE kind = 'entry' "
+            "AND key IN (SELECT value FROM json_each(?))",
+            (json.dumps(wanted),),
+        )
+    }
 
 
 def _clip(text: str, limit: int = MAX_ITEM_CHARS) -> str:
@@ -298,13 +354,15 @@ def _uses_in(
     item: dict[str, Any],
     text: str,
     calls_reading: set[str],
-    active_keys: set[str],
+    active_keys: Callable[[Iterable[str]], set[str]],
     known: set[str],
 ) -> list[tuple[str, str]]:
     """Uses of memory one recorded item shows: ``(target, "conversation" | "entry")``.
 
     ``calls_reading`` collects the ids of tool calls that read memory files, so that their
-    results can be checked for the entry lines they showed.
+    results can be checked for the entry lines they showed. ``active_keys`` tells which of
+    some words are keys of active entries (an index lookup: the cost follows the item, not
+    the number of entries).
     """
 
     found: list[tuple[str, str]] = []
@@ -329,12 +387,12 @@ def _uses_in(
                 calls_reading.add(call_id)
     elif is_output:
         if output_call_id(item) in calls_reading:
-            for key in dict.fromkeys(ENTRY_SHOWN_RE.findall(text)):
-                if key in active_keys:
-                    found.append((key, "entry"))
+            shown = list(dict.fromkeys(ENTRY_SHOWN_RE.findall(text)))
+            active = active_keys(shown) if shown else set()
+            found += [(key, "entry") for key in shown if key in active]
     elif _is_assistant_text(item):
         words = set(re.findall(r"[a-z0-9][a-z0-9._-]*[a-z0-9]", text.lower()))
-        for key in sorted(active_keys & words):
+        for key in sorted(active_keys(words)):
             # One-word keys are ordinary words too: cited only when marked as a key.
             if any(c in key for c in "-_.") or f"`{key}`" in text or f"**{key}**" in text:
                 found.append((key, "entry"))
@@ -367,6 +425,8 @@ class SearchIndex:
         self._unsaved = False
         self.rows_indexed = 0
         """Documents written since this object was made (a cost figure for tests and bench)."""
+        self.known_fallback_logged = False
+        """Whether an extraction already warned that it read every entry (the index failed)."""
 
     # ------------------------------------------------------------------ storage
 
@@ -536,20 +596,23 @@ class SearchIndex:
             ":person, :detail, :updated_at, :sources, :path, :stamp, :text)",
             doc,
         )
-        db.execute(
-            "INSERT INTO fts(rowid, body) VALUES (?, ?)",
-            (cur.lastrowid, _segment_cjk(text)),
-        )
+        body = _segment_cjk(text)
+        db.execute("INSERT INTO fts(rowid, body) VALUES (?, ?)", (cur.lastrowid, body))
+        if doc["kind"] == "entry":
+            db.execute("INSERT INTO entry_fts(rowid, body) VALUES (?, ?)", (cur.lastrowid, body))
         self.rows_indexed += 1
 
     def _drop(self, db: sqlite3.Connection, where: str, args: tuple[Any, ...]) -> int:
-        rows = db.execute(f"SELECT id, text FROM docs WHERE {where}", args).fetchall()
-        for row_id, packed in rows:
+        rows = db.execute(f"SELECT id, kind, text FROM docs WHERE {where}", args).fetchall()
+        for row_id, kind, packed in rows:
             # A contentless FTS5 table forgets a row when given the text it indexed.
-            db.execute(
-                "INSERT INTO fts(fts, rowid, body) VALUES ('delete', ?, ?)",
-                (row_id, _segment_cjk(_unpack(packed))),
-            )
+            body = _segment_cjk(_unpack(packed))
+            db.execute("INSERT INTO fts(fts, rowid, body) VALUES ('delete', ?, ?)", (row_id, body))
+            if kind == "entry":
+                db.execute(
+                    "INSERT INTO entry_fts(entry_fts, rowid, body) VALUES ('delete', ?, ?)",
+                    (row_id, body),
+                )
             db.execute("DELETE FROM docs WHERE id = ?", (row_id,))
         return len(rows)
 
@@ -720,10 +783,10 @@ class SearchIndex:
         from .engines.transcript import tool_names_by_call_id
 
         names = tool_names_by_call_id(parsed.segments)
-        active_keys = {
-            str(k)
-            for (k,) in db.execute("SELECT DISTINCT key FROM docs WHERE kind = 'entry'").fetchall()
-        }
+
+        def active_keys(words: Iterable[str]) -> set[str]:
+            return _active_keys(db, words)
+
         uses: list[tuple[str, str, int]] = []
         calls_reading: set[str] = set()
         for position, seg in enumerate(parsed.segments):
@@ -882,6 +945,81 @@ class SearchIndex:
                 )
             )
         return distinct(ranked, limit)
+
+    async def known_entries(
+        self, text: str, *, scopes: Collection[str], limit: int = KNOWN_CANDIDATES
+    ) -> list[Entry]:
+        """The active entries of ``scopes`` that share the most words with ``text``, best
+        first (then newest, then by key): what an extraction shows its engine as known, found
+        through the index instead of scoring every entry.
+
+        The words searched are the text's :data:`KNOWN_QUERY_TERMS` rarest among entries
+        (looked up in an entries-only FTS5 table); for each, the newest
+        :data:`KNOWN_PER_WORD` entries holding it count. The cost follows the transcript,
+        not the number of entries.
+
+        The entries are brought up to date first (the log's new records only: one size call
+        when nothing changed). An entry comes back with its key, kind, content, person and
+        ``updated_at`` (its sources are not needed here and are left empty).
+        """
+
+        terms = list(known_terms(text))[:KNOWN_WORDS_LOOKED_UP]
+        if not terms or not scopes:
+            return []
+        async with self._lock:
+            db = await self._open()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                await self._sync_entries(db)
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            # How many entries hold each word (counted up to a cap: a few postings each), so
+            # the rarest words, which tell most, are the ones searched.
+            held = {
+                t: int(
+                    db.execute(
+                        "SELECT count(*) FROM (SELECT rowid FROM entry_fts "
+                        "WHERE entry_fts MATCH ? LIMIT ?)",
+                        (t, KNOWN_PER_WORD + 1),
+                    ).fetchone()[0]
+                )
+                for t in terms
+            }
+            chosen = sorted((t for t in terms if held[t]), key=lambda t: held[t])
+            wanted = json.dumps(sorted(set(scopes)))
+            shared: dict[int, int] = {}
+            for term in chosen[:KNOWN_QUERY_TERMS]:
+                # The newest entries of these scopes holding the word (rowids grow with
+                # every change written): a common word costs no more than a rare one.
+                for (row_id,) in db.execute(
+                    "SELECT f.rowid FROM entry_fts f JOIN docs d ON d.id = f.rowid "
+                    "WHERE entry_fts MATCH ? AND d.scope IN (SELECT value FROM json_each(?)) "
+                    "ORDER BY f.rowid DESC LIMIT ?",
+                    (term, wanted, KNOWN_PER_WORD),
+                ):
+                    shared[row_id] = shared.get(row_id, 0) + 1
+            best = sorted(shared, key=lambda r: (-shared[r], -r))[:limit]
+            rows = db.execute(
+                "SELECT id, key, detail, text, updated_at, person FROM docs "
+                "WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps(best),),
+            ).fetchall()
+        rows.sort(key=lambda r: (-shared[r[0]], -r[4], r[1]))
+        # An entry's text is ``<key with spaces>: <content>`` (see ``_sync_scope``).
+        return [
+            Entry.model_validate(
+                {
+                    "key": key,
+                    "kind": kind,
+                    "content": _unpack(packed)[len(key) + 2 :],
+                    "person": person,
+                    "updated_at": int(updated_at),
+                }
+            )
+            for _, key, kind, packed, updated_at, person in rows
+        ]
 
     async def usage(self) -> dict[str, tuple[int, int]]:
         """Per conversation: ``(uses, last use in ms)`` by later runs, from the synced index.
