@@ -30,6 +30,7 @@ from .store import (
 
 if TYPE_CHECKING:
     from .runtime.state import LayoutState
+    from .search import SearchIndex
 
 logger = logging.getLogger("sandbox_memory")
 
@@ -177,6 +178,7 @@ async def extract_rollout(
     rollout_id: str,
     *,
     budget: Budget | None,
+    search: SearchIndex | None = None,
 ) -> bool:
     """Extract the unprocessed segments of ``rollout_id``; return True when memory changed.
 
@@ -187,10 +189,12 @@ async def extract_rollout(
     """
 
     async with rt.rollout_lock(rollout_id):
-        return await _extract(rt, rollout_id, budget=budget)
+        return await _extract(rt, rollout_id, budget=budget, search=search)
 
 
-async def _extract(rt: LayoutState, rollout_id: str, *, budget: Budget | None) -> bool:
+async def _extract(
+    rt: LayoutState, rollout_id: str, *, budget: Budget | None, search: SearchIndex | None
+) -> bool:
     store = rt.store
     prog = await store.get_progress(rollout_id) or RolloutProgress()
     if prog.status == "failed":
@@ -253,7 +257,7 @@ async def _extract(rt: LayoutState, rollout_id: str, *, budget: Budget | None) -
         return False
 
     layout = await store.layout_for_reading()
-    known = await known_entries(rt, conversation, segments, layout)
+    known = await known_entries(rt, search, conversation, segments, layout)
     previous = None
     if prog.offset > 0 and rt.engine.name != "offline":
         notes = await rt.ws.read_text(f"{rt.layout.memories_dir}/raw_memories/{rollout_id}.md")
@@ -457,7 +461,8 @@ KNOWN_TEXT_CHARS = 200_000
 
 
 async def known_entries(
-    rt: LayoutRuntime,
+    rt: LayoutState,
+    search: SearchIndex | None,
     conversation: ConversationMemory,
     segments: list[dict[str, Any]],
     layout: LayoutMemory,
@@ -470,21 +475,23 @@ async def known_entries(
     logged once)."""
 
     own = [e for e in conversation.entries.values() if e.status == "active"]
-    found: list[Entry]
-    try:
-        scopes = {"layout", *(f"conversation:{r}" for r in await _registry_ids(rt))}
-        scopes.discard(f"conversation:{conversation.rollout_id}")  # its own: from the file
-        found = await rt.search_index.known_entries(_new_text(segments), scopes=scopes)
-    except Exception as exc:  # noqa: BLE001 - the index is derived; fall back to every entry
-        if not rt.search_index.known_fallback_logged:
-            rt.search_index.known_fallback_logged = True
-            logger.warning(
-                "memory search index %s could not list the entries known to an extraction "
-                "(%s: %s); every entry is read instead until it can",
-                rt.search_index.rel_path,
-                type(exc).__name__,
-                exc,
-            )
+    found: list[Entry] | None = None
+    if search is not None:
+        try:
+            scopes = {"layout", *(f"conversation:{r}" for r in await _registry_ids(rt))}
+            scopes.discard(f"conversation:{conversation.rollout_id}")  # its own: from the file
+            found = await search.known_entries(_new_text(segments), scopes=scopes)
+        except Exception as exc:  # noqa: BLE001 - the index is derived; every entry is read
+            if not search.known_fallback_logged:
+                search.known_fallback_logged = True
+                logger.warning(
+                    "memory search index %s could not list the entries known to an "
+                    "extraction (%s: %s); every entry is read instead until it can",
+                    search.rel_path,
+                    type(exc).__name__,
+                    exc,
+                )
+    if found is None:
         registry = await rt.store.load_registry()
         found = [e for e in [*layout.entries.values(), *registry.entries()] if e.status == "active"]
     newest: dict[str, Entry] = {}
@@ -495,7 +502,7 @@ async def known_entries(
     return [KnownEntry(key=e.key, kind=e.kind, content=e.content) for e in ordered]
 
 
-async def _registry_ids(rt: LayoutRuntime) -> list[str]:
+async def _registry_ids(rt: LayoutState) -> list[str]:
     """The conversations whose entries the registry shows (phase 2's selection), read without
     validating every entry the registry holds."""
 

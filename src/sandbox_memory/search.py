@@ -98,6 +98,11 @@ KNOWN_QUERY_TERMS = 32
 
 KNOWN_PER_WORD = 200
 """Entries read per word searched (the newest holding it)."""
+
+KNOWN_NEWEST = 50
+"""Newest entries added to those sharing words with a transcript, so that a prompt whose
+budget the shared ones do not fill shows the latest memory (as it did when every entry was
+ranked)."""
 """Largest ``limit`` accepted: a search is for the best few, not an export."""
 
 MAX_ITEM_CHARS = 3_000
@@ -168,6 +173,7 @@ CREATE TABLE IF NOT EXISTS docs(
 );
 CREATE INDEX IF NOT EXISTS docs_scope ON docs(scope);
 CREATE INDEX IF NOT EXISTS docs_entry_key ON docs(key) WHERE kind = 'entry';
+CREATE INDEX IF NOT EXISTS docs_entry_time ON docs(updated_at) WHERE kind = 'entry';
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(body, content='', tokenize='{TOKENIZER}');
 CREATE VIRTUAL TABLE IF NOT EXISTS entry_fts USING fts5(
     body, content='', tokenize='{TOKENIZER}'
@@ -951,7 +957,8 @@ class SearchIndex:
     ) -> list[Entry]:
         """The active entries of ``scopes`` that share the most words with ``text``, best
         first (then newest, then by key): what an extraction shows its engine as known, found
-        through the index instead of scoring every entry.
+        through the index instead of scoring every entry; then the :data:`KNOWN_NEWEST`
+        newest others.
 
         The words searched are the text's :data:`KNOWN_QUERY_TERMS` rarest among entries
         (looked up in an entries-only FTS5 table); for each, the newest
@@ -964,7 +971,7 @@ class SearchIndex:
         """
 
         terms = list(known_terms(text))[:KNOWN_WORDS_LOOKED_UP]
-        if not terms or not scopes:
+        if not scopes:
             return []
         async with self._lock:
             db = await self._open()
@@ -1001,12 +1008,20 @@ class SearchIndex:
                 ):
                     shared[row_id] = shared.get(row_id, 0) + 1
             best = sorted(shared, key=lambda r: (-shared[r], -r))[:limit]
+            newest = db.execute(
+                "SELECT id FROM docs WHERE kind = 'entry' "
+                "AND scope IN (SELECT value FROM json_each(?)) "
+                "AND id NOT IN (SELECT value FROM json_each(?)) "
+                "ORDER BY updated_at DESC, key LIMIT ?",
+                (wanted, json.dumps(best), KNOWN_NEWEST),
+            ).fetchall()
+            best += [int(r) for (r,) in newest]
             rows = db.execute(
                 "SELECT id, key, detail, text, updated_at, person FROM docs "
                 "WHERE id IN (SELECT value FROM json_each(?))",
                 (json.dumps(best),),
             ).fetchall()
-        rows.sort(key=lambda r: (-shared[r[0]], -r[4], r[1]))
+        rows.sort(key=lambda r: (-shared.get(r[0], 0), -r[4], r[1]))
         # An entry's text is ``<key with spaces>: <content>`` (see ``_sync_scope``).
         return [
             Entry.model_validate(

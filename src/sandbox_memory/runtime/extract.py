@@ -66,7 +66,7 @@ class Extractor:
         """
 
         budget = self.between_closes()
-        changed = await extract_rollout(self.state, rollout_id, budget=budget)
+        changed = await extract_rollout(self.state, rollout_id, budget=budget, search=self.index)
         if changed:
             self.index.mark(rollout_id)
         await sync_index(self.index)
@@ -117,7 +117,7 @@ class Extractor:
 
         async def one(rid: str) -> None:
             async with sem:
-                await extract_rollout(self.state, rid, budget=budget)
+                await extract_rollout(self.state, rid, budget=budget, search=self.index)
 
         await asyncio.gather(*(one(r) for r in pending))
         report["extracted"] = list(dict.fromkeys([*report["extracted"], *budget.extracted]))

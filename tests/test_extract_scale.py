@@ -1,0 +1,215 @@
+"""Extraction and the search index at scale: cost that follows the new work, counted, not timed.
+
+An extraction is shown the known entries that share words with its transcript, found through
+the search index, instead of every entry memory holds; syncing the index after a run costs the
+same however many entries there are.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sandbox_memory import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
+from sandbox_memory.engines.base import Extraction, ExtractionRequest
+from sandbox_memory.engines.offline import OfflineEngine
+from sandbox_memory.runtime import LayoutRuntime
+from sandbox_memory.search import INDEX_FILE, KNOWN_CANDIDATES, KNOWN_NEWEST
+from sandbox_memory.store import Entry, LayoutMemory, LogRecord, Source, now_ms
+from sandbox_memory.workspace import LocalWorkspace
+
+WORDS = (
+    "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november "
+    "oscar papa quebec romeo sierra tango uniform victor whiskey xray yankee"
+).split()
+
+
+class RecordingEngine:
+    """The offline engine, keeping every request it is given (the model seam)."""
+
+    name = "offline"
+
+    def __init__(self) -> None:
+        self.requests: list[ExtractionRequest] = []
+        self._inner = OfflineEngine()
+
+    async def extract(self, request: ExtractionRequest) -> Extraction:
+        self.requests.append(request)
+        return await self._inner.extract(request)
+
+
+def runtime(root: Path, engine: Any = None) -> LayoutRuntime:
+    return LayoutRuntime(
+        LocalWorkspace(root),
+        layout=MemoryLayoutConfig(),
+        generate=MemoryGenerateConfig(engine="offline"),
+        read=MemoryReadConfig(),
+        engine=engine,
+    )
+
+
+def run(text: str, when: str = "2026-01-01T00:00:00+00:00") -> dict[str, Any]:
+    return {
+        "updated_at": when,
+        "input": [{"role": "user", "content": text}],
+        "generated_items": [
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "Done."}],
+            }
+        ],
+    }
+
+
+def filler(i: int) -> str:
+    """Content of an entry that shares no word with the runs below."""
+
+    return f"Note {' '.join(WORDS[(i + k) % len(WORDS)] for k in range(6))} number {i}."
+
+
+async def seed_layout(rt: LayoutRuntime, entries: list[Entry]) -> None:
+    """Layout memory holding ``entries``, saved and logged as a phase 2 would."""
+
+    store = rt.state.store
+    layout = LayoutMemory(version=1, entries={e.key: e for e in entries})
+    await store.append_log(
+        LogRecord(version=1, at=now_ms(), cause="promotion", scope="layout", keys=[])
+    )
+    await store.save_layout(layout)
+
+
+def entry(key: str, content: str, at: int, **kw: Any) -> Entry:
+    return Entry(
+        key=key,
+        content=content,
+        kind="fact",
+        sources=[Source(conversation="old", item="00000000:0")],
+        updated_at=at,
+        **kw,
+    )
+
+
+async def test_an_extraction_is_shown_the_entries_sharing_its_words_not_every_entry(
+    tmp_path: Path,
+) -> None:
+    engine = RecordingEngine()
+    rt = runtime(tmp_path, engine)
+    many = [entry(f"note-{i:04d}", filler(i), 2_000_000 + i) for i in range(KNOWN_CANDIDATES + 150)]
+    # The oldest entry of all is the one this run is about.
+    about = entry("ferry-to-zanzibar", "The ferry to Zanzibar leaves from pier 9.", 1_000_000)
+    await seed_layout(rt, [*many, about])
+    await rt.record(run("Which pier does the Zanzibar ferry leave from?"), rollout_id="trip")
+    await rt.close()
+
+    (request,) = engine.requests
+    keys = [k.key for k in request.known_entries]
+    assert "ferry-to-zanzibar" in keys
+    assert len(keys) <= KNOWN_CANDIDATES + KNOWN_NEWEST
+    # Of the entries sharing no word with the run, only the newest few are listed.
+    unrelated = sorted(k for k in keys if k.startswith("note-"))
+    assert unrelated == [e.key for e in many[-KNOWN_NEWEST:]]
+
+
+async def test_known_entries_follow_changes_made_since_the_index_was_synced(
+    tmp_path: Path,
+) -> None:
+    engine = RecordingEngine()
+    rt = runtime(tmp_path, engine)
+    await seed_layout(
+        rt,
+        [
+            entry("zanzibar-ferry-pier", "The Zanzibar ferry leaves from pier 9.", 1_000),
+            entry("zanzibar-hotel", "The Zanzibar hotel is booked.", 2_000),
+        ],
+    )
+    await rt.record(run("Zanzibar plans: the ferry and the hotel."), rollout_id="a")
+    await rt.close()
+    assert {"zanzibar-ferry-pier", "zanzibar-hotel"} <= {
+        k.key for k in engine.requests[0].known_entries
+    }
+
+    # Another process changes layout memory: one entry retracted, one added.
+    other = runtime(tmp_path)
+    store = other.state.store
+    layout = await store.load_layout()
+    layout.entries["zanzibar-hotel"].status = "retracted"
+    layout.entries["zanzibar-visa"] = entry("zanzibar-visa", "A Zanzibar visa is needed.", 3_000)
+    layout.version += 1
+    await store.append_log(
+        LogRecord(
+            version=layout.version,
+            at=now_ms(),
+            cause="consolidation",
+            scope="layout",
+            keys=["zanzibar-hotel", "zanzibar-visa"],
+        )
+    )
+    await store.save_layout(layout)
+
+    await rt.record(run("More Zanzibar plans: the ferry, the hotel, the visa."), rollout_id="b")
+    await rt.close()
+    keys = [k.key for k in engine.requests[-1].known_entries]
+    assert "zanzibar-visa" in keys
+    assert "zanzibar-hotel" not in keys
+    assert "zanzibar-ferry-pier" in keys
+
+
+async def test_without_a_usable_index_every_entry_is_known_and_it_is_said_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    engine = RecordingEngine()
+    rt = runtime(tmp_path, engine)
+    entries = [entry(f"note-{i:02d}", filler(i), 1_000 + i) for i in range(5)]
+    await seed_layout(rt, entries)
+    # A folder where the index file belongs: SQLite cannot open it.
+    (tmp_path / "memories" / "store" / INDEX_FILE).mkdir(parents=True)
+    caplog.set_level(logging.WARNING, logger="sandbox_memory")
+    for rid in ("a", "b"):
+        await rt.record(run(f"Zanzibar ferry for {rid}."), rollout_id=rid)
+        await rt.close()
+    assert len(engine.requests) == 2
+    for request in engine.requests:
+        # Newest first, as without the index.
+        assert [k.key for k in request.known_entries] == [e.key for e in reversed(entries)]
+    said = [r for r in caplog.records if "could not list the entries known" in r.getMessage()]
+    assert len(said) == 1
+
+
+async def _sync_steps(root: Path, entries: int) -> int:
+    """SQLite virtual-machine steps of the index sync after one more run, with ``entries``
+    layout entries already indexed."""
+
+    root.mkdir()
+    rt = runtime(root)
+    await seed_layout(rt, [entry(f"note-{i:05d}", filler(i), 1_000 + i) for i in range(entries)])
+    index = rt.search_index
+    await index.sync()  # the first sync: every entry indexed
+    # The run cites a key and shows an entry line, so the usage lookups run too.
+    segment = run("Look at note-00001 please.")
+    segment["generated_items"][0]["content"][0]["text"] = "I used `note-00001` here."
+    await rt.record(segment, rollout_id="new")
+    db = await index._open()
+    steps = 0
+
+    def count() -> int:
+        nonlocal steps
+        steps += 1
+        return 0
+
+    db.set_progress_handler(count, 100)
+    await index.sync()
+    db.set_progress_handler(None, 0)
+    assert (await index.usage()).get("old", (0, 0))[0] >= 1  # the cited key was found
+    return steps
+
+
+async def test_syncing_the_index_after_a_run_does_not_grow_with_the_entries(
+    tmp_path: Path,
+) -> None:
+    small = await _sync_steps(tmp_path / "small", 200)
+    large = await _sync_steps(tmp_path / "large", 4_000)
+    assert large <= 1.5 * small + 50, (small, large)
