@@ -213,3 +213,38 @@ async def test_syncing_the_index_after_a_run_does_not_grow_with_the_entries(
     small = await _sync_steps(tmp_path / "small", 200)
     large = await _sync_steps(tmp_path / "large", 4_000)
     assert large <= 1.5 * small + 50, (small, large)
+
+
+class ListingCounter(LocalWorkspace):
+    """A local folder that counts folder listings (``sizes``), by folder."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.listed: list[str] = []
+
+    async def sizes(self, path: str) -> dict[str, int]:
+        self.listed.append(path)
+        return await super().sizes(path)
+
+
+async def test_a_runs_extraction_syncs_the_index_for_its_rollout_without_listing_all(
+    tmp_path: Path,
+) -> None:
+    ws = ListingCounter(tmp_path)
+    rt = LayoutRuntime(
+        ws,
+        layout=MemoryLayoutConfig(),
+        generate=MemoryGenerateConfig(engine="offline"),
+        read=MemoryReadConfig(),
+    )
+    for k in range(3):
+        await rt.record(run(f"Old run {k}: we use the staging database."), rollout_id=f"old{k}")
+    await rt.close()
+    ws.listed.clear()
+
+    await rt.record(run("We use the Zanzibar ferry on Tuesdays."), rollout_id="new")
+    assert await rt.consolidate_conversation("new")  # what runs after a run, in the background
+    assert ws.listed == []  # no listing of sessions/ or rollout_summaries/
+    assert await rt.search_index.sync() == 0  # a whole sync finds nothing left to index
+    hits = await rt.search_index.search("Zanzibar ferry")
+    assert {"entry", "rollout_summary"} <= {h.kind for h in hits if h.conversation == "new"}

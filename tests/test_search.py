@@ -462,3 +462,78 @@ async def test_the_items_a_retracted_entry_rests_on_are_not_found_until_it_is_re
 
     await c.apply(Remember(key=learned.key, content=learned.content), expected=view.version)
     assert [h.key for h in await c.search(query) if h.kind == "entry"] == [learned.key]
+
+
+async def test_an_entry_learned_in_several_conversations_is_one_hit_citing_each(
+    tmp_path: Path,
+) -> None:
+    c = client_for(tmp_path)
+    for rid in ("ops", "ops2"):
+        await record(c, rid, "We use the staging database on port 6543.", "Noted.")
+        await c.runtime.close()
+    holders = {
+        rid: [e.key for e in (await c.view(rid)).entries.values() if "6543" in e.content]
+        for rid in ("ops", "ops2")
+    }
+    (key,) = set(holders["ops"]) & set(holders["ops2"])  # the second reused the key
+    hits = [h for h in await c.search("staging database port 6543") if h.kind == "entry"]
+    assert [h.key for h in hits] == [key]
+    assert {s.conversation for s in hits[0].sources} == {"ops", "ops2"}
+    # Within one conversation, only what that conversation holds is cited.
+    (one,) = [
+        h for h in await c.search("staging database 6543", conversation="ops2") if h.kind == "entry"
+    ]
+    assert {s.conversation for s in one.sources} == {"ops2"}
+
+
+async def test_a_conversation_phase_two_forgot_is_not_found_by_its_entries_or_summary(
+    tmp_path: Path,
+) -> None:
+    keep_one = MemoryGenerateConfig(engine="offline", max_raw_memories_for_consolidation=1)
+    c = MemoryClient(tmp_path, generate=keep_one)
+    await record(c, "old", "We use the staging database on port 6543.", "Noted.")
+    await c.runtime.close()
+    kinds = {
+        h.kind for h in await c.search("staging database port 6543") if h.conversation == "old"
+    }
+    assert {"entry", "rollout_summary"} <= kinds
+
+    later = "2026-03-02T10:00:00+00:00"
+    await record(c, "new", "We booked the hotel in Stone Town.", "Noted.", when=later)
+    await c.runtime.close()  # keeps one conversation: "old" is forgotten
+    for searcher in (c, MemoryClient(tmp_path, generate=keep_one)):  # also a fresh process
+        hits = [
+            h
+            for h in await searcher.search("staging database port 6543")
+            if h.conversation == "old"
+        ]
+        # Its recorded items stay (the rollout file stays in sessions/); nothing else.
+        assert {h.kind for h in hits} <= {"item"}, hits
+
+    # A new run of the forgotten conversation brings it back.
+    await record(c, "old", "We use the staging database on port 6543 again.", "Noted.", when=later)
+    await c.runtime.close()
+    hits = await c.search("staging database port 6543")
+    assert "rollout_summary" in {h.kind for h in hits if h.conversation == "old"}
+
+
+async def test_a_forgotten_fact_is_not_found_through_its_runs_summary(tmp_path: Path) -> None:
+    c = client_for(tmp_path)
+    await record(c, "ops", "We use the staging database on port 6543.", "Noted.")
+    await record(c, "ops", "Also: the deploy window is Friday noon.", "Noted.")
+    await c.runtime.close()
+    view = await c.view(None)
+    (learned,) = [e for e in view.entries.values() if "6543" in e.content and e.sources]
+    query = "staging database port 6543"
+
+    def summaries(hits: list[Any]) -> list[Any]:
+        return [h for h in hits if h.kind == "rollout_summary" and h.conversation == "ops"]
+
+    assert summaries(await c.search(query))
+    await c.apply(Forget(key=learned.key), expected=view.version)
+    for searcher in (c, client_for(tmp_path)):  # this process, and another one
+        hits = await searcher.search(query)
+        assert not summaries(hits)
+        assert not [h for h in hits if "6543" in h.text]
+    # The run's other material is still found through its items.
+    assert [h for h in await c.search("deploy window Friday") if h.conversation == "ops"]

@@ -189,6 +189,7 @@ CREATE TABLE IF NOT EXISTS retracted(
     key TEXT NOT NULL,
     conversation TEXT NOT NULL,
     item TEXT NOT NULL,
+    content TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (scope, key, conversation, item)
 );
 CREATE INDEX IF NOT EXISTS retracted_item ON retracted(conversation, item);
@@ -315,6 +316,21 @@ def _active_keys(db: sqlite3.Connection, words: Iterable[str]) -> set[str]:
     }
 
 
+STATED_MIN_CHARS = 12
+"""Shortest statement (letters and digits, words joined by one space) matched in a summary."""
+
+STATED_PROBE_CHARS = 60
+"""Characters of a retracted statement looked for in a summary line (summaries shorten quotes)."""
+
+_PLAIN_RE = re.compile(r"[^\w]+")
+
+
+def _plain(text: str) -> str:
+    """Lowercase words joined by single spaces (no punctuation, markdown or quotes)."""
+
+    return _PLAIN_RE.sub(" ", text.lower()).strip()
+
+
 def _clip(text: str, limit: int = MAX_ITEM_CHARS) -> str:
     if len(text) <= limit:
         return text
@@ -361,7 +377,7 @@ def _uses_in(
     text: str,
     calls_reading: set[str],
     active_keys: Callable[[Iterable[str]], set[str]],
-    known: set[str],
+    known: Callable[[str], bool],
 ) -> list[tuple[str, str]]:
     """Uses of memory one recorded item shows: ``(target, "conversation" | "entry")``.
 
@@ -383,8 +399,8 @@ def _uses_in(
                 # ``<rollout-id>_<slug>``: the id may itself hold '_', so try each split.
                 name = match.group("summary")
                 splits = [name[:i] for i, ch in enumerate(name) if ch == "_"]
-                rid = next((r for r in splits if r in known), None)
-            if rid in known:
+                rid = next((r for r in splits if known(r)), None)
+            if rid is not None and known(rid):
                 found.append((rid, "conversation"))
                 reads_memory = True
         if reads_memory or "MEMORY.md" in text or "memory_summary.md" in text:
@@ -427,6 +443,8 @@ class SearchIndex:
         self._lock = asyncio.Lock()
         self._dirty: set[str] = set()
         self._dirty_scopes: set[str] = set()
+        self._scopes_synced: set[str] = set()
+        """Entry scopes compared in the sync under way (each once per sync)."""
         self._fetch = True
         self._unsaved = False
         self.rows_indexed = 0
@@ -531,19 +549,22 @@ class SearchIndex:
 
     # --------------------------------------------------------------------- sync
 
-    async def sync(self) -> int:
+    async def sync(self, rollouts: Collection[str] | None = None) -> int:
         """Bring the index up to date with the workspace; return the documents written.
 
-        An index found damaged on the way (not merely busy) is set aside and built again.
+        With ``rollouts``, only those rollouts' items and summaries are looked at (and every
+        entry change, from the log): what a run's extraction changed, without a listing of
+        every rollout. An index found damaged on the way (not merely busy) is set aside and
+        built again (then wholly).
         """
 
         try:
-            return await self._sync_once()
+            return await self._sync_once(rollouts)
         except sqlite3.DatabaseError as exc:
             if type(exc) is not sqlite3.DatabaseError:
                 raise  # locked, constraint: not damage
             self._set_aside(exc)
-            return await self._sync_once()
+            return await self._sync_once(None)
 
     def _set_aside(self, exc: BaseException) -> None:
         path = self._db_path()
@@ -564,17 +585,18 @@ class SearchIndex:
             return self.ws.root / self.rel_path
         return None if self._tmpdir is None else Path(self._tmpdir) / INDEX_FILE
 
-    async def _sync_once(self) -> int:
+    async def _sync_once(self, rollouts: Collection[str] | None) -> int:
         async with self._lock:
             db = await self._open()
             before = self.rows_indexed
+            self._scopes_synced = set()
             # One transaction per sync: one commit (and disk flush) however much is new, and
             # another process never sees half an update.
             db.execute("BEGIN IMMEDIATE")
             marked = set(self._dirty_scopes)
             try:
                 await self._sync_entries(db, marked)
-                await self._sync_rollouts(db)
+                await self._sync_rollouts(db, rollouts)
                 db.execute("COMMIT")
                 self._dirty_scopes -= marked
             except BaseException:
@@ -679,6 +701,7 @@ class SearchIndex:
             db.execute("INSERT OR REPLACE INTO meta(k, v) VALUES ('log_mark', ?)", (mark,))
 
     async def _sync_scope(self, db: sqlite3.Connection, scope: str) -> None:
+        self._scopes_synced.add(scope)
         entries: dict[str, Entry]
         conversation: str | None
         if scope == "layout":
@@ -692,7 +715,14 @@ class SearchIndex:
             path = f"{self.memories_dir}/store/conversations/{conversation}.json"
         else:
             return
-        wanted = {f"entry:{scope}:{e.key}": e for e in entries.values() if e.status == "active"}
+        shown = [e for e in entries.values() if e.status == "active"]
+        if conversation is not None and shown:
+            # A conversation phase 2 forgot is out of memory's view (the registry, MEMORY.md,
+            # its summary): its entries leave the index too, until it is extracted again.
+            prog = await self.store.get_progress(conversation)
+            if prog is not None and prog.forgotten:
+                shown = []
+        wanted = {f"entry:{scope}:{e.key}": e for e in shown}
         have = dict(
             db.execute(
                 "SELECT doc, stamp FROM docs WHERE scope = ? AND kind = 'entry'", (scope,)
@@ -700,17 +730,32 @@ class SearchIndex:
         )
         for doc in set(have) - set(wanted):
             self._drop(db, "doc = ?", (doc,))
-        # The items a retracted entry rests on are hidden from search while it stays so.
-        db.execute("DELETE FROM retracted WHERE scope = ?", (scope,))
-        db.executemany(
-            "INSERT OR IGNORE INTO retracted(scope, key, conversation, item) VALUES (?, ?, ?, ?)",
-            [
-                (scope, e.key, s.conversation, s.item)
-                for e in entries.values()
-                if e.status == "retracted"
-                for s in e.sources
-            ],
+        # The items a retracted entry rests on are hidden from search while it stays so, and
+        # so is a rollout summary stating it (see ``_sync_summary``).
+        before = set(
+            db.execute(
+                "SELECT key, conversation, item, content FROM retracted WHERE scope = ?", (scope,)
+            ).fetchall()
         )
+        after = {
+            (e.key, s.conversation, s.item, e.content)
+            for e in entries.values()
+            if e.status == "retracted"
+            for s in e.sources
+        }
+        if after != before:
+            db.execute("DELETE FROM retracted WHERE scope = ?", (scope,))
+            db.executemany(
+                "INSERT OR IGNORE INTO retracted(scope, key, conversation, item, content) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [(scope, *row) for row in sorted(after)],
+            )
+            for rid in sorted({row[1] for row in before ^ after}):
+                found = db.execute(
+                    "SELECT summary_stamp FROM rollouts WHERE rid = ?", (rid,)
+                ).fetchone()
+                if found is not None and found[0]:
+                    await self._sync_summary(db, rid, str(found[0]).rsplit(":", 1)[0], found[0])
         for doc, entry in wanted.items():
             stamp = _entry_stamp(entry)
             if have.get(doc) == stamp:
@@ -733,30 +778,68 @@ class SearchIndex:
                 },
             )
 
-    async def _sync_rollouts(self, db: sqlite3.Connection) -> None:
-        # Two folder listings with sizes (one call each, also through the session API) tell
-        # which rollout files grew and which summaries changed; only those are read.
-        files = await self.ws.sizes(self.sessions_dir)
-        sizes = {
-            n[: -len(".jsonl")]: size
-            for n, size in files.items()
-            if n.endswith(".jsonl") and not n.startswith(".")
-        }
-        summaries: dict[str, tuple[str, int]] = {}
+    async def _sync_rollouts(
+        self, db: sqlite3.Connection, only: Collection[str] | None = None
+    ) -> None:
         folder = f"{self.memories_dir}/rollout_summaries"
-        for name, size in (await self.ws.sizes(folder)).items():
-            # ``<rollout-id>_<slug>.md``: a slug has no '_', so the id ends at the last one.
-            if name.endswith(".md") and "_" in name and not name.startswith("."):
-                summaries[name[: name.rfind("_")]] = (name, size)
-        rows = {
-            str(rid): (int(offset), stamp)
-            for rid, offset, stamp in db.execute(
-                "SELECT rid, items_offset, summary_stamp FROM rollouts"
-            )
-        }
-        dirty, self._dirty = self._dirty, set()
-        known = set(sizes) | set(summaries)
-        for rid in sorted(known | set(rows)):
+        sizes: dict[str, int] = {}
+        summaries: dict[str, tuple[str, int]] = {}
+        if only is None:
+            # Two folder listings with sizes (one call each, also through the session API)
+            # tell which rollout files grew and which summaries changed; only those are read.
+            files = await self.ws.sizes(self.sessions_dir)
+            sizes = {
+                n[: -len(".jsonl")]: size
+                for n, size in files.items()
+                if n.endswith(".jsonl") and not n.startswith(".")
+            }
+            for name, size in (await self.ws.sizes(folder)).items():
+                # ``<rollout-id>_<slug>.md``: a slug has no '_', so the id ends at the last one.
+                if name.endswith(".md") and "_" in name and not name.startswith("."):
+                    summaries[name[: name.rfind("_")]] = (name, size)
+            rows = {
+                str(rid): (int(offset), stamp)
+                for rid, offset, stamp in db.execute(
+                    "SELECT rid, items_offset, summary_stamp FROM rollouts"
+                )
+            }
+            dirty, self._dirty = self._dirty, set()
+            listed = set(sizes) | set(summaries)
+
+            def known(rid: str) -> bool:
+                return rid in listed
+
+            order = sorted(listed | set(rows))
+        else:
+            # Named rollouts only (the one a run just extracted): their file, their summary
+            # (named by their progress' slug), their row; no listing of every rollout.
+            order = sorted(set(only))
+            rows = {}
+            for rid in order:
+                file_size = await self.ws.size(rollout_path(self.sessions_dir, rid))
+                if file_size is not None:
+                    sizes[rid] = file_size
+                prog = await self.store.get_progress(rid)
+                if prog is not None and prog.slug and not prog.forgotten:
+                    name = f"{rid}_{prog.slug}.md"
+                    found_size = await self.ws.size(f"{folder}/{name}")
+                    if found_size is not None:
+                        summaries[rid] = (name, found_size)
+                row = db.execute(
+                    "SELECT items_offset, summary_stamp FROM rollouts WHERE rid = ?", (rid,)
+                ).fetchone()
+                if row is not None:
+                    rows[rid] = (int(row[0]), row[1])
+            dirty = self._dirty & set(order)
+            self._dirty -= dirty
+
+            def known(rid: str) -> bool:
+                # A conversation named in an item: one of these, or one indexed before.
+                return rid in sizes or bool(
+                    db.execute("SELECT 1 FROM rollouts WHERE rid = ?", (rid,)).fetchone()
+                )
+
+        for rid in order:
             offset, stamp = rows.get(rid, (0, None))
             if sizes.get(rid, 0) != offset:
                 await self._sync_items(db, rid, sizes.get(rid, 0), known)
@@ -764,6 +847,10 @@ class SearchIndex:
             want = None if found is None else f"{found[0]}:{found[1]}"
             if want != stamp or (rid in dirty and found is not None):
                 await self._sync_summary(db, rid, None if found is None else found[0], want)
+                # Its summary came or went (extracted again, forgotten by phase 2): whether
+                # the conversation's entries are shown may have changed with it.
+                if f"conversation:{rid}" not in self._scopes_synced:
+                    await self._sync_scope(db, f"conversation:{rid}")
 
     def _rollout_row(self, db: sqlite3.Connection, rid: str) -> tuple[int, list[str | None]]:
         row = db.execute("SELECT items_offset, persons FROM rollouts WHERE rid = ?", (rid,))
@@ -773,7 +860,7 @@ class SearchIndex:
         return int(found[0]), list(json.loads(found[1]))
 
     async def _sync_items(
-        self, db: sqlite3.Connection, rid: str, size: int, known: set[str]
+        self, db: sqlite3.Connection, rid: str, size: int, known: Callable[[str], bool]
     ) -> None:
         path = rollout_path(self.sessions_dir, rid)
         offset, persons = self._rollout_row(db, rid)
@@ -859,7 +946,7 @@ class SearchIndex:
             "SELECT MAX(updated_at) FROM docs WHERE scope = ?", (f"items:{rid}",)
         ).fetchone()[0]
         self._drop(db, "doc = ?", (f"summary:{rid}",))
-        if name and text and text.strip():
+        if name and text and text.strip() and not self._states_retracted(db, rid, text):
             self._put(
                 db,
                 {
@@ -882,6 +969,35 @@ class SearchIndex:
             "ON CONFLICT(rid) DO UPDATE SET summary_stamp = excluded.summary_stamp",
             (rid, stamp),
         )
+
+    @staticmethod
+    def _states_retracted(db: sqlite3.Connection, rid: str, text: str) -> bool:
+        """Whether a line of ``rid``'s summary states an entry retracted while it rests on
+        ``rid``'s items: its content, or the text of an item it rests on (a summary quotes
+        statements, often shortened). Such a summary is not searchable while the entry stays
+        retracted: a Forget makes the fact unfindable, not only its entry."""
+
+        probes: list[str] = []
+        for item, content in db.execute(
+            "SELECT DISTINCT item, content FROM retracted WHERE conversation = ?", (rid,)
+        ):
+            probes.append(_plain(str(content)))
+            found = db.execute(
+                "SELECT text FROM docs WHERE doc = ?", (f"item:{rid}:{item}",)
+            ).fetchone()
+            if found is not None:
+                probes.append(_plain(_unpack(found[0])))
+        probes = [p for p in probes if len(p) >= STATED_MIN_CHARS]
+        if not probes:
+            return False
+        for line in text.splitlines():
+            plain = _plain(line)
+            if len(plain) < STATED_MIN_CHARS:
+                continue
+            for probe in probes:
+                if probe[:STATED_PROBE_CHARS] in plain or plain in probe:
+                    return True
+        return False
 
     @staticmethod
     def _summary_sources(db: sqlite3.Connection, rid: str) -> list[dict[str, str]]:
@@ -950,7 +1066,42 @@ class SearchIndex:
                     uses=int(uses),
                 )
             )
-        return distinct(ranked, limit)
+        return distinct(self._one_per_key(db, ranked, person, conversation), limit)
+
+    @staticmethod
+    def _one_per_key(
+        db: sqlite3.Connection,
+        ranked: list[SearchHit],
+        person: str | None,
+        conversation: str | None,
+    ) -> list[SearchHit]:
+        """Ranked hits with each entry key once: an entry learned in several conversations
+        (and promoted to layout memory) is one statement, kept in its best place and citing
+        the sources of every copy this search may see."""
+
+        out: list[SearchHit] = []
+        seen: set[str] = set()
+        for hit in ranked:
+            if hit.kind == "entry" and hit.key is not None:
+                if hit.key in seen:
+                    continue
+                seen.add(hit.key)
+                sql = (
+                    "SELECT sources FROM docs WHERE kind = 'entry' AND key = ? "
+                    "AND (person IS NULL OR person = ?)"
+                )
+                args: list[Any] = [hit.key, person]
+                if conversation is not None:
+                    sql += " AND conversation = ?"
+                    args.append(conversation)
+                cited = {(s.conversation, s.item): s for s in hit.sources}
+                for (sources,) in db.execute(sql + " ORDER BY updated_at DESC, id", args):
+                    for raw in json.loads(sources):
+                        source = Source(**raw)
+                        cited.setdefault((source.conversation, source.item), source)
+                hit.sources = list(cited.values())
+            out.append(hit)
+        return out
 
     async def known_entries(
         self, text: str, *, scopes: Collection[str], limit: int = KNOWN_CANDIDATES
@@ -975,10 +1126,13 @@ class SearchIndex:
             return []
         async with self._lock:
             db = await self._open()
+            self._scopes_synced = set()
+            marked = set(self._dirty_scopes)
             db.execute("BEGIN IMMEDIATE")
             try:
-                await self._sync_entries(db)
+                await self._sync_entries(db, marked)
                 db.execute("COMMIT")
+                self._dirty_scopes -= marked
             except BaseException:
                 db.execute("ROLLBACK")
                 raise

@@ -69,7 +69,8 @@ class Extractor:
         changed = await extract_rollout(self.state, rollout_id, budget=budget, search=self.index)
         if changed:
             self.index.mark(rollout_id)
-        await sync_index(self.index)
+        # This run's rollout only (and entry changes): no listing of every rollout per run.
+        await sync_index(self.index, rollouts=[rollout_id])
         if rollout_id in budget.deferred:
             budget.deferred.remove(rollout_id)
             logger.info(

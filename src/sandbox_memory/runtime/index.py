@@ -7,21 +7,23 @@ data (``search.py``), so a failure here is logged and never fails a run or a clo
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 
 from ..search import SearchIndex
 
 logger = logging.getLogger("sandbox_memory")
 
 
-async def sync_index(index: SearchIndex) -> bool:
-    """Bring the search index up to date; ``False`` (logged) when it could not be.
+async def sync_index(index: SearchIndex, *, rollouts: Collection[str] | None = None) -> bool:
+    """Bring the search index up to date (only ``rollouts``' items and summaries, when
+    given); ``False`` (logged) when it could not be.
 
     The index is derived: a failure here never fails a run or a close, the next sync
     catches up.
     """
 
     try:
-        await index.sync()
+        await index.sync(rollouts)
     except Exception as exc:  # noqa: BLE001
         logger.warning(
             "memory search index %s could not be updated (%s: %s); it catches up at the "
