@@ -21,7 +21,6 @@ from .search import MAX_ITEM_CHARS, timestamp_ms
 from .store import (
     ConversationMemory,
     Entry,
-    LayoutMemory,
     LogRecord,
     RolloutProgress,
     now_ms,
@@ -256,8 +255,7 @@ async def _extract(
                 await rt.update_progress(rollout_id, skip)
         return False
 
-    layout = await store.layout_for_reading()
-    known = await known_entries(rt, search, conversation, segments, layout)
+    known = await known_entries(rt, search, conversation, segments)
     previous = None
     if prog.offset > 0 and rt.engine.name != "offline":
         notes = await rt.ws.read_text(f"{rt.layout.memories_dir}/raw_memories/{rollout_id}.md")
@@ -276,7 +274,6 @@ async def _extract(
     new_bytes = parsed.end_offset - prog.offset
     estimated = min(new_bytes, rt.generate.max_rollout_chars) // CHARS_PER_TOKEN
     index = ItemIndex.from_segments(segments, external_tools=rt.generate.external_tools)
-    existing = memory_keys(layout, conversation)
     started = time.monotonic()
     extraction: Extraction | None = None
     feedback: str | None = None
@@ -322,6 +319,7 @@ async def _extract(
         extraction.candidates = resolve_citations(extraction.candidates, index)
         if feedback is not None or not extraction.candidates or rt.engine.name == "offline":
             break
+        existing = await memory_keys(rt, conversation, extraction.candidates)
         accepted, rejected = check_candidates(
             extraction.candidates, index=index, existing=existing, redactor=rt.redactor, log=False
         )
@@ -425,12 +423,10 @@ async def _record_failure(
 
 class MemoryKeys(Mapping[str, Entry]):
     """What a candidate may change: the conversation's entries and the shared layout entries
-    (so a forget can retract a layout-level fact); the conversation's own entry wins.
+    (so a forget can retract a layout-level fact); the conversation's own entry wins."""
 
-    A view looked up by key (a candidate's), not a copy of every entry per extraction."""
-
-    def __init__(self, layout: LayoutMemory, conversation: ConversationMemory) -> None:
-        self._layout = layout.entries
+    def __init__(self, shared: Mapping[str, Entry], conversation: ConversationMemory) -> None:
+        self._layout = shared
         self._own = conversation.entries
 
     def __getitem__(self, key: str) -> Entry:
@@ -450,10 +446,14 @@ class MemoryKeys(Mapping[str, Entry]):
         return sum(1 for _ in self)
 
 
-def memory_keys(layout: LayoutMemory, conversation: ConversationMemory) -> MemoryKeys:
-    """See :class:`MemoryKeys`."""
+async def memory_keys(
+    rt: LayoutState, conversation: ConversationMemory, candidates: list[Candidate]
+) -> MemoryKeys:
+    """:class:`MemoryKeys` for ``candidates``: only their keys' layout entries are read (from
+    their shards), not all of layout memory."""
 
-    return MemoryKeys(layout, conversation)
+    keys = {c.key for c in candidates if isinstance(c.key, str)}
+    return MemoryKeys(await rt.store.layout_entries(keys), conversation)
 
 
 KNOWN_TEXT_CHARS = 200_000
@@ -465,7 +465,6 @@ async def known_entries(
     search: SearchIndex | None,
     conversation: ConversationMemory,
     segments: list[dict[str, Any]],
-    layout: LayoutMemory,
 ) -> list[KnownEntry]:
     """The entries shown to the engine as known, newest first, one per key: the
     conversation's own active entries, and the layout and registry entries that share the
@@ -492,6 +491,7 @@ async def known_entries(
                     exc,
                 )
     if found is None:
+        layout = await rt.store.layout_for_reading()
         registry = await rt.store.load_registry()
         found = [e for e in [*layout.entries.values(), *registry.entries()] if e.status == "active"]
     newest: dict[str, Entry] = {}
@@ -588,14 +588,15 @@ async def _apply(
     prog = await store.get_progress(rollout_id) or RolloutProgress()
     # Apply to the latest memory: edits made while the engine worked are kept.
     conversation = await store.load_conversation(rollout_id)
-    layout = await store.layout_for_reading()  # read only: a shared entry is copied
     index = ItemIndex.from_segments(segments, external_tools=rt.generate.external_tools)
-    existing = memory_keys(layout, conversation)
     # What the run's person said about themselves stays theirs (see privacy.py).
     person = run_person(segments)
     private = self_statements(segments) if person else []
+    candidates = keep_private(extraction.candidates, private)
+    # Read only (a shared entry is copied): the layout entries of these keys, not all of them.
+    existing = await memory_keys(rt, conversation, candidates)
     accepted, rejected = check_candidates(
-        keep_private(extraction.candidates, private),
+        candidates,
         index=index,
         existing=existing,
         redactor=rt.redactor,

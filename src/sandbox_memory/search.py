@@ -705,6 +705,7 @@ class SearchIndex:
         entries: dict[str, Entry]
         conversation: str | None
         if scope == "layout":
+            # The parsed copy readers share (its shards parsed again only when they changed).
             layout: LayoutMemory = await self.store.layout_for_reading()
             entries, conversation = layout.entries, None
             path = f"{self.memories_dir}/MEMORY.md"
