@@ -1060,6 +1060,101 @@ def _encoded_cases() -> list[Case]:
     return c
 
 
+def _second_wave() -> list[Case]:
+    """Forms tried after the first fixes: hashes, more languages, seed phrases, cut tokens,
+    block scalars, shells and languages not tried before."""
+    c: list[Case] = []
+
+    def add(cls: str, name: str, text: str, *secrets: str) -> None:
+        c.append(Case(cls, f"w2/{name}", text, secrets))
+
+    h = r(53, "./" + _AN)
+    add("hash", "shadow", f"root:$6$rounds=5000$saltsalt${h}:19000:0:99999:7:::", h)
+    h = r(53, "./" + _AN)
+    add("hash", "bcrypt", f"hash = '$2b$12${h}'", h)
+    h = r(22, "./" + _AN)
+    add("hash", "apr1", f"admin:$apr1$abcdefgh${h}", h)
+    h = r(43, "./" + _AN)
+    add("hash", "yescrypt", f"deploy:$y$j9T$abcdefghijklmnop${h}:19500::::::", h)
+    t = "xo" + "xc-" + "-".join(r(12, _D) for _ in range(3)) + "-" + r(64, _HX)
+    add("provider", "slack-xoxc", f"token {t}", t)
+    t = "xo" + "xd-" + r(100, _URL)
+    add("provider", "slack-xoxd", f"d={t}", t)
+    t = "mf" + "a." + r(84, _URL)
+    add("provider", "discord-mfa", f"token {t}", t)
+    words = "abandon ability able about above absent absorb abstract absurd abuse access".split()
+    phrase = " ".join([*words, "accident"])
+    add("words", "seed-phrase", f"my seed phrase is {phrase}", " ".join(words[3:9]))
+    add("words", "recovery-phrase", f"Recovery phrase: {phrase}", " ".join(words[3:9]))
+    add("words", "mnemonic", f'MNEMONIC="{phrase}"', " ".join(words[3:9]))
+    add("words", "it-word", "la mia password è girasole", "girasole")
+    add("words", "capitalised", "The password is Sunflower.", "Sunflower")
+    t = "gh" + "p_" + r(36)
+    add("truncated", "end-of-output", f"output: {t[:14]}", t[4:14])
+    t = "gh" + "p_" + r(36)
+    add("truncated", "ellipsis", f"token={t[:20]}...", t[4:20])
+    t = "sk" + "-proj-" + r(60, _URL)
+    add("truncated", "marked", f"key {t[:24]} [output truncated]", t[8:24])
+    for name, template in (
+        ("form-body", "username=bob&password={v}&remember=1"),
+        ("env-comment", "DB_PASSWORD='{v}' # prod"),
+        ("yaml-block", "password: |\n  {v}\nuser: x"),
+        ("yaml-folded", "password: >-\n  {v}\n"),
+        ("json-spaced", '{{"password" : "{v}"}}'),
+        ("proxy-url", "HTTPS_PROXY=http://bob:{v}@proxy:3128"),
+        ("ssh-prose", "ssh password for deploy@web1 is {v}"),
+        ("pw-abbrev", "pw: {v}"),
+        ("pass-abbrev", "user: admin / pass: {v}"),
+        ("login-pair", "login admin / {v}"),
+        ("creds-colon", "credentials: admin:{v}"),
+        ("creds-slash", "creds are admin/{v}"),
+        ("pgpassword-inline", "env PGPASSWORD={v} pg_dump app"),
+        ("sql-connect", "CONNECT scott/{v}@orcl"),
+        ("psql-conninfo", "psql 'postgresql://app@db/app?password={v}'"),
+        ("ini-section", "[database]\npasswd={v}"),
+        ("powershell", "$password = ConvertTo-SecureString '{v}' -AsPlainText -Force"),
+        ("powershell-env", '$env:DB_PASSWORD = "{v}"'),
+        ("cmd-set", "set DB_PASSWORD={v}"),
+        ("fish-set", "set -x DB_PASSWORD {v}"),
+        ("rust", 'let password = String::from("{v}");'),
+        ("java", 'String dbPassword = "{v}";'),
+        ("csharp", 'var connStr = "Server=db;User Id=sa;Password={v};";'),
+        ("ruby", "config.password = '{v}'"),
+        ("kotlin", 'val apiSecret = "{v}"'),
+        ("swift", 'let apiToken = "{v}"'),
+        ("properties-colon", "db.password: {v}"),
+        ("nested-yaml", "spring:\n  datasource:\n    password: {v}"),
+        ("it-server", "la password del server è {v}"),
+        ("tr", "şifrem {v}"),
+        ("sv", "lösenordet är {v}"),
+        ("no", "passordet er {v}"),
+        ("ar", "كلمة المرور هي {v}"),
+        ("hi", "मेरा पासवर्ड {v} है"),
+        ("vi", "mật khẩu là {v}"),
+        ("id", "kata sandi saya {v}"),
+        ("uk", "мій пароль {v}"),
+        ("cs", "heslo je {v}"),
+        ("el", "ο κωδικός είναι {v}"),
+        ("he", "הסיסמה היא {v}"),
+    ):
+        v = r(13)
+        add("more", name, template.format(v=v), v)
+    for name, template in (
+        ("dd-api-key", "DD_API_KEY={v}"),
+        ("github-webhook-secret", "GITHUB_WEBHOOK_SECRET={v}"),
+        ("encryption-key", "encryption key: {v}"),
+        ("x-amz-security-token", "X-Amz-Security-Token: {v}"),
+        ("session-param", "session={v}"),
+    ):
+        v = r(64, _HX) if "key" in name else r(40)
+        add("more", name, template.format(v=v), v)
+    t = "sk" + "-proj-" + r(60, _URL)
+    add("more", "token-in-path", f"GET /v1/keys/{t}/usage", t)
+    t = r(44, _B64)
+    add("more", "wireguard", f"[Interface]\nPrivateKey = {t}=\nAddress = 10.0.0.1/24", t)
+    return c
+
+
 def _build() -> list[Case]:
     cases = [
         *_provider_cases(),
@@ -1073,6 +1168,7 @@ def _build() -> list[Case]:
         *_command_cases(),
         *_word_cases(),
         *_encoded_cases(),
+        *_second_wave(),
     ]
     for case in cases:
         for s in case.secrets:
@@ -1174,4 +1270,27 @@ NEAR_MISSES: list[str] = [
     "Authorization: Bearer <token>",
     "-----BEGIN PUBLIC KEY-----",
     "sha256:" + "0" * 8 + "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"[8:],
+    # near the second wave's rules
+    "session=ProductionSession",
+    "login admin/settings",
+    "set -x PATH /usr/bin",
+    "It costs $2 per month, $5$ with tax",
+    "Use ConvertTo-SecureString to build one",
+    "the private key is stored in vault",
+    "the seed phrase is important",
+    "log in with username/password",
+    "the encryption key is rotated daily",
+    "master key: see the vault",
+    "set password for user",
+    "Set the password to expire in 90 days",
+    "ghp_ tokens look like this",
+    "skip the hf_transfer step",
+    "heslo je špatné",
+    "Lösenordet är fel",
+    "şifre yanlış",
+    "mnemonic: a sequence of words",
+    "backup phrase is written on paper somewhere safe",
+    "The password is strong.",
+    "my password is too weak",
+    "the password manager is Bitwarden",
 ]

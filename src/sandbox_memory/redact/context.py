@@ -48,6 +48,7 @@ from .rules import (
     _IDENT_NO_DIGIT_RX,
     _KEY_CHARS,
     _LINE_BREAK_RX,
+    _OWN_NOUNS,
     _P_ASSIGNMENT,
     _P_ENCODED,
     _P_ENTROPY,
@@ -206,8 +207,8 @@ def _take_value(
         return None  # calls, subscripts, structures
     if _is_placeholder(value) or value.lower() in (key.lower(), _normalize_key(key)):
         return None
-    if _DOTTED_IDENT_RX.fullmatch(value):
-        return None  # attribute access such as settings.db_password
+    if _DOTTED_IDENT_RX.fullmatch(value) or _CMDLET_RX.fullmatch(value):
+        return None  # attribute access such as settings.db_password, a PowerShell command
     if _SNAKE_IDENT_RX.fullmatch(value) and _is_secret_key(value):
         return None  # a variable holding the secret, not the secret
     if _IDENT_NO_DIGIT_RX.fullmatch(value) and (start > pos or "_" in value):
@@ -225,6 +226,16 @@ def _take_value(
     return start, end
 
 
+_YAML_BLOCK_RX = re.compile(
+    r"[ \t]*[|>][-+]?[0-9]?[ \t]*(?:\r?\n|\\n)[ \t]+(?P<value>[^\s\\](?:[^\r\n\\]|\\(?![nr]))*)"
+)
+"""A YAML block scalar: ``password: |`` then the value, indented, on the next line."""
+_CMDLET_RX = re.compile(r"[A-Z][a-z]+-[A-Z][A-Za-z]+")
+"""A PowerShell command (``ConvertTo-SecureString``): code, not a value."""
+_SET_VAR_RX = re.compile(
+    r"set(?:(?<![\w-]set)|(?<=\\[ntr]set))(?:env)?[ \t]+(?:-[a-zA-Z]+[ \t]+)*(?P<key>[A-Za-z_][A-Za-z0-9_]{1,80})[ \t]+(?=[^\s=-])"
+)
+"""fish and csh: ``set -x DB_PASSWORD value``, ``setenv DB_PASSWORD value``."""
 _STATED_KEY_RX = re.compile(r"password|passwd|passphrase|passcode|pwd|contrase|passwort")
 """Names under which a plain word is still the password (``password: bluebird``); a bare
 ``pass:`` in prose is not one of them."""
@@ -408,6 +419,11 @@ def _scan_assignments(
                     if annotated
                     else None
                 )
+            elif op == ":" and (block := _YAML_BLOCK_RX.match(text, value_at)) is not None:
+                # `password: |` or `>-`, the value on the next, indented line
+                span = block.span("value")
+                if _is_placeholder(block.group("value")):
+                    span = None
             else:
                 url = key_start > 0 and text[key_start - 1] in "?&"
                 span = _take_value(
@@ -460,8 +476,35 @@ def _pair_key_ok(key: str, value: str) -> str | None:
     return None
 
 
-def _scan_config_sets(text: str, lowered: str, hits: list[_Hit]) -> None:
-    """``config set <name> <value>`` commands (npm, yarn, git, pip, poetry)."""
+_CONFIG_GATES = (
+    "config set", "config:set", "config --", "config -g", "git config", "pip config",
+    "npm config", "yarn config", "pnpm config", "poetry config", "conda config",
+)  # fmt: skip
+"""Literals one of which a ``config`` command holds (the prefilter looks for them)."""
+_SET_GATES = ("set -", "setenv ")
+
+
+def _scan_config_sets(
+    text: str, lowered: str, hits: list[_Hit], present: Container[str] | None = None
+) -> None:
+    """``config set <name> <value>`` commands (npm, yarn, git, pip, poetry); shell ``set``."""
+    if present is None or any(g in present for g in _SET_GATES):
+        _scan_shell_sets(text, lowered, hits)
+    if present is None or any(g in present for g in _CONFIG_GATES):
+        _scan_config_commands(text, lowered, hits)
+
+
+def _scan_shell_sets(text: str, lowered: str, hits: list[_Hit]) -> None:
+    for match in _SET_VAR_RX.finditer(lowered):
+        key = text[match.start("key") : match.end("key")]
+        if not _is_secret_key(key):
+            continue
+        span = _take_value(text, match.end(), "=", key)
+        if span is not None and _phrase_value_ok(text[span[0] : span[1]], False, False, True):
+            hits.append((span[0], span[1], _P_ASSIGNMENT, _kind_for_key(key)))
+
+
+def _scan_config_commands(text: str, lowered: str, hits: list[_Hit]) -> None:
     for match in _CONFIG_SET_RX.finditer(lowered):
         group = "key" if match.start("key") >= 0 else "dotted"
         key = text[match.start(group) : match.end(group)]
@@ -704,8 +747,8 @@ def _phrase_value_ok(value: str, password: bool, pin: bool, clause_end: bool) ->
         return len(value) >= 4 if (pin or password) else len(value) >= 8
     if has_digit or has_symbol and not value.replace("-", "").replace("_", "").isalpha():
         return True
-    if not password or not clause_end:
-        return False
+    if not password or not clause_end or not value.isascii():
+        return False  # a plain word in another script is prose ("heslo je špatné")
     word = value.lower().strip("-_")
     if word in _PHRASE_STOPWORDS or "-" in word or "_" in word:
         return False
@@ -775,7 +818,7 @@ def _phrase_at(text: str, lowered: str, pos: int, hits: list[_Hit], seen: set[in
     if end >= n or lowered[end] not in " \t:：":
         return  # "tokenizer", "token_count", "password=": not told in words
     if lowered[end] in ":：":
-        if noun.group().isascii():
+        if noun.group().isascii() and " " not in name:
             return  # "password: x" is an assignment, found by the assignment rules
         colon = _PHRASE_COLON_RX.match(lowered, end)
         if colon is not None:
@@ -784,6 +827,8 @@ def _phrase_at(text: str, lowered: str, pos: int, hits: list[_Hit], seen: set[in
     ahead = lowered[end : end + 160].split(None, 6)[:6]
     if not ahead:
         return
+    if password and ahead[0].rstrip(".,:;") in _PHRASE_STOPWORDS:
+        password = False  # "the password manager is Bitwarden": about another thing
     links = [word for word in ahead if word.rstrip(":") in _PHRASE_LINK_STARTS]
     if links and (
         links != ["to"]
@@ -794,8 +839,8 @@ def _phrase_at(text: str, lowered: str, pos: int, hits: list[_Hit], seen: set[in
     first = ahead[0].strip(_PHRASE_QUOTES).rstrip(".,:;")
     if len(first) < (4 if password else 6) or not (password or not first.isalpha()):
         return  # what follows the noun is no credential: "token handler", "password."
-    if _PHRASE_LEAD_BEFORE_RX.search(lowered, max(0, pos - 60), pos) is not None:
-        # "use the password <value>", "мой пароль <value>"
+    if name in _OWN_NOUNS or _PHRASE_LEAD_BEFORE_RX.search(lowered, max(0, pos - 60), pos):
+        # "use the password <value>", "мой пароль <value>", "şifrem <value>"
         direct = _PHRASE_DIRECT_TAIL_RX.match(lowered, end)
         if direct is not None:
             _phrase_value(text, direct.end(), direct.group("q"), hits, seen, password, pin)
@@ -865,7 +910,7 @@ def _phrase_value(
                 and not _is_placeholder(value)
                 and (password or _phrase_value_ok(value, password, pin, True))
             ):
-                hits.append((start, end, _P_ASSIGNMENT, "password"))
+                hits.append(_phrase_hit(start, end, password))
                 return True
             return False
     end = _bare_value_end(text, start)
@@ -877,9 +922,15 @@ def _phrase_value(
     if end > start and _phrase_value_ok(
         text[start:end], password, pin, ascii_only or _clause_ends(text, end)
     ):
-        hits.append((start, end, _P_ASSIGNMENT, "password"))
+        hits.append(_phrase_hit(start, end, password))
         return True
     return False
+
+
+def _phrase_hit(start: int, end: int, password: bool) -> _Hit:
+    """A value told after a password noun is a password; after another noun ("the signing
+    key is ...") a secret, whose kind a format or the entropy rule may name better."""
+    return (start, end, _P_ASSIGNMENT, "password") if password else (start, end, 42, "secret")
 
 
 def _scan_encoded(

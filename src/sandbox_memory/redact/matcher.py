@@ -24,6 +24,8 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 
 from .context import (
+    _CONFIG_GATES,
+    _SET_GATES,
     _scan_assignments,
     _scan_config_sets,
     _scan_cookies,
@@ -212,7 +214,8 @@ class Matcher:
             "--",
             "cookie",
             " -b",
-            "config",
+            *_CONFIG_GATES,
+            *_SET_GATES,
         ):
             literals.setdefault(word, None)
         try:
@@ -252,8 +255,8 @@ class Matcher:
                 hits.append((start, end, rule.priority, kind))
         _scan_private_keys(text, hits)
         _scan_assignments(text, lowered, hits, present)
-        if "config" in present:
-            _scan_config_sets(text, lowered, hits)
+        if any(g in present for g in (*_CONFIG_GATES, *_SET_GATES)):
+            _scan_config_sets(text, lowered, hits, present)
         if "cookie" in present or " -b" in present:
             _scan_cookies(text, lowered, hits)
         _scan_phrases(text, lowered, hits, present)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import re
 import threading
@@ -215,8 +216,8 @@ class Redactor:
         for i, j in zip(outputs, outputs[1:], strict=False):
             tail = strings[i].rstrip("\r\n")[-_JUNCTION_CHARS:]
             head = strings[j][:_JUNCTION_CHARS]
-            if not tail or not head or tail[-1].isspace() or head[0].isspace():
-                continue  # a hit across the join needs characters on both sides of it
+            if _junction_run(tail, head) < 12:
+                continue  # a secret across the join: a run of 12+ characters over both sides
             joins.append((i, j, tail + head, len(tail)))
         if not joins:
             return
@@ -247,10 +248,13 @@ class Redactor:
 
     def _redact_keyed(self, key: str, value: str) -> str | None:
         """Whole-value redaction of a string stored under a secret-like key (else None)."""
+        role = _key_role(key)
+        if not role:
+            return None
         stripped = value.strip()
         if not stripped or stripped in self._allowset or _MARKER_RX.fullmatch(stripped):
             return None
-        if _normalize_key(key) in ("authorization", "proxy_authorization"):
+        if role == "authorization":
             scheme, _, credential = stripped.partition(" ")
             credential = credential.strip()
             if not credential:  # a bare token, no scheme
@@ -265,10 +269,9 @@ class Redactor:
             )
             self._count(Counter({kind: 1}))
             return f"{scheme} {REDACTION_MARKER.format(kind=kind)}"
-        if _is_secret_key(key):
-            if _kind_for_key(key) == "pin" and len(stripped) < 4:
-                return None
-        elif not (_is_loose_key(key) and _loose_value_ok(stripped)):
+        if role == "pin" and len(stripped) < 4:
+            return None
+        if role == "loose" and not _loose_value_ok(stripped):
             return None
         if len(stripped) < 3 or _is_placeholder(stripped):
             return None
@@ -349,8 +352,35 @@ class Redactor:
 _JUNCTION_KEYS = frozenset({"output", "content", "text"})
 """Strings a run's texts are under: tool outputs, and the user's and the assistant's messages
 (a token typed half in a message, half printed by a tool, is scanned joined)."""
+_RUN_ENDS = frozenset(".,;:!?)]}\"'`")
+_RUN_STARTS = frozenset("([{\"'`")
+
+
+def _junction_run(tail: str, head: str) -> int:
+    """How long the run of non-blank characters across the join of two texts is (0 when
+    the first ends a sentence or a bracket, or the second opens one: no secret spans that)."""
+    if not tail or not head or tail[-1].isspace() or head[0].isspace():
+        return 0
+    if tail[-1] in _RUN_ENDS or head[0] in _RUN_STARTS:
+        return 0
+    left = len(tail) - max(tail.rfind(" "), tail.rfind("\n"), tail.rfind("\t")) - 1
+    cut = [i for i in (head.find(" "), head.find("\n"), head.find("\t")) if i >= 0]
+    return left + (min(cut) if cut else len(head))
+
+
 _JUNCTION_CHARS = 256
 """How much of two tool outputs in a row is scanned joined (a split secret is shorter)."""
+
+
+@functools.lru_cache(maxsize=8192)
+def _key_role(key: str) -> str:
+    """What a JSON key says of the string under it: ``authorization`` (a header), ``secret``,
+    ``pin``, ``loose`` (a ``*_key`` name: a secret if it looks like one) or ``""``."""
+    if _normalize_key(key) in ("authorization", "proxy_authorization"):
+        return "authorization"
+    if _is_secret_key(key):
+        return "pin" if _kind_for_key(key) == "pin" else "secret"
+    return "loose" if _is_loose_key(key) else ""
 
 
 def _merge_spans(spans: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:

@@ -290,6 +290,24 @@ def _is_basic_credential(value: str) -> bool:
     return ":" in text and text.isprintable()
 
 
+def _mixed_credential(value: str) -> bool:
+    """A password told beside its user: letters with digits or symbols, no path or word."""
+    has_digit = any(c.isdigit() for c in value)
+    has_symbol = any(not c.isalnum() for c in value)
+    return (
+        any(c.isalpha() for c in value)
+        and (has_digit or has_symbol)
+        and not _is_placeholder(value)
+        and re.fullmatch(r"[a-z]+(?:[._-][a-z]+)*", value) is None
+    )
+
+
+def _session_value(value: str) -> bool:
+    """A session id: not a reference, and with a digit (``session=ProductionSession`` is a
+    name)."""
+    return any(c.isdigit() for c in value) and not _is_placeholder(value)
+
+
 def _is_token_user(value: str) -> bool:
     """The user part of a URL that is a token: letters and digits mixed, no word."""
     return (
@@ -666,7 +684,8 @@ def _own_rules() -> list[_Rule]:
             prefilter=r"[MNO][A-Za-z0-9_-]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27}",
         )
     )
-    add(_rule("slack-token", _rx_lit(r"xox[abposre]-") + r"[A-Za-z0-9-]{10,}"))
+    add(_rule("slack-token", _rx_lit(r"xox[abposrecd]-") + r"[A-Za-z0-9_%-]{10,}"))
+    add(_rule("discord-mfa-token", _lit("mfa.") + r"[A-Za-z0-9_-]{80,}"))
     add(_rule("slack-token", _lit("xapp-") + r"\d-[A-Za-z0-9-]{20,}"))
     add(
         _rule(
@@ -954,6 +973,54 @@ def _own_rules() -> list[_Rule]:
             gate=("_mmk",),
         )
     )
+    # password hashes: crypt(3), bcrypt, Apache, yescrypt, Argon2 (crackable offline)
+    for pattern, gates in _HASH_FORMATS:
+        add(_rule("password-hash", pattern, priority=_P_CONTEXT, gate=gates))
+    # a token cut short at the end of a line or a text (a truncated or wrapped output, the
+    # first half of a token split over two runs)
+    add(
+        _rule(
+            "truncated-token",
+            r"(?:gh[pousr]_|github_pat_|glpat-|xox[bpae]-|sk-proj-|sk-ant-|sk_live_|rk_live_|"
+            r"npm_|pypi-|hf_|dckr_pat_|glsa_|AKIA|ASIA|AIza|ya29\.|shpat_|sq0atp-)"
+            r"(?P<secret>(?=[A-Za-z_-]{0,40}[0-9])[A-Za-z0-9_-]{6,})"
+            r"(?=\.{2,}|…|[ \t]*(?:\[|\()?(?:output )?truncated|[ \t]*(?:\\[nr]|\r?\n|\Z)"
+            r"|\\?[\"'](?:[ \t]*[,}\]]|[ \t]*\Z))",
+            priority=_P_VENDOR + 1,
+        )
+    )
+    # seed phrases of wallets: 12 to 24 lowercase words after their name
+    add(
+        _rule(
+            "seed-phrase",
+            r"(?:seed|recovery|mnemonic|backup|wallet|secret)[ \t]+(?:phrase|words|sentence|"
+            r"seed)(?:[ \t]+(?:is|was)|[ \t]*[:=])[ \t]*(?:\\{0,3}[\"'])?"
+            r"(?P<secret>(?:[a-z]{3,8}[ \t]+){11,23}[a-z]{3,8})",
+            lowered=True,
+            priority=_P_CONTEXT,
+        )
+    )
+    add(
+        _rule(
+            "seed-phrase",
+            r"mnemonic[ \t]*[:=][ \t]*(?:\\{0,3}[\"'])?(?P<secret>(?:[a-z]{3,8}[ \t]+){11,23}[a-z]{3,8})",
+            lowered=True,
+            priority=_P_CONTEXT,
+        )
+    )
+    # a user and a password told as a pair: "login admin / S3cret!", "creds are admin/S3cret"
+    for word in ("login", "log in", "logon", "credentials", "creds"):  # a literal start each
+        add(
+            _rule(
+                "password",
+                re.escape(word) + r"(?:[ \t]+(?:is|are|as|with))?"
+                r"[ \t]*:?[ \t]+[\w.@-]{1,64}[ \t]*/[ \t]*"
+                r"(?P<secret>[^\s/\"'`]{5,127}[^\s/\"'`.,;:)])",
+                lowered=True,
+                priority=_P_CONTEXT,
+                validate=_mixed_credential,
+            )
+        )
     # session cookies by name, wherever they appear (a header, a cookie jar, a curl -b)
     add(
         _rule(
@@ -961,11 +1028,11 @@ def _own_rules() -> list[_Rule]:
             r"(?:_gitlab_session|jsessionid|phpsessid|connect\.sid|laravel_session|ci_session|"
             r"_session_id|sessionid|session_token|session-token|asp\.net_sessionid|\.aspxauth|"
             r"_rails_session|rack\.session|express:sess|__host-session|__secure-session|"
-            r"remember_token|remember_user_token|auth_session|_forum_session)"
+            r"remember_token|remember_user_token|auth_session|_forum_session|session|sess)"
             r"=(?P<secret>[^\s;&\"'`<>\\,]{12,4096})",
             lowered=True,
             priority=_P_CONTEXT,
-            validate=_not_reference,
+            validate=_session_value,
         )
     )
     add(
@@ -1053,6 +1120,22 @@ def _command_gates(pattern: str) -> tuple[str, ...]:
 _COMMAND_LITERAL_RX = re.compile(r"(?:[a-z0-9:/_-]|\\[.-]|\[ \\t\]\+)*")
 
 
+_HASH_FORMATS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (r"\$2[abxy]?\$\d\d\$(?P<secret>[./A-Za-z0-9]{53})", ("$2",)),
+    (
+        r"\$(?:1|5|6|md5|apr1)\$(?:rounds=\d{1,9}\$)?[./A-Za-z0-9]{1,16}\$"
+        r"(?P<secret>[./A-Za-z0-9]{20,})",
+        ("$1$", "$5$", "$6$", "$md5$", "$apr1$"),
+    ),
+    (r"\$y\$[./A-Za-z0-9]{1,16}\$[./A-Za-z0-9]{1,64}\$(?P<secret>[./A-Za-z0-9]{20,})", ("$y$",)),
+    (
+        r"\$argon2(?:id|i|d)\$v=\d+\$[^$\s]{1,64}\$[A-Za-z0-9+/]{8,}\$"
+        r"(?P<secret>[A-Za-z0-9+/]{20,})",
+        ("$argon2",),
+    ),
+)
+"""Password hashes by their crypt prefix: the hash is redacted, the algorithm kept."""
+
 _ARG = (
     r"\\?[\"']?(?P<secret>(?<=')[^'\n]{1,256}(?=')|(?<=\")[^\"\n\\]{1,256}(?=\\?\")"
     r"|[^\s'\"`|;&\\]{1,256})"
@@ -1105,6 +1188,7 @@ _COMMAND_POSITIONAL: tuple[str, ...] = (
     r"pass[^\n]{0,200}?send[ \t]+(?:--[ \t]+)?(?=\\?\")",
     r"(?:-u|--user)[ \t=]+(?=[\"']?[^\s:\"'@]{8,128}:(?:[\s\"']|$))",
     r"config[ \t]+http-basic\.\S+[ \t]+\S+[ \t]+",
+    r"convertto-securestring(?:[ \t]+-string)?[ \t]+(?=[\"'])",
 )
 """Commands whose secret follows a fixed shape rather than a flag."""
 
@@ -1179,12 +1263,20 @@ _PASSWORD_NOUNS = (
     "contraseña", "contrasena", "clave", "senha", "parola d'ordine",
     # Dutch, Polish, Russian
     "wachtwoord", "hasło", "haslo", "пароль", "пин-код", "пин код",
+    # Scandinavian, Finnish, Czech, Hungarian, Turkish, Greek, Hebrew, Arabic, Persian, Hindi,
+    # Vietnamese, Indonesian
+    "lösenord", "lösenordet", "passord", "passordet", "adgangskode", "adgangskoden",
+    "salasana", "heslo", "jelszó", "jelszavam", "şifre", "şifrem", "şifremiz", "parolam",
+    "κωδικός", "סיסמה", "הסיסמה", "كلمة المرور", "كلمة السر", "رمز عبور", "पासवर्ड",
+    "mật khẩu", "kata sandi",
     # Chinese, Japanese, Korean
     "密码", "密碼", "口令", "パスワード", "暗証番号", "비밀번호", "암호",
 )  # fmt: skip
 """Nouns that name a password or a PIN: what is stated as one is a secret whatever its shape
 ("my password is sunshine"), unless it is a word that says something about it ("is
 required", `_PHRASE_STOPWORDS`)."""
+_OWN_NOUNS = frozenset({"şifrem", "şifremiz", "parolam", "jelszavam"})
+"""Nouns that say "my" themselves (Turkish, Hungarian): a value may follow them directly."""
 _PIN_NOUNS = frozenset({"pin", "pin code", "pin number", "geheimzahl", "code pin", "пин-код",
                         "пин код", "暗証番号"})  # fmt: skip
 """Nouns after which 4 digits are enough."""
@@ -1192,7 +1284,8 @@ _PHRASE_NOUNS = (
     *_PASSWORD_NOUNS,
     # other credentials: their value must look like one (a digit or a symbol)
     "api key", "access key", "secret key", "access token", "auth token", "bearer token",
-    "token", "secret", "credentials", "credential",
+    "token", "secret", "credentials", "credential", "encryption key", "private key",
+    "signing key", "master key", "decryption key", "license key",
     "zugangsdaten", "schlüssel", "clé d'api", "clé api", "clé secrète", "jeton",
     "密钥", "密鑰", "令牌",
 )  # fmt: skip
@@ -1200,7 +1293,8 @@ _PHRASE_LINKS = (
     "is", "was", "are", "will be", "would be", "should be", "is set to", "set to", "equals",
     "is now", "is still", "changed to", "reset to",
     "ist", "lautet", "war", "heißt", "est", "était", "sera", "es", "era", "é", "è", "são",
-    "is nu", "jest", "to", "wynosi", "это", "—", "–", "-", ":",
+    "is nu", "jest", "to", "wynosi", "это", "—", "–", "-", ":", "är", "er", "je",
+    "là", "adalah", "saya", "είναι", "היא", "هي", "است", "है", "é a", "ist die",
 )  # fmt: skip
 """Words between the noun and the value. ``to`` counts after ``set``/``change``... before the
 noun (``set the root password to X``) and after a Polish noun (``hasło to X``); ``:`` after a
@@ -1213,6 +1307,7 @@ _PHRASE_LEADS = (
     "mein", "meine", "unser", "unsere", "utilise", "utilise le", "utiliser", "avec le", "avec",
     "mon", "notre", "ton", "votre", "usa", "usa la", "con la", "mi", "tu", "su", "minha",
     "meu", "nossa", "com a", "mijn", "onze", "moje", "mój", "мой", "наш", "используй",
+    "мій", "мой новый", "mitt", "minun", "my new", "मेरा",
     "введи", "with password", "la mia", "usa la password",
 )  # fmt: skip
 _PHRASE_LINK_STARTS = frozenset(link.split()[0] for link in _PHRASE_LINKS)
@@ -1261,6 +1356,9 @@ _PHRASE_STOPWORDS = frozenset(
         "entered", "ignored", "supported", "unsupported", "complicated",
         "memorable", "guessable", "common", "popular", "obvious", "predictable", "fake",
         "real", "right", "true", "false", "terrible", "awful", "wrongly",
+        # verbs after "set the password to ..."
+        "expire", "rotate", "match", "include", "contain", "require", "be",
+        "have", "use", "whatever", "prevent", "allow", "avoid",
         # code: names that hold a password (``password: value,``)
         "value", "data", "text", "args", "req", "request", "body", "params", "options",
         "config", "env", "payload", "user", "creds", "result", "response", "plain",
@@ -1309,7 +1407,11 @@ _CJK_TAIL_RX = re.compile(
 _PHRASE_GATES = ("pass", "pin", "api", "access", "secret", "auth", "bearer", "token",
                  "credential", "kennwort", "zugang", "geheimzahl", "schlüssel", "mot de", "mdp",
                  "code pin", "clé", "jeton", "contrase", "clave", "senha", "parola",
-                 "wachtwoord", "hasło", "haslo", "пароль", "пин", "密码", "密碼", "口令", "密钥",
+                 "wachtwoord", "hasło", "haslo", "пароль", "пин", "lösenord", "passord",
+                 "adgangskode", "salasana", "heslo", "jelsz", "şifre", "parolam", "κωδικός",
+                 "סיסמה", "הסיסמה", "كلمة", "رمز", "पासवर्ड", "mật khẩu", "kata sandi",
+                 "encryption", "private", "signing", "master", "decryption", "license",
+                 "密码", "密碼", "口令", "密钥",
                  "密鑰", "令牌", "パスワード", "暗証番号", "비밀번호", "암호")  # fmt: skip
 """Where a phrase noun can start: every noun begins with one of these."""
 assert all(any(n.startswith(g) for g in _PHRASE_GATES) for n in _PHRASE_NOUNS)
