@@ -192,6 +192,17 @@ async def test_remember_refuses_a_secret_and_stores_nothing(mc) -> None:
     assert (await mc.view(None)).entries == {}
 
 
+async def test_remember_refuses_a_key_that_holds_a_secret_and_does_not_echo_it(mc, caplog) -> None:
+    await mc.create()
+    token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    for key in (f"token-{token}".lower(), "staging-pw-tr0ub4dor3xq9", "password-hunter2xyz"):
+        with pytest.raises(MemoryConflict) as raised:
+            await mc.apply(Remember(key=key, content="The staging login.", kind="fact"), expected=0)
+        assert key not in str(raised.value)
+    assert (await mc.view(None)).entries == {}
+    assert token.lower() not in caplog.text
+
+
 async def test_remember_refuses_a_link_that_grants_access(mc) -> None:
     with pytest.raises(MemoryConflict):
         await mc.apply(

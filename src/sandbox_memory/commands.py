@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 from .config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
 from .engines.base import ITEM_ID_FIELD, EntryKind
 from .errors import MemoryConfigError, MemoryConflict, MemoryNotFound, MemoryStoreUnavailable
-from .phase_two import retract, secret_problem
+from .phase_two import key_problem, retract, secret_problem
 from .rollouts import append_segment, build_segment, rollout_path, safe_rollout_id
 from .runtime import LayoutRuntime
 from .store import (
@@ -520,6 +520,9 @@ class MemoryClient:
                 raise MemoryConfigError(
                     "content", command.content[:40] + "...", f"is over {MAX_CONTENT_CHARS} chars"
                 )
+            if key_problem(command.key, self.runtime.redactor):
+                # The key is not repeated: it is what holds the secret.
+                raise MemoryConflict("Remember refused: its key holds what looks like a credential")
             problem = secret_problem(command.content, self.runtime.redactor)
             if problem:
                 raise MemoryConflict(f"Remember of {command.key!r} refused: {problem}")

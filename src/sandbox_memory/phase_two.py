@@ -213,20 +213,33 @@ def _support_problem(kind: str, content: str, cited: list[str], index: ItemIndex
     return None
 
 
-def _key_problem(key: str, redactor: Redactor) -> str | None:
+def key_problem(key: str, redactor: Redactor) -> str | None:
     """A key is shown and promoted like content: it may not carry (a trace of) a secret."""
     words = key.replace("-", " ")
     if "redacted" in words.split():
         return "its key is made from a redacted secret"
     variants = (key, words, key.replace("-", "_"))
-    if any(redactor.find(v) for v in variants) or any(
-        len(part) >= _KEY_TOKEN_CHARS
-        and any(c.isdigit() for c in part)
-        and any(c.isalpha() for c in part)
-        for part in key.split("-")
+    parts = re.split(r"[-_.]", key)
+    after_noun = [
+        part for before, part in zip(parts, parts[1:], strict=False) if before in _CREDENTIAL_NOUNS
+    ]
+    if (
+        any(redactor.find(v) for v in variants)
+        or any(_mixed(part, _KEY_TOKEN_CHARS) for part in key.split("-"))
+        # "password-hunter2xyz": what follows a credential's name is its value
+        or any(_mixed(part, 6) for part in after_noun)
     ):
         return "its key holds what looks like a credential"
     return None
+
+
+_CREDENTIAL_NOUNS = frozenset(
+    {"password", "passwd", "pass", "pw", "pwd", "secret", "token", "passphrase", "apikey"}
+)
+
+
+def _mixed(part: str, chars: int) -> bool:
+    return len(part) >= chars and any(c.isdigit() for c in part) and any(c.isalpha() for c in part)
 
 
 _KEY_TOKEN_CHARS = 16
@@ -269,7 +282,7 @@ def check_candidates(
         else:
             reason = (
                 secret_problem(cand.content, redactor)
-                or _key_problem(key, redactor)
+                or key_problem(key, redactor)
                 or _support_problem(cand.kind, cand.content, cited, index)
             )
         if reason is not None:
