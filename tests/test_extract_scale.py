@@ -248,3 +248,30 @@ async def test_a_runs_extraction_syncs_the_index_for_its_rollout_without_listing
     assert await rt.search_index.sync() == 0  # a whole sync finds nothing left to index
     hits = await rt.search_index.search("Zanzibar ferry")
     assert {"entry", "rollout_summary"} <= {h.kind for h in hits if h.conversation == "new"}
+
+
+async def test_a_persons_private_entries_are_shown_to_the_model_only_in_their_runs(
+    tmp_path: Path,
+) -> None:
+    engine = RecordingEngine()
+    rt = runtime(tmp_path, engine)
+    await seed_layout(
+        rt,
+        [
+            entry("zanzibar-ferry", "The Zanzibar ferry leaves from pier 9.", 1_000),
+            entry(
+                "zanzibar-allergy", "Ana is allergic to Zanzibar spice mixes.", 2_000, person="ana"
+            ),
+        ],
+    )
+    await rt.record(run("Zanzibar: the ferry and spice mixes."), rollout_id="b", person="bob")
+    await rt.close()
+    await rt.record(run("Zanzibar: the ferry and spice mixes."), rollout_id="a", person="ana")
+    await rt.close()
+    await rt.record(run("Zanzibar: the ferry and spice mixes."), rollout_id="n")
+    await rt.close()
+
+    bob, ana, nobody = ([k.key for k in r.known_entries] for r in engine.requests)
+    assert "zanzibar-ferry" in bob and "zanzibar-allergy" not in bob
+    assert {"zanzibar-ferry", "zanzibar-allergy"} <= set(ana)
+    assert "zanzibar-allergy" not in nobody

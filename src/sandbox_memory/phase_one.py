@@ -466,8 +466,8 @@ async def known_entries(
     conversation: ConversationMemory,
     segments: list[dict[str, Any]],
 ) -> list[KnownEntry]:
-    """The entries shown to the engine as known, newest first, one per key: the
-    conversation's own active entries, and the layout and registry entries that share the
+    """The entries shown to the engine as known, newest first, one per key (a private entry
+    only in its person's runs): the conversation's own active entries, and the layout and registry entries that share the
     most words with the new items, found through the search index
     (:meth:`SearchIndex.known_entries`: at most ``KNOWN_CANDIDATES``, whatever the size of
     memory). When the index cannot answer, every entry is taken (the cost of memory's size,
@@ -494,8 +494,12 @@ async def known_entries(
         layout = await rt.store.layout_for_reading()
         registry = await rt.store.load_registry()
         found = [e for e in [*layout.entries.values(), *registry.entries()] if e.status == "active"]
+    # A person's private entries are shown to the model only in that person's runs.
+    person = run_person(segments)
     newest: dict[str, Entry] = {}
     for e in [*own, *found]:
+        if e.person is not None and e.person != person:
+            continue
         if e.key not in newest or e.updated_at > newest[e.key].updated_at:
             newest[e.key] = e
     ordered = sorted(newest.values(), key=lambda e: e.updated_at, reverse=True)
