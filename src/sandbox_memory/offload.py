@@ -32,11 +32,11 @@ from .rollouts import (
     apply_replayed,
     build_segment,
     display_id,
-    history_fingerprint,
     leading_digests,
     mark_replayed,
     new_item_digests,
     replay_plan,
+    segment_fingerprint,
     segment_line,
 )
 
@@ -109,7 +109,7 @@ def _child_build(
     _held["segment"] = segment
     return (
         str(segment["segment_id"]),
-        _fingerprint(segment),
+        segment_fingerprint(segment),
         leading_digests(segment),
         (redactor.counts),
     )
@@ -123,13 +123,7 @@ def _child_finish(
     segment = _held.pop("segment")
     segment["rollout_id"] = rollout_id
     apply_replayed(segment, replayed)
-    return segment_line(segment), new_item_digests(segment), _fingerprint(segment)
-
-
-def _fingerprint(segment: dict[str, Any]) -> str | None:
-    return history_fingerprint(
-        [*(segment.get("input") or []), *(segment.get("generated_items") or [])]
-    )
+    return segment_line(segment), new_item_digests(segment), segment_fingerprint(segment)
 
 
 _HEAD = struct.Struct("<Q")
@@ -428,7 +422,7 @@ class Recording:
             segment_id=segment_id,
         )
         self.segment_id = str(self._segment["segment_id"])
-        self.fingerprint = _fingerprint(self._segment)
+        self.fingerprint = segment_fingerprint(self._segment)
 
     def _fell_back(self, exc: BaseException) -> None:
         logger.warning(
@@ -465,7 +459,12 @@ class Recording:
         assert segment is not None
         segment["rollout_id"] = rollout_id
         replayed = mark_replayed(segment, known)
-        return segment_line(segment), replayed, new_item_digests(segment), _fingerprint(segment)
+        return (
+            segment_line(segment),
+            replayed,
+            new_item_digests(segment),
+            segment_fingerprint(segment),
+        )
 
     def abandon(self) -> None:
         """Release the child when the recording stops before :meth:`finish`."""
