@@ -6,9 +6,9 @@ string inside a JSON-like structure (the shape of Agents SDK input and output it
 
 Detection has three layers:
 
-* regular expressions of the maintained ``detect-secrets`` plugins (AWS, GitHub, GitLab, Slack,
-  Stripe, SendGrid, PyPI, Discord, Twilio, Square, OpenAI legacy keys, basic-auth URLs), its JWT
-  validity check and its secret-keyword list;
+* the token formats of detect-secrets' plugins (AWS, GitHub, GitLab, Slack, Stripe, SendGrid,
+  PyPI, Twilio, Square, OpenAI legacy keys, basic-auth URLs) and its JWT validity rule, kept as
+  our own data (`rules.py`; the package does not import detect-secrets);
 * our own patterns where detect-secrets has no plugin or a too narrow one (current OpenAI and
   Anthropic keys, fine-grained GitHub PATs, whole private key blocks, connection strings, URL
   query tokens, Authorization headers, ~30 vendor prefixes);

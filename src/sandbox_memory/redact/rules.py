@@ -10,7 +10,6 @@ import re
 import string
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 # Priorities pick the marker kind when detectors flag overlapping text (lower wins).
 _P_EXTRA = 0
@@ -348,24 +347,31 @@ def _jwt_header_is_json(token: str) -> bool:
         return False
 
 
-def _load_jwt_check() -> Callable[[str], bool]:
-    """detect-secrets' JWT check (header and payload must be base64url JSON)."""
-    try:
-        from detect_secrets.plugins.jwt import JwtTokenDetector
-    except ImportError:  # pragma: no cover - detect-secrets is a hard dependency
-        return _jwt_header_is_json
-    ds_check: Callable[[str], Any] = JwtTokenDetector.is_formally_valid
-
-    def check(token: str) -> bool:
-        head_and_payload = ".".join(token.split(".")[:2])  # the signature is opaque bytes
+def _parts_are_json(token: str) -> bool:
+    """Each dot-separated part decodes (base64url, padding restored) to JSON text."""
+    for part in token.split("."):
         try:
-            if ds_check(head_and_payload):
-                return True
-        except Exception:  # noqa: BLE001 - a failing third-party check must not leak secrets
-            return _jwt_header_is_json(token)
-        return _is_jwe(token)
+            raw = part.encode("ascii")
+        except UnicodeEncodeError:
+            return False
+        if len(raw) % 4 == 1:
+            return False  # no base64 text has that length
+        try:
+            json.loads(base64.urlsafe_b64decode(raw + b"=" * (-len(raw) % 4)).decode("utf-8"))
+        except ValueError:  # also bad base64 and bad UTF-8
+            return False
+    return True
 
-    return check
+
+def _is_formal_jwt(token: str) -> bool:
+    """A JWT: its header and payload are base64url JSON (the signature is opaque bytes), or it
+    is an encrypted one (five parts, a JSON header naming its encryption)."""
+    try:
+        if _parts_are_json(".".join(token.split(".")[:2])):
+            return True
+    except RecursionError:  # JSON nested too deep to decode: judge by the header alone
+        return _jwt_header_is_json(token)
+    return _is_jwe(token)
 
 
 # ---- kind helpers --------------------------------------------------------------------------
@@ -402,70 +408,78 @@ def _signed_url_kind(match: re.Match[str], text: str) -> str:
     return "gcp-signed-url" if "goog" in name else "aws-signed-url"
 
 
-# ---- detect-secrets --------------------------------------------------------------------------
+# ---- formats catalogued by detect-secrets ------------------------------------------------------
 
-# (module, class, denylist index or None for all, kind, secret group, extend, gate)
-_DS_SPECS: tuple[tuple[str, str, int | None, str, int, bool, tuple[str, ...]], ...] = (
-    ("aws", "AWSKeyDetector", 0, "aws-access-key", 0, False, ()),
-    ("aws", "AWSKeyDetector", 1, "aws-secret-access-key", 1, False, ("aws",)),
-    ("basic_auth", "BasicAuthDetector", 0, "url-password", 1, False, ()),
-    ("github_token", "GitHubTokenDetector", None, "github-token", 0, True, ()),
-    ("gitlab_token", "GitLabTokenDetector", None, "gitlab-token", 0, True, ()),
-    ("openai", "OpenAIDetector", None, "openai-api-key", 0, True, ()),
-    ("pypi_token", "PypiTokenDetector", None, "pypi-token", 0, True, ()),
-    ("sendgrid", "SendGridDetector", None, "sendgrid-api-key", 0, True, ()),
-    ("slack", "SlackDetector", 0, "slack-token", 0, True, ("xox",)),
-    ("slack", "SlackDetector", 1, "slack-webhook", 0, True, ("hooks.slack.com",)),
-    ("square_oauth", "SquareOAuthDetector", None, "square-oauth-secret", 0, True, ()),
-    ("stripe", "StripeDetector", None, "stripe-key", 0, True, ("k_live_",)),
-    ("twilio", "TwilioKeyDetector", 0, "twilio-account-sid", 0, True, ()),
-    ("twilio", "TwilioKeyDetector", 1, "twilio-api-key", 0, True, ()),
-)
-# Not used, on purpose: PrivateKeyDetector (matches the header line only; we replace the whole
-# block), JwtTokenDetector's regex (its lazy tail drops the signature; we reuse its validity
-# check), NpmDetector (`.+` backtracks quadratically on long lines), Mailchimp and Telegram
-# (leading character classes make them 10-30x slower; literal-first equivalents below),
-# Keyword/HighEntropy (line and file-type driven; reimplemented below), Artifactory, IBM,
-# Cloudant and SoftLayer (noisy or slow, niche).
+_URL_DELIMITERS = re.escape(":/?#[]@" + "!$&'()*+,;=")
+"""RFC 3986's reserved characters (gen-delims and sub-delims): never in a URL's user info."""
+
+# (kind, pattern, caseless, secret group, extend, gate): the token formats detect-secrets'
+# plugins describe, written here as data so that the redactor needs neither that package nor
+# what its plugins import (``requests``, ``urllib3``, ...). ``tests/test_redact_formats.py``
+# holds each equal to the plugin's own pattern when detect-secrets is installed.
+_DS_FORMATS: tuple[tuple[str, str, bool, int, bool, tuple[str, ...]], ...] = (
+    ("aws-access-key", r"(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[0-9A-Z]{16}", False, 0, False, ()),
+    (
+        "aws-secret-access-key",
+        r"aws.{0,20}?(?:key|pwd|pw|password|pass|token).{0,20}?[\'\"]([0-9a-zA-Z/+]{40})[\'\"]",
+        True, 1, False, ("aws",),
+    ),
+    (
+        "url-password",
+        rf"://[^{_URL_DELIMITERS}\s]+:([^{_URL_DELIMITERS}\s]+)@",
+        False, 1, False, (),
+    ),
+    ("github-token", r"(ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9_]{36}", False, 0, True, ()),
+    ("gitlab-token", r"(glpat|gldt|glft|glsoat|glrt)-[A-Za-z0-9_\-]{20,50}(?!\w)", False, 0, True,
+     ()),
+    ("gitlab-token", r"GR1348941[A-Za-z0-9_\-]{20,50}(?!\w)", False, 0, True, ()),
+    ("gitlab-token", r"glcbt-([0-9a-fA-F]{2}_)?[A-Za-z0-9_\-]{20,50}(?!\w)", False, 0, True, ()),
+    ("gitlab-token", r"glimt-[A-Za-z0-9_\-]{25}(?!\w)", False, 0, True, ()),
+    ("gitlab-token", r"glptt-[A-Za-z0-9_\-]{40}(?!\w)", False, 0, True, ()),
+    ("gitlab-token", r"glagent-[A-Za-z0-9_\-]{50,1024}(?!\w)", False, 0, True, ()),
+    ("gitlab-token", r"gloas-[A-Za-z0-9_\-]{64}(?!\w)", False, 0, True, ()),
+    ("openai-api-key", r"sk-[A-Za-z0-9-_]*[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}", False, 0, True,
+     ()),
+    ("pypi-token", r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9-_]{70,}", False, 0, True, ()),
+    ("pypi-token", r"pypi-AgENdGVzdC5weXBpLm9yZw[A-Za-z0-9-_]{70,}", False, 0, True, ()),
+    ("sendgrid-api-key", r"SG\.[a-zA-Z0-9_-]{22}\.[a-zA-Z0-9_-]{43}", False, 0, True, ()),
+    ("slack-token", r"xox(?:a|b|p|o|s|r)-(?:\d+-)+[a-z0-9]+", True, 0, True, ("xox",)),
+    (
+        "slack-webhook",
+        r"https://hooks\.slack\.com/services/T[a-zA-Z0-9_]+/B[a-zA-Z0-9_]+/[a-zA-Z0-9_]+",
+        True, 0, True, ("hooks.slack.com",),
+    ),
+    ("square-oauth-secret", r"sq0csp-[0-9A-Za-z\\\-_]{43}", False, 0, True, ()),
+    ("stripe-key", r"(?:r|s)k_live_[0-9a-zA-Z]{24}", False, 0, True, ("k_live_",)),
+    ("twilio-account-sid", r"AC[a-z0-9]{32}", False, 0, True, ()),
+    ("twilio-api-key", r"SK[a-z0-9]{32}", False, 0, True, ()),
+)  # fmt: skip
+# Not taken, on purpose: the private-key format (the header line only; we replace the whole
+# block), the JWT pattern (its lazy tail drops the signature; `_is_formal_jwt` checks the
+# parts instead), npm's (`.+` backtracks quadratically on long lines), Mailchimp's and
+# Telegram's (leading character classes make them 10-30x slower; literal-first equivalents
+# below), keyword and high-entropy scanning (line and file-type driven; reimplemented below),
+# Artifactory, IBM, Cloudant and SoftLayer (noisy or slow, niche).
 
 
-def _detect_secrets_rules() -> list[_Rule]:
-    import importlib
-
+def _catalogued_rules() -> list[_Rule]:
     rules: list[_Rule] = []
-    for module_name, class_name, index, kind, group, extend, gate in _DS_SPECS:
-        try:
-            module = importlib.import_module(f"detect_secrets.plugins.{module_name}")
-            denylist = list(getattr(module, class_name).denylist)
-        except (ImportError, AttributeError):  # pragma: no cover - version drift
-            continue
-        selected = denylist if index is None else denylist[index : index + 1]
-        for regex in selected:
-            if not isinstance(regex, re.Pattern):  # pragma: no cover
-                continue
-            rules.append(
-                _rule(
-                    kind,
-                    regex,
-                    group=group,
-                    extend=extend,
-                    priority=_P_CONTEXT if group else _P_VENDOR,
-                    kind_of=_url_credential_kind if kind == "url-password" else None,
-                    validate=_not_reference if kind == "url-password" else None,
-                    gate=gate,
-                    source="detect-secrets",
-                )
+    for kind, pattern, caseless, group, extend, gate in _DS_FORMATS:
+        url = kind == "url-password"
+        rules.append(
+            _rule(
+                kind,
+                re.compile(pattern, re.IGNORECASE if caseless else 0),
+                group=group,
+                extend=extend,
+                priority=_P_CONTEXT if group else _P_VENDOR,
+                kind_of=_url_credential_kind if url else None,
+                validate=_not_reference if url else None,
+                gate=gate,
+                source="detect-secrets",
             )
+        )
     return rules
-
-
-def _detect_secrets_keywords() -> tuple[str, ...]:
-    """detect-secrets' secret-keyword regex fragments (``api_?key``, ``db_?pass``, ...)."""
-    try:
-        from detect_secrets.plugins.keyword import DENYLIST
-    except ImportError:  # pragma: no cover
-        return ()
-    return tuple(str(word).lower() for word in DENYLIST)
 
 
 # ---- own patterns ------------------------------------------------------------------------------
@@ -626,7 +640,6 @@ the kinds name the format (``docs/robustness.md`` lists every format covered).""
 
 
 def _own_rules() -> list[_Rule]:
-    jwt_check = _load_jwt_check()
     rules: list[_Rule] = []
     add = rules.append
 
@@ -794,7 +807,7 @@ def _own_rules() -> list[_Rule]:
             "jwt",
             _lit("eyJ", "A-Za-z0-9_-")
             + r"[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}(?:\.[A-Za-z0-9_-]*){0,3}",
-            validate=jwt_check,
+            validate=_is_formal_jwt,
         )
     )
 
@@ -1485,14 +1498,13 @@ _ANNOTATION_RX = re.compile(
 _STRONG_KEY_RX = re.compile(
     "|".join(
         (
-            r"pass(?:wor)?d|passphrase|pwd|secret|token|credential|contrase|apikey",
+            r"pass(?:wor)?d|passwd|passphrase|pwd|secret|token|credential|contrase|apikey",
             r"(?:api|auth|access|private|priv|client|service|account|db|database|signing|master|"
             r"encryption|session|storage|shared|admin|license|subscription|webhook)_?key",
             r"(?:db|database|key)_?pass",
             r"(?:hmac|jwt|otp|totp|mfa|app|consumer|deploy|ssh|gpg|pgp|wallet|seed|recovery|"
             r"decryption|cipher|aes|crypto|cookie|csrf|xsrf|signature|sign|oauth|bot|root)_?key",
             r"sshpass|pgpass|passcode|(?:^|_)(?:pat|psk|pin(?:_?code|_?number)?)$",
-            *_detect_secrets_keywords(),
         )
     )
 )
@@ -1617,4 +1629,4 @@ def _secretish(value: str) -> bool:
     return (has_digit and has_alpha) or any(c in "!@#$%^&*+=?~|" for c in value)
 
 
-_BUILTIN_RULES: tuple[_Rule, ...] = tuple(_detect_secrets_rules() + _own_rules())
+_BUILTIN_RULES: tuple[_Rule, ...] = tuple(_catalogued_rules() + _own_rules())
