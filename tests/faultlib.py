@@ -37,7 +37,7 @@ from agents.sandbox.capabilities import Filesystem, Shell
 from agents.testing import assistant_message
 from agents.usage import Usage
 
-from helpers import read_progress
+from helpers import index_entry_rows, read_progress, rebuilt_index_rows
 
 TESTS_DIR = Path(__file__).resolve().parent
 SRC_DIR = TESTS_DIR.parent / "src"
@@ -915,10 +915,20 @@ def _kill_points_of_a_command(base: str, command: str) -> None:
         asyncio.run(_close_with(str(target), 0))
         got = _timeless(asyncio.run(close_state(target)))
         like = next((n for n, want in states.items() if got == want), None)
+        # The search index, synced by entry keys, equals one built afresh from what is left.
+        rebuilt = asyncio.run(rebuilt_index_rows(target, work / f"rebuilt-{k}"))
         results.append(
-            {"k": k, "point": points[k - 1], "killed": killed, "like": like, "after": k > committed}
+            {
+                "k": k,
+                "point": points[k - 1],
+                "killed": killed,
+                "like": like,
+                "after": k > committed,
+                "index_as_rebuilt": index_entry_rows(target) == rebuilt,
+            }
         )
         shutil.rmtree(target)
+        shutil.rmtree(work / f"rebuilt-{k}")
     print(json.dumps({"points": points, "committed": committed, "results": results}), flush=True)
 
 

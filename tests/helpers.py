@@ -119,3 +119,40 @@ def extraction_reply(
 
 def read_segments(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def index_entry_rows(root: Path, memories_dir: str = "memories") -> dict[str, Any]:
+    """The search index's entry documents (name -> change stamp, sources, text) and hidden
+    sources (the retracted table), read from ``store/search.sqlite``."""
+
+    import sqlite3
+    import zlib
+
+    db = sqlite3.connect(root / memories_dir / "store" / "search.sqlite")
+    try:
+        docs = {
+            doc: [stamp, sources, zlib.decompress(text).decode("utf-8")]
+            for doc, stamp, sources, text in db.execute(
+                "SELECT doc, stamp, sources, text FROM docs WHERE kind = 'entry'"
+            )
+        }
+        hidden = sorted(db.execute("SELECT * FROM retracted").fetchall())
+    finally:
+        db.close()
+    return {"docs": docs, "retracted": [list(row) for row in hidden]}
+
+
+async def rebuilt_index_rows(root: Path, scratch: Path) -> dict[str, Any]:
+    """:func:`index_entry_rows` of an index built afresh from a copy of the workspace."""
+
+    import shutil
+
+    from sandbox_memory import MemoryClient
+
+    shutil.copytree(root, scratch, symlinks=True)
+    for found in (scratch / "memories" / "store").glob("search.sqlite*"):
+        found.unlink()
+    client = MemoryClient(scratch)
+    await client.runtime.search_index.sync()
+    client.runtime.search_index.close()
+    return index_entry_rows(scratch)

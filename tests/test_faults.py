@@ -740,6 +740,8 @@ def test_a_command_killed_at_any_write_point_is_whole_or_absent_after_the_next_c
     lost = [r for r in results if r["after"] and r["like"] != "with"]
     assert lost == [], lost
     assert any(r["like"] == "without" for r in results)  # killed before its commit point
+    stale = [r for r in results if not r["index_as_rebuilt"]]
+    assert stale == [], stale
     figure(f"kills.write_points_of_a_{command}", len(points))
 
 

@@ -18,8 +18,11 @@ can be deleted at any time and is rebuilt from the workspace by the next search 
 It is brought up to date incrementally from watermarks it keeps itself:
 
 - items: the byte offset of each rollout file already indexed (new bytes only);
-- entries: the byte offset of ``store/log.jsonl`` already read; every change to an entry is a
-  log record naming its scope, and only the scopes named are compared again;
+- conversation entries: the byte offset of ``store/log.jsonl`` already read; every change to
+  an entry is a log record naming its scope, and only the scopes named are compared again;
+- layout entries: layout memory's change stamp last synced; the head names the keys each of
+  its latest commits changed (a rebuild: all), and only those entries are compared again (all
+  of them when the stamp is older than the commits named, or unknown);
 - summaries: the rollout's progress (slug, extracted offset); a summary is read again only
   when its rollout was extracted again (or forgotten, which drops it).
 
@@ -52,7 +55,7 @@ import sqlite3
 import tempfile
 import weakref
 import zlib
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -681,6 +684,9 @@ class SearchIndex:
 
     async def _sync_entries(self, db: sqlite3.Connection, marked: set[str]) -> None:
         scopes, mark = await self._new_log_scopes(db)
+        # Layout memory is followed by its change stamp, not by the log: every commit names
+        # the keys it changed (a rebuild says "all"), so only those entries are compared.
+        layout_whole = scopes is None or "layout" in marked
         if scopes is not None:
             scopes |= marked
         if scopes is None:
@@ -695,19 +701,44 @@ class SearchIndex:
                 scopes.add(record.scope)
             for (scope,) in db.execute("SELECT DISTINCT scope FROM docs WHERE kind = 'entry'"):
                 scopes.add(str(scope))
+        scopes.discard("layout")
         for scope in sorted(scopes):
             await self._sync_scope(db, scope)
+        await self._sync_layout(db, whole=layout_whole)
         if mark != self._meta(db, "log_mark"):
             db.execute("INSERT OR REPLACE INTO meta(k, v) VALUES ('log_mark', ?)", (mark,))
 
-    async def _sync_scope(self, db: sqlite3.Connection, scope: str) -> None:
+    async def _sync_layout(self, db: sqlite3.Connection, *, whole: bool) -> None:
+        """Layout memory's entries, from the stamp the index last synced them at: the entries
+        the commits since then name, or all of them when that is not known (a new index, a
+        rebuild, a stamp older than the commits the head names, a copy replaced from
+        outside)."""
+
+        synced = self._meta(db, "layout_stamp")
+        stamp, keys = await self.store.layout_changes("" if whole else synced or "")
+        if not whole and stamp and stamp == synced:
+            return
+        await self._sync_scope(db, "layout", keys=keys)
+        if stamp != synced:
+            db.execute("INSERT OR REPLACE INTO meta(k, v) VALUES ('layout_stamp', ?)", (stamp,))
+
+    async def _sync_scope(
+        self, db: sqlite3.Connection, scope: str, *, keys: Collection[str] | None = None
+    ) -> None:
+        """Compare a scope's entries with their rows: those of ``keys`` only, when given."""
+
         self._scopes_synced.add(scope)
-        entries: dict[str, Entry]
+        entries: Mapping[str, Entry]
         conversation: str | None
         if scope == "layout":
-            # The parsed copy readers share (its shards parsed again only when they changed).
-            layout: LayoutMemory = await self.store.layout_for_reading()
-            entries, conversation = layout.entries, None
+            # The parsed copy readers share (its shards parsed again only when they changed),
+            # or the entries named, from their shards.
+            if keys is None:
+                layout: LayoutMemory = await self.store.layout_for_reading()
+                entries = layout.entries
+            else:
+                entries = await self.store.layout_entries(sorted(keys))
+            conversation = None
             path = f"{self.memories_dir}/MEMORY.md"
         elif scope.startswith("conversation:"):
             conversation = scope.split(":", 1)[1]
@@ -724,20 +755,39 @@ class SearchIndex:
             if prog is not None and prog.forgotten:
                 shown = []
         wanted = {f"entry:{scope}:{e.key}": e for e in shown}
-        have = dict(
-            db.execute(
-                "SELECT doc, stamp FROM docs WHERE scope = ? AND kind = 'entry'", (scope,)
-            ).fetchall()
-        )
+        have: dict[str, str] = {}
+        before: set[tuple[str, str, str, str]] = set()
+        named = None if keys is None else sorted(set(keys))
+        if named is None:
+            have = dict(
+                db.execute(
+                    "SELECT doc, stamp FROM docs WHERE scope = ? AND kind = 'entry'", (scope,)
+                ).fetchall()
+            )
+            # The items a retracted entry rests on are hidden from search while it stays so,
+            # and so is a rollout summary stating it (see ``_sync_summary``).
+            before = set(
+                db.execute(
+                    "SELECT key, conversation, item, content FROM retracted WHERE scope = ?",
+                    (scope,),
+                ).fetchall()
+            )
+        else:
+            for key in named:
+                have.update(
+                    db.execute(
+                        "SELECT doc, stamp FROM docs WHERE doc = ?", (f"entry:{scope}:{key}",)
+                    ).fetchall()
+                )
+                before.update(
+                    db.execute(
+                        "SELECT key, conversation, item, content FROM retracted "
+                        "WHERE scope = ? AND key = ?",
+                        (scope, key),
+                    ).fetchall()
+                )
         for doc in set(have) - set(wanted):
             self._drop(db, "doc = ?", (doc,))
-        # The items a retracted entry rests on are hidden from search while it stays so, and
-        # so is a rollout summary stating it (see ``_sync_summary``).
-        before = set(
-            db.execute(
-                "SELECT key, conversation, item, content FROM retracted WHERE scope = ?", (scope,)
-            ).fetchall()
-        )
         after = {
             (e.key, s.conversation, s.item, e.content)
             for e in entries.values()
@@ -745,7 +795,13 @@ class SearchIndex:
             for s in e.sources
         }
         if after != before:
-            db.execute("DELETE FROM retracted WHERE scope = ?", (scope,))
+            if named is None:
+                db.execute("DELETE FROM retracted WHERE scope = ?", (scope,))
+            else:
+                db.executemany(
+                    "DELETE FROM retracted WHERE scope = ? AND key = ?",
+                    [(scope, key) for key in named],
+                )
             db.executemany(
                 "INSERT OR IGNORE INTO retracted(scope, key, conversation, item, content) "
                 "VALUES (?, ?, ?, ?, ?)",

@@ -213,12 +213,34 @@ def layout_shard(key: str) -> int:
     return hashlib.sha256(key.encode("utf-8")).digest()[0] % LAYOUT_SHARDS
 
 
+LAYOUT_CHANGES_KEPT = 64
+"""Latest commits whose keys the head names (:attr:`LayoutHead.changes`)."""
+
+LAYOUT_CHANGE_KEYS_KEPT = 2_000
+"""Keys named by those commits at most: a commit changing more is named as changing every
+entry (it read and wrote about as many), and the oldest are dropped to keep the head small."""
+
+
+class LayoutChange(BaseModel):
+    """One commit of layout memory, as the head names it: from stamp ``before`` to ``stamp``,
+    the entries of ``keys`` were put or removed."""
+
+    stamp: str
+    before: str
+    keys: list[str] | None = None
+    """``None``: any entry may have changed (a rebuild, a shard rewritten, many keys)."""
+
+
 class LayoutHead(BaseModel):
     """Layout memory's version and change stamp (``store/layout/head.json``)."""
 
     version: int = 0
     stamp: str = ""
     """New at every commit: a reader holding the same stamp holds the same layout memory."""
+    changes: list[LayoutChange] = Field(default_factory=list)
+    """The latest commits, oldest first, each naming the keys it changed: a reader that last
+    saw an earlier stamp reads those entries again, not all of them (see
+    :meth:`MemoryStore.layout_changes`). Written with the head, so no commit is without it."""
 
 
 class LayoutShard(BaseModel):
@@ -248,6 +270,17 @@ class LayoutCommit(BaseModel):
     copies: list[CopyRetraction] = Field(default_factory=list)
     """Layout entries retracted by this change whose copies in conversation memory go too
     (:attr:`Store.retract_copies`), done before the commit is dropped."""
+    whole: bool = False
+    """A rebuild: any entry may have changed, not only those of ``put`` and ``delete``."""
+
+    def changed_keys(self) -> list[str] | None:
+        """The keys this commit changes, ``None`` when any may change (see
+        :attr:`LayoutChange.keys`)."""
+
+        keys = sorted({*self.put, *self.delete})
+        if self.whole or self.rewrite or len(keys) > LAYOUT_CHANGE_KEYS_KEPT:
+            return None
+        return keys
 
 
 def _why(exc: ValidationError) -> str:
@@ -283,6 +316,15 @@ class MemoryStore(abc.ABC):
         """All of layout memory, to read, never to change: parsed again only where its records
         changed since the last call (a shard whose bytes are the same is not parsed again)."""
 
+    async def layout_changes(self, since: str) -> tuple[str, set[str] | None]:
+        """Layout memory's stamp now, and the keys of the entries that may differ from what
+        they were at stamp ``since`` (``None``: any may; this default always says so).
+
+        What a derived copy (the search index) reads again to catch up, whoever made the
+        changes and however a writer was cut short."""
+
+        return (await self.layout_head()).stamp, None
+
     @abc.abstractmethod
     async def layout_citing(self, conversations: Iterable[str]) -> set[str]:
         """Keys of the layout entries that may cite one of ``conversations`` (a superset: the
@@ -297,11 +339,14 @@ class MemoryStore(abc.ABC):
         delete: Iterable[str] = (),
         log: Iterable[LogRecord] = (),
         copies: Iterable[CopyRetraction] = (),
+        whole: bool = False,
     ) -> LayoutHead:
         """Change layout memory (the caller holds the lease): replace the entries of ``put``,
         remove those of ``delete``, append ``log``, set ``version``; all of it or none of it,
         whatever kills the writer. ``copies``: retracted entries whose copies in conversation
-        memory are retracted too, as part of the change. Returns the new head."""
+        memory are retracted too, as part of the change. ``whole``: a rebuild, after which
+        readers compare every entry again (:meth:`layout_changes` says so). Returns the new
+        head."""
 
     @abc.abstractmethod
     async def recover_layout(self) -> None:
@@ -513,7 +558,8 @@ class LayoutEdit:
         """Write the changes (and ``log``, and the retraction of ``copies``) as one commit;
         whether anything was written.
 
-        Nothing changed and no version moved: only ``log`` is appended (unless ``force``)."""
+        Nothing changed and no version moved: only ``log`` is appended, unless ``force`` (a
+        rebuild: the commit is written, and named as changing every entry)."""
 
         put, gone = self.changes()
         records = list(log)
@@ -522,7 +568,7 @@ class LayoutEdit:
                 await self.store.append_log(record)
             return False
         head = await self.store.commit_layout(
-            version=self.version, put=put, delete=gone, log=records, copies=copies
+            version=self.version, put=put, delete=gone, log=records, copies=copies, whole=force
         )
         self.base = head
         self._read = {
@@ -849,6 +895,31 @@ class Store(MemoryStore):
         self._whole = (self._head_raw, self._journal_raw, value)
         return value
 
+    async def layout_changes(self, since: str) -> tuple[str, set[str] | None]:
+        await self._sync_layout()
+        head, journal = self._head, self._journal
+        now = head.stamp if journal is None else journal.stamp
+        if not since or not head.stamp:
+            return now, None  # no stamp to start from (a new or damaged head)
+        keys: set[str] = set()
+        if journal is not None and journal.stamp != head.stamp:
+            # A commit written but not applied yet: read as applied, so named too.
+            if since == journal.stamp:
+                return now, keys
+            pending = journal.changed_keys()
+            if pending is None:
+                return now, None
+            keys.update(pending)
+        steps = {c.stamp: c for c in head.changes}
+        stamp = head.stamp
+        while stamp != since:
+            step = steps.pop(stamp, None)
+            if step is None or step.keys is None:
+                return now, None  # older than the commits named, or a rebuild between
+            keys.update(step.keys)
+            stamp = step.before
+        return now, keys
+
     def layout_changed_keys(self, since: str, until: str) -> set[str] | None:
         """Keys changed from stamp ``since`` to stamp ``until``, when every commit between them
         was made by this store object; ``None`` when not known (another writer's commit)."""
@@ -963,9 +1034,11 @@ class Store(MemoryStore):
         delete: Iterable[str] = (),
         log: Iterable[LogRecord] = (),
         copies: Iterable[CopyRetraction] = (),
+        whole: bool = False,
     ) -> LayoutHead:
         await self.recover_layout()
         commit = LayoutCommit(
+            whole=whole,
             version=version,
             stamp=secrets.token_hex(8),
             put=dict(put),
@@ -1041,7 +1114,18 @@ class Store(MemoryStore):
         else:
             self._whole = None
         before = self._head.stamp
-        await self._write_head(LayoutHead(version=commit.version, stamp=commit.stamp))
+        changes = list(self._head.changes)
+        if before != commit.stamp:  # else written already, by a writer killed after it
+            changes.append(
+                LayoutChange(stamp=commit.stamp, before=before, keys=commit.changed_keys())
+            )
+        while len(changes) > LAYOUT_CHANGES_KEPT or (
+            len(changes) > 1 and sum(len(c.keys or ()) for c in changes) > LAYOUT_CHANGE_KEYS_KEPT
+        ):
+            changes.pop(0)
+        await self._write_head(
+            LayoutHead(version=commit.version, stamp=commit.stamp, changes=changes)
+        )
         self._commits[commit.stamp] = (before, {*commit.put, *commit.delete})
         while len(self._commits) > _COMMITS_KEPT:
             self._commits.pop(next(iter(self._commits)))
