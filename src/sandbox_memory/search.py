@@ -126,6 +126,14 @@ TEXT_COMPRESSION = 6
 """zlib level of the stored text: recorded items repeat themselves (logs, test output), and
 compressed text makes the index a fraction of the rollouts instead of more than them."""
 
+HIT_ORDER = (
+    "score (best first), then updated_at (newest first), then kind (entry, rollout_summary, "
+    "item), then the document's id (scope, then key or item id, in text order)"
+)
+"""The order of search hits. Hits with the same score (the same words, as often as each other,
+in texts as long) come in this order too, so two indexes holding the same documents, filled in
+any order (one rebuilt, one kept up to date run by run), give the same hits."""
+
 HIT_TEXT_CHARS = 700
 """Longest ``text`` of a hit; longer documents are cut to a window around the first match."""
 
@@ -204,6 +212,10 @@ CREATE TABLE IF NOT EXISTS usage(
     PRIMARY KEY (target, kind)
 );
 """
+
+FLAGGED_SYNC_MAX = 256
+"""Most rollouts a flagged sync looks at one by one (a few calls each); with more flagged, one
+listing of every rollout (one call per folder) costs less."""
 
 MIXED_PERSONS = "\x00several people"
 """``person`` of a summary of a conversation with runs for several people: shown to none."""
@@ -450,6 +462,8 @@ class SearchIndex:
         """Entry scopes compared in the sync under way (each once per sync)."""
         self._fetch = True
         self._unsaved = False
+        self._flags_unsaved: set[str] = set()
+        """Rollouts whose flags this copy took in: cleared once it is written back."""
         self.rows_indexed = 0
         """Documents written since this object was made (a cost figure for tests and bench)."""
         self.known_fallback_logged = False
@@ -521,12 +535,17 @@ class SearchIndex:
     async def save(self) -> None:
         """Write the local copy back to the workspace (backends other than a local folder)."""
 
-        if self.in_place or self._db is None or not self._unsaved:
+        if self.in_place or self._db is None:
             return
-        assert self._tmpdir is not None
-        data = (Path(self._tmpdir) / INDEX_FILE).read_bytes()
-        await self.ws.write_atomic(self.rel_path, data)
-        self._unsaved = False
+        if self._unsaved:
+            assert self._tmpdir is not None
+            data = (Path(self._tmpdir) / INDEX_FILE).read_bytes()
+            await self.ws.write_atomic(self.rel_path, data)
+            self._unsaved = False
+        taken, self._flags_unsaved = self._flags_unsaved, set()
+        if taken:
+            async with self._lock:
+                await self._flags_taken_in(self._db, taken)
 
     def close(self) -> None:
         if self._db is not None:
@@ -552,17 +571,29 @@ class SearchIndex:
 
     # --------------------------------------------------------------------- sync
 
-    async def sync(self, rollouts: Collection[str] | None = None) -> int:
+    async def sync(
+        self, rollouts: Collection[str] | None = None, *, flagged: bool = False
+    ) -> int:
         """Bring the index up to date with the workspace; return the documents written.
 
-        With ``rollouts``, only those rollouts' items and summaries are looked at (and every
-        entry change, from the log): what a run's extraction changed, without a listing of
-        every rollout. An index found damaged on the way (not merely busy) is set aside and
-        built again (then wholly).
+        Every entry change is taken in (from the log). Rollouts' items and summaries:
+
+        - by default, every rollout is looked at (two folder listings with sizes): what a
+          search needs, since anything may have changed since the last one;
+        - with ``rollouts``, only those: what a run's extraction changed;
+        - with ``flagged``, the rollouts flagged since the last sync (:meth:`MemoryStore.
+          changed_rollouts <sandbox_memory.store.MemoryStore.changed_rollouts>`), those
+          :meth:`mark`-ed here, and ``rollouts``: what phase 2 needs, at the cost of the new
+          work. Every rollout is listed instead when the store keeps no flags, when the index
+          never listed them all (new, rebuilt), or when more than
+          :data:`FLAGGED_SYNC_MAX` are flagged.
+
+        An index found damaged on the way (not merely busy) is set aside and built again
+        (then wholly).
         """
 
         try:
-            return await self._sync_once(rollouts)
+            return await self._sync_once(rollouts, flagged=flagged)
         except sqlite3.DatabaseError as exc:
             if type(exc) is not sqlite3.DatabaseError:
                 raise  # locked, constraint: not damage
@@ -588,18 +619,32 @@ class SearchIndex:
             return self.ws.root / self.rel_path
         return None if self._tmpdir is None else Path(self._tmpdir) / INDEX_FILE
 
-    async def _sync_once(self, rollouts: Collection[str] | None) -> int:
+    async def _sync_once(self, rollouts: Collection[str] | None, *, flagged: bool = False) -> int:
         async with self._lock:
             db = await self._open()
             before = self.rows_indexed
             self._scopes_synced = set()
+            # The flags are read before anything is looked at, and cleared only once what was
+            # looked at is committed (and, for a copy, written back): a flag set meanwhile is
+            # looked at again by the next sync.
+            flags = await self.store.changed_rollouts()
+            scope: set[str] | None = None if rollouts is None else set(rollouts)
+            if flagged:
+                scope = None
+                if flags is not None and self._meta(db, "listed") == "1":
+                    scope = flags.all | self._dirty | set(rollouts or ())
+                    if len(scope) > FLAGGED_SYNC_MAX:
+                        scope = None
+            listing = scope is None
             # One transaction per sync: one commit (and disk flush) however much is new, and
             # another process never sees half an update.
             db.execute("BEGIN IMMEDIATE")
             marked = set(self._dirty_scopes)
             try:
                 await self._sync_entries(db, marked)
-                await self._sync_rollouts(db, rollouts)
+                await self._sync_rollouts(db, scope)
+                if listing and self._meta(db, "listed") != "1":
+                    db.execute("INSERT OR REPLACE INTO meta(k, v) VALUES ('listed', '1')")
                 db.execute("COMMIT")
                 self._dirty_scopes -= marked
             except BaseException:
@@ -609,7 +654,34 @@ class SearchIndex:
             written = self.rows_indexed - before
             if written:
                 self._unsaved = True
+            clearable = set() if flags is None else flags.unindexed
+            taken = clearable if listing else clearable & (scope or set())
+            if taken:
+                if self.in_place:
+                    await self._flags_taken_in(db, taken)
+                else:
+                    self._flags_unsaved |= taken
             return written
+
+    async def _flags_taken_in(self, db: sqlite3.Connection, rollouts: set[str]) -> None:
+        """Clear the flags of ``rollouts``, whose state the index now holds, then look once
+        more: a rollout that changed after it was looked at (its flag set again before the
+        clearing) is flagged again for the next sync."""
+
+        await self.store.rollouts_indexed(sorted(rollouts))
+        changed: list[str] = []
+        states = await self._states(rollouts)
+        for rid in sorted(rollouts):
+            size, summary = states[rid]
+            row = db.execute(
+                "SELECT items_offset, summary_stamp FROM rollouts WHERE rid = ?", (rid,)
+            ).fetchone()
+            offset, stamp = (0, None) if row is None else (int(row[0]), row[1])
+            want = None if summary is None else f"{summary[0]}:{summary[1]}"
+            if (size or 0) != offset or want != stamp:
+                changed.append(rid)
+        if changed:
+            await self.store.flag_unindexed(changed)
 
     def _meta(self, db: sqlite3.Connection, key: str) -> str | None:
         row = db.execute("SELECT v FROM meta WHERE k = ?", (key,)).fetchone()
@@ -873,15 +945,11 @@ class SearchIndex:
             order = sorted(set(only))
             rows = {}
             for rid in order:
-                file_size = await self.ws.size(rollout_path(self.sessions_dir, rid))
+                file_size, summary = await self._look(rid)
                 if file_size is not None:
                     sizes[rid] = file_size
-                prog = await self.store.get_progress(rid)
-                if prog is not None and prog.slug and not prog.forgotten:
-                    name = f"{rid}_{prog.slug}.md"
-                    found_size = await self.ws.size(f"{folder}/{name}")
-                    if found_size is not None:
-                        summaries[rid] = (name, found_size)
+                if summary is not None:
+                    summaries[rid] = summary
                 row = db.execute(
                     "SELECT items_offset, summary_stamp FROM rollouts WHERE rid = ?", (rid,)
                 ).fetchone()
@@ -908,6 +976,32 @@ class SearchIndex:
                 # the conversation's entries are shown may have changed with it.
                 if f"conversation:{rid}" not in self._scopes_synced:
                     await self._sync_scope(db, f"conversation:{rid}")
+
+    async def _states(
+        self, rollouts: Collection[str]
+    ) -> dict[str, tuple[int | None, tuple[str, int] | None]]:
+        """:meth:`_look` of each of ``rollouts``; from two folder listings when there are many."""
+
+        if len(rollouts) <= FLAGGED_SYNC_MAX:
+            return {rid: await self._look(rid) for rid in rollouts}
+        files = await self.ws.sizes(self.sessions_dir)
+        summaries: dict[str, tuple[str, int]] = {}
+        for name, size in (await self.ws.sizes(f"{self.memories_dir}/rollout_summaries")).items():
+            if name.endswith(".md") and "_" in name and not name.startswith("."):
+                summaries[name[: name.rfind("_")]] = (name, size)
+        return {rid: (files.get(f"{rid}.jsonl"), summaries.get(rid)) for rid in rollouts}
+
+    async def _look(self, rid: str) -> tuple[int | None, tuple[str, int] | None]:
+        """One rollout as the workspace holds it: its file's size, and its summary file's
+        name and size (named by its progress' slug; none once forgotten)."""
+
+        size = await self.ws.size(rollout_path(self.sessions_dir, rid))
+        prog = await self.store.get_progress(rid)
+        if prog is None or not prog.slug or prog.forgotten:
+            return size, None
+        name = f"{rid}_{prog.slug}.md"
+        found = await self.ws.size(f"{self.memories_dir}/rollout_summaries/{name}")
+        return size, None if found is None else (name, found)
 
     def _rollout_row(self, db: sqlite3.Connection, rid: str) -> tuple[int, list[str | None]]:
         row = db.execute("SELECT items_offset, persons FROM rollouts WHERE rid = ?", (rid,))
@@ -1076,7 +1170,8 @@ class SearchIndex:
         limit: int = DEFAULT_LIMIT,
         person: str | None = None,
     ) -> list[SearchHit]:
-        """Ranked hits for ``query`` (synced first, so nothing retracted can appear)."""
+        """Ranked hits for ``query`` (synced first, so nothing retracted can appear), in the
+        order :data:`HIT_ORDER` says (ties included)."""
 
         if not isinstance(query, str):
             raise MemoryConfigError("query", query, "must be a string")
@@ -1103,7 +1198,12 @@ class SearchIndex:
         if conversation is not None:
             sql += " AND d.conversation = ?"
             args.append(conversation)
-        sql += " ORDER BY bm25(fts), d.updated_at DESC LIMIT ?"
+        # Ties (the same score) in a fixed order, whatever order the index was filled in:
+        # see HIT_ORDER.
+        sql += (
+            " ORDER BY bm25(fts), d.updated_at DESC, CASE d.kind WHEN 'entry' THEN 0 "
+            "WHEN 'rollout_summary' THEN 1 ELSE 2 END, d.doc LIMIT ?"
+        )
         args.append(limit * CANDIDATES_PER_HIT)
         ranked: list[SearchHit] = []
         for kind, text, score, updated, conv, sources, key, detail, path, uses in db.execute(
@@ -1152,7 +1252,7 @@ class SearchIndex:
                     sql += " AND conversation = ?"
                     args.append(conversation)
                 cited = {(s.conversation, s.item): s for s in hit.sources}
-                for (sources,) in db.execute(sql + " ORDER BY updated_at DESC, id", args):
+                for (sources,) in db.execute(sql + " ORDER BY updated_at DESC, doc", args):
                     for raw in json.loads(sources):
                         source = Source(**raw)
                         cited.setdefault((source.conversation, source.item), source)

@@ -16,6 +16,8 @@ whole history. :class:`Store` implements it with files, all under ``<memories_di
 - ``progress/<id>.json``          what phase 1 has read of one rollout; attempts and errors
 - ``forgotten/<id>.json``         bytes read of a rollout phase 2 forgot (its progress, pruned)
 - ``pending/<id>``                empty flag: the rollout grew since its progress was checked
+- ``unindexed/<id>``              empty flag: the rollout was read to its end (its ``pending``
+                                  flag cleared) since the search index last looked at it
 - ``threads/<fingerprint>``       the rollout id of a conversation, known by its first items
 - ``settings.json``               the switch defaults of the ``Memory`` configuration in use
 - ``lock``                        the layout's lease lock
@@ -481,6 +483,25 @@ class MemoryStore(abc.ABC):
     async def mark_pending(self, rollout_id: str) -> None:
         """Have the next :meth:`pending_rollouts` look at this rollout again (``Refresh``)."""
 
+    async def changed_rollouts(self) -> RolloutFlags | None:
+        """Rollouts flagged as changed since the search index last took them in: pending
+        ones, and those read to their end since (see :meth:`rollouts_indexed`). ``None`` (this
+        default) when the store keeps no such flags: the index then lists every rollout."""
+
+        return None
+
+    async def rollouts_indexed(self, rollout_ids: Iterable[str]) -> None:
+        """The search index took these rollouts in: clear their flags of
+        :meth:`changed_rollouts` that say so (not the pending ones)."""
+
+        _ = rollout_ids
+
+    async def flag_unindexed(self, rollout_ids: Iterable[str]) -> None:
+        """These rollouts changed after the search index looked at them: flag them for its
+        next sync (see :meth:`changed_rollouts`; this default keeps no flags)."""
+
+        _ = rollout_ids
+
     # --- conversations known by their first items
     @abc.abstractmethod
     async def thread_for(self, fingerprint: str) -> str | None:
@@ -494,6 +515,22 @@ class MemoryStore(abc.ABC):
     @abc.abstractmethod
     def lease(self, *, timeout: float, lease: float) -> LeaseLock:
         """The layout's lease lock: one writer at a time across processes and machines."""
+
+
+@dataclass
+class RolloutFlags:
+    """Rollouts a store flags as changed (:meth:`MemoryStore.changed_rollouts`)."""
+
+    pending: set[str]
+    """Recorded (or found) since they were last read to their end: cleared by the pending
+    check once they are, never by the search index."""
+    unindexed: set[str]
+    """Read to their end since the search index last looked at them: cleared by the index
+    (:meth:`MemoryStore.rollouts_indexed`)."""
+
+    @property
+    def all(self) -> set[str]:
+        return self.pending | self.unindexed
 
 
 class LayoutEdit:
@@ -1324,6 +1361,28 @@ class Store(MemoryStore):
     async def mark_pending(self, rollout_id: str) -> None:
         await self.write_state(self.pending_flag(rollout_id), b"")
 
+    def unindexed_flag(self, rollout_id: str) -> str:
+        """The empty file set when ``rollout_id``'s pending flag is cleared, until the search
+        index has looked at the rollout (see :meth:`changed_rollouts`)."""
+
+        return f"{self.dir}/unindexed/{rollout_id}"
+
+    async def changed_rollouts(self) -> RolloutFlags | None:
+        # Two small folders: the flags of rollouts recorded (or found) since their last
+        # extraction, and of those read to their end since the index last looked.
+        return RolloutFlags(
+            pending=set(await self._names(f"{self.dir}/pending", "")),
+            unindexed=set(await self._names(f"{self.dir}/unindexed", "")),
+        )
+
+    async def rollouts_indexed(self, rollout_ids: Iterable[str]) -> None:
+        for rid in rollout_ids:
+            await self.ws.remove(self.unindexed_flag(rid))
+
+    async def flag_unindexed(self, rollout_ids: Iterable[str]) -> None:
+        for rid in rollout_ids:
+            await self.ws.write_derived(self.unindexed_flag(rid), b"")
+
     async def _grew(self, rollout_id: str) -> bool:
         """Whether a flagged rollout holds bytes past its progress; clears a stale flag."""
 
@@ -1336,7 +1395,10 @@ class Store(MemoryStore):
             if await tail_hash(self.ws, path, offset) != prog.tail:
                 return True  # as long as what was read, but other bytes
         # Read to its end: drop the flag, then look again, so an append that raced with the
-        # check (its flag was set before the removal) is not missed.
+        # check (its flag was set before the removal) is not missed. The search index still
+        # has to look at what was read (its own sync after the extraction may have failed, or
+        # happened in a copy never written back): the flag passes to it first.
+        await self.ws.write_derived(self.unindexed_flag(rollout_id), b"")
         await self.ws.remove(self.pending_flag(rollout_id))
         if (await self.ws.size(path) or 0) > offset:
             await self.mark_pending(rollout_id)

@@ -54,7 +54,9 @@ class Consolidator:
         edit = await store.edit_layout()
         rebuild = await store.layout_damaged()
         # Usage by later runs (found in the recorded items): what is used is kept.
-        usage = await self.index.usage() if await sync_index(self.index) else {}
+        # The rollouts flagged since the last sync are enough: the index holds the rest.
+        synced = await sync_index(self.index, flagged=True)
+        usage = await self.index.usage() if synced else {}
         selection = select_rollouts(
             progress, st.generate.max_raw_memories_for_consolidation, usage=usage
         )
@@ -149,4 +151,6 @@ class Consolidator:
         )
         self.renderer.memory_md_checked = self.live_edits.as_rendered
         await self.renderer.render(registry, selection.selected)
-        await sync_index(self.index)
+        # What changed here: the log's entries, and the forgotten conversations (their
+        # summaries and entries leave the index).
+        await sync_index(self.index, rollouts=sorted(forgotten_ids), flagged=True)

@@ -14,16 +14,19 @@ from ..search import SearchIndex
 logger = logging.getLogger("sandbox_memory")
 
 
-async def sync_index(index: SearchIndex, *, rollouts: Collection[str] | None = None) -> bool:
+async def sync_index(
+    index: SearchIndex, *, rollouts: Collection[str] | None = None, flagged: bool = False
+) -> bool:
     """Bring the search index up to date (only ``rollouts``' items and summaries, when
-    given); ``False`` (logged) when it could not be.
+    given; with ``flagged``, those of the rollouts flagged since the last sync, see
+    :meth:`SearchIndex.sync`); ``False`` (logged) when it could not be.
 
     The index is derived: a failure here never fails a run or a close, the next sync
     catches up.
     """
 
     try:
-        await index.sync(rollouts)
+        await index.sync(rollouts, flagged=flagged)
     except Exception as exc:  # noqa: BLE001
         logger.warning(
             "memory search index %s could not be updated (%s: %s); it catches up at the "
