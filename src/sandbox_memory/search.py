@@ -571,9 +571,7 @@ class SearchIndex:
 
     # --------------------------------------------------------------------- sync
 
-    async def sync(
-        self, rollouts: Collection[str] | None = None, *, flagged: bool = False
-    ) -> int:
+    async def sync(self, rollouts: Collection[str] | None = None, *, flagged: bool = False) -> int:
         """Bring the index up to date with the workspace; return the documents written.
 
         Every entry change is taken in (from the log). Rollouts' items and summaries:
@@ -1364,8 +1362,10 @@ class SearchIndex:
             "SELECT target, uses, last_used_at FROM usage WHERE kind = 'conversation'"
         ):
             add(str(target), int(uses), int(at))
+        # From the usage rows to their entries (CROSS JOIN keeps that order: SQLite would
+        # otherwise scan every entry to look each up in the usage table).
         for uses, at, sources in db.execute(
-            "SELECT u.uses, u.last_used_at, d.sources FROM usage u JOIN docs d "
+            "SELECT u.uses, u.last_used_at, d.sources FROM usage u CROSS JOIN docs d "
             "ON d.kind = 'entry' AND d.key = u.target WHERE u.kind = 'entry'"
         ):
             for rid in {s["conversation"] for s in json.loads(sources)}:
