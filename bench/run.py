@@ -47,7 +47,7 @@ SIZES: dict[str, dict[str, Any]] = {
     # size is too slow for it, it leaves that row out (its name carries the size) rather than
     # measuring another size under the same name.
     "quick": {
-        "record": {"sizes": [1, 100, 1_000], "samples": 5},
+        "record": {"sizes": [1, 100, 1_000], "samples": 21},
         "redact": 5,
         "consolidate": {"sizes": [10, 50], "small_block": False},
         "close_latency": 0.5,
@@ -63,7 +63,7 @@ SIZES: dict[str, dict[str, Any]] = {
         },
     },
     "full": {
-        "record": {"sizes": [1, 100, 1_000], "samples": 11},
+        "record": {"sizes": [1, 100, 1_000], "samples": 21},
         "redact": 25,
         "consolidate": {"sizes": [10, 50, 200], "small_block": True},
         "close_latency": 0.5,

@@ -16,7 +16,9 @@ on its own real ``UnixLocalSandboxClient`` session (temp folders on the same dis
 A raw append of the bytes ours wrote (``os.open(O_APPEND)`` + ``write``) to a file with the same
 history is the floor, and ours' append primitive alone (``LocalWorkspace.append_line``) on the
 same bytes shows what the write costs without building the segment. Each figure is the median
-of the samples at that N (N=1: the first append of ``samples`` fresh conversations).
+of the samples at that N (N=1: the first append of ``samples`` fresh conversations). The
+systems take turns sample by sample, and each sample starts once the previous one's writes are
+on disk (see ``_settle``).
 """
 
 from __future__ import annotations
@@ -92,6 +94,32 @@ def _builtin_history(path: Path, rid: str, count: int) -> None:
             fh.write(dump_rollout_json(ordered))
 
 
+def _settle(path: Path) -> None:
+    """Wait (untimed) until what the last append wrote is on disk.
+
+    The built-in rewrites the whole rollout per append (9 MB at N=1,000), and ext4 starts
+    writing a rewritten file back when it is closed: the next few milliseconds of any write to
+    that disk, the other system's timed append included, wait behind it (a 1-byte write took
+    6 ms instead of 0.3 ms right after one). Real appends are a run apart, so each sample
+    starts on a disk with nothing in flight, both systems alike.
+    """
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _load_average() -> str:
+    """The 1-minute load average (the wall figures move with it on a shared machine)."""
+
+    try:
+        return f"{os.getloadavg()[0]:.1f}"
+    except OSError:
+        return "?"
+
+
 def _raw_append(path: Path, data: bytes, into: Samples) -> None:
     cpu, start = _cpu(), time.perf_counter()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -111,6 +139,7 @@ async def run(config: dict[str, Any], progress: Progress) -> tuple[list[Row], di
     redact_us: list[float] = []
     line_bytes = 0
 
+    load = [_load_average(), ""]
     with temp_root("record-ours") as root_ours, temp_root("record-builtin") as root_builtin:
         async with sandbox(root_ours) as s_ours, sandbox(root_builtin) as s_builtin:
             ours = make_memory("ours")
@@ -146,7 +175,9 @@ async def run(config: dict[str, Any], progress: Progress) -> tuple[list[Row], di
                     await runtimes[kind].record(payload, rollout_id=rid)
                 into.add(time.perf_counter() - start, _cpu() - cpu)
                 if kind == "builtin":
+                    _settle(sessions_builtin / f"{rid}.jsonl")
                     return b""
+                _settle(path)
                 with open(path, "rb") as fh:
                     fh.seek(before)
                     return fh.read()
@@ -157,18 +188,23 @@ async def run(config: dict[str, Any], progress: Progress) -> tuple[list[Row], di
 
             for n in sizes:
                 lines: list[bytes] = []
-                for kind in ("ours", "session", "builtin"):
-                    for s in range(samples):
+                kinds = ("ours", "session", "builtin")
+                if n > 1:
+                    for kind in kinds:
+                        history = _builtin_history if kind == "builtin" else _ours_history
+                        folder = sessions_builtin if kind == "builtin" else sessions_ours
+                        history(folder / f"{kind}-n{n}.jsonl", f"{kind}-n{n}", n - 1)
+                        _settle(folder / f"{kind}-n{n}.jsonl")
+                # Round-robin, the order turning each round: the systems' samples of a round
+                # meet the same load (2x swings on a shared machine), and none always goes first.
+                for s in range(samples):
+                    for kind in kinds[s % 3 :] + kinds[: s % 3]:
                         if n == 1:
                             rid = conversation_id(90_000 + 1_000 * SERIES.index(kind) + s)
                             payload = segment_payload(90_000 + s, 0)
                         else:
                             rid = f"{kind}-n{n}"
                             payload = segment_payload(0, n - 1 + s)
-                            if s == 0:
-                                history = _builtin_history if kind == "builtin" else _ours_history
-                                folder = sessions_builtin if kind == "builtin" else sessions_ours
-                                history(folder / f"{rid}.jsonl", rid, n - 1)
                         line = await append(kind, payload, rid, at[(kind, n)])
                         if kind == "ours":
                             lines.append(line)
@@ -199,6 +235,7 @@ async def run(config: dict[str, Any], progress: Progress) -> tuple[list[Row], di
                     + ", ".join(f"{k} {median(at[(k, n)].wall) * 1e6:,.0f} us" for k in SERIES)
                 )
             manager._stopped = True  # record only: no phase 1/2 when the sandbox closes
+    load[1] = _load_average()
 
     def us(kind: str, n: int, *, cpu: bool = False) -> float:
         s = at[(kind, n)]
@@ -230,6 +267,9 @@ async def run(config: dict[str, Any], progress: Progress) -> tuple[list[Row], di
             )
         )
     o, b = us("session", top), us("builtin", top)
+    paired = [
+        x / y for x, y in zip(at[("session", top)].wall, at[("builtin", top)].wall, strict=True)
+    ]
     rows.append(
         Row(
             name=f"record.session.n{top}",
@@ -241,7 +281,8 @@ async def run(config: dict[str, Any], progress: Progress) -> tuple[list[Row], di
             met=o <= 0.2 * b,
             note=(
                 f"CPU time (process + children): ours {us('session', top, cpu=True):,.0f} us, "
-                f"built-in {us('builtin', top, cpu=True):,.0f} us"
+                f"built-in {us('builtin', top, cpu=True):,.0f} us; median of the {samples} "
+                f"rounds' own ratios {median(paired):.2f}; load average {load[0]} -> {load[1]}"
             ),
         )
     )

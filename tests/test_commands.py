@@ -21,8 +21,13 @@ from sandbox_memory.errors import MemoryConfigError
 
 
 @pytest.fixture
-def mc(tmp_path: Path) -> MemoryClient:
-    return MemoryClient(tmp_path, generate=MemoryGenerateConfig(engine="offline"))
+async def mc(tmp_path: Path) -> MemoryClient:
+    """A client on a workspace with memory for the conversation ``trip`` (commands change
+    memory that exists; they never start it)."""
+
+    client = MemoryClient(tmp_path, generate=MemoryGenerateConfig(engine="offline"))
+    await client.create("trip")
+    return client
 
 
 async def test_remember_adds_an_entry_with_key_content_kind_sources_time_and_status(mc) -> None:
@@ -279,6 +284,7 @@ async def test_a_rejection_inside_consolidation_is_logged_at_warning(
         engine=Relearn(),
     )
     mc = MemoryClient(tmp_path, runtime=runtime)
+    await mc.create("trip")
     await mc.apply(
         Remember(key="budget", content="1500 EUR", kind="fact"), expected=0, conversation="trip"
     )
@@ -309,6 +315,7 @@ async def test_refresh_with_generate_on_and_no_model_is_a_conflict(tmp_path: Pat
 
 async def test_refresh_with_generate_off_and_no_model_is_a_no_op(tmp_path: Path) -> None:
     mc = MemoryClient(tmp_path, generate=MemoryGenerateConfig(engine="model"))
+    await mc.create("trip")
     await mc.apply(Configure(generate=False), expected=0, conversation="trip")
     view = await mc.apply(Refresh(), expected=0, conversation="trip")
     assert view.version == 1 and view.entries == {}

@@ -18,6 +18,8 @@ from agents.testing import ScriptedModel, assistant_message
 
 from helpers import function_call
 from sandbox_memory import (
+    Configure,
+    Forget,
     MemoryClient,
     MemoryConfigError,
     MemoryGenerateConfig,
@@ -67,6 +69,37 @@ async def test_every_read_of_an_unknown_conversation_names_it(tmp_path: Path, ca
     with pytest.raises(MemoryNotFound, match="'nosuch'"):
         await call(c)
     assert [s.rollout_id for s in await c.conversations()] == ["trip"]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        Remember(key="budget", content="The budget is 2000 EUR."),
+        Forget(key="budget"),
+        Configure(generate=False),
+    ],
+    ids=["remember", "forget", "configure"],
+)
+async def test_a_command_on_an_unknown_conversation_starts_no_memory(
+    tmp_path: Path, command: Any
+) -> None:
+    # A mistyped rollout id is an error naming it, as for a read: nothing is written for it
+    # (no memory, no history line, no log record), and what is there is unchanged.
+    c = await with_trip(tmp_path)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+    log = await c.log()
+    with pytest.raises(MemoryNotFound) as info:
+        await c.apply(command, expected=0, conversation="tirp")
+    assert (info.value.field, info.value.value) == ("conversation", "tirp")
+    assert "'tirp'" in str(info.value) and "trip" in str(info.value)
+    assert [s.rollout_id for s in await c.conversations()] == ["trip"]
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file()) == before
+    assert await c.log() == log
+    assert (await c.view("trip")).entries["budget"].content == "The budget is 1500 EUR."
+    # create() starts it; then the command applies.
+    await c.create("tirp")
+    if not isinstance(command, Forget):
+        assert (await c.apply(command, expected=0, conversation="tirp")).version == 1
 
 
 @pytest.mark.parametrize(

@@ -209,6 +209,54 @@ def test_a_model_given_by_name_works_across_two_asyncio_runs(
     assert progress(tmp_path / "three")["conv"]["status"] == "ok"
 
 
+def test_the_agents_own_model_given_by_name_works_across_two_asyncio_runs(
+    openai_env: hp.ProviderServer, tmp_path: Path
+) -> None:
+    """A script running a ``SandboxAgent(model="<name>")`` with memory in two ``asyncio.run``
+    calls: the agent's turn in the second reaches the provider too (the SDK's shared HTTP
+    client belonged to the first, closed loop: "Event loop is closed")."""
+
+    from agents import Runner
+    from agents.run import RunConfig
+    from agents.sandbox import Manifest, SandboxAgent, SandboxRunConfig
+    from agents.sandbox.capabilities import Filesystem, Shell
+    from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
+
+    from sandbox_memory import Memory
+
+    def respond(request: hp.Request) -> hp.Reply:
+        return good(request) if request.is_phase_one else hp.text("Done: the tests pass.")
+
+    openai_env.respond_with(respond)
+    generate = MemoryGenerateConfig(engine="model", phase_one_model="phase-one-test")
+
+    async def one_run(root: Path) -> str:
+        root.mkdir()
+        sandbox = await UnixLocalSandboxClient().create(manifest=Manifest(root=str(root)))
+        agent = SandboxAgent(
+            name="fixer",
+            instructions="Fix bugs.",
+            model="agent-test-model",
+            capabilities=[Memory(generate=generate), Filesystem(), Shell()],
+        )
+        async with sandbox:
+            result = await Runner.run(
+                agent,
+                "Run the tests with `python3 -m unittest -q`.",
+                run_config=RunConfig(sandbox=SandboxRunConfig(session=sandbox)),
+            )
+        return str(result.final_output)
+
+    outputs = [asyncio.run(one_run(tmp_path / name)) for name in ("one", "two")]
+    assert outputs == ["Done: the tests pass."] * 2
+    turns = [r for r in openai_env.requests if not r.is_phase_one]
+    assert [r.body.get("model") for r in turns] == ["agent-test-model"] * 2
+    assert len(openai_env.phase_one_requests()) == 2
+    for name in ("one", "two"):
+        states = [p["status"] for p in progress(tmp_path / name).values()]
+        assert states == ["ok"], states
+
+
 # ------------------------------------------------- a LitellmModel-like model
 
 

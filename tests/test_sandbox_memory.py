@@ -796,9 +796,9 @@ async def test_conversation_with_generate_off_teaches_nothing(
 ) -> None:
     from sandbox_memory import Configure
 
-    await MemoryClient(workspace_root).apply(
-        Configure(generate=False), expected=0, conversation="quiet"
-    )
+    mc = MemoryClient(workspace_root)
+    await mc.create("quiet")  # switched off before its first run
+    await mc.apply(Configure(generate=False), expected=0, conversation="quiet")
     sandbox = await client.create(manifest=manifest)
     async with sandbox:
         await Runner.run(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -303,6 +304,33 @@ def test_cli_search_prints_hits_and_json(tmp_path: Path) -> None:
     assert "sessions/other.jsonl" in out
     code, _, err = cli(tmp_path, "search", "museum", "--limit", "0")
     assert code == 1 and "limit" in err
+
+
+def test_the_text_form_leaves_out_a_score_that_says_nothing(tmp_path: Path) -> None:
+    # BM25 gives a word found in more than half the indexed documents almost no weight (FTS5
+    # floors its IDF at 1e-6): with one document every hit scored 0.00, read as "irrelevant".
+    async def one_entry() -> None:
+        c = client_for(tmp_path)
+        await c.create()
+        await c.apply(Remember(key="budget", content="The trip budget is 1500 EUR."), expected=0)
+
+    asyncio.run(one_entry())
+    code, out, _ = cli(tmp_path, "search", "budget")
+    assert code == 0 and "entry budget (fact);" in out and "1500 EUR" in out
+    assert "score" not in out, out
+    code, out, _ = cli(tmp_path, "search", "budget", "--json")
+    assert json.loads(out)[0]["score"] < 0.005  # the API keeps BM25's own figure
+
+    async def more() -> None:  # a word in few of many documents: a score worth showing
+        c = client_for(tmp_path)
+        for n in range(6):
+            await record(c, f"c{n}", f"The ferry leaves at {n} pm.", "Noted.")
+        await record(c, "trip", "The museum pass costs 30 EUR.", "Noted.")
+
+    asyncio.run(more())
+    code, out, _ = cli(tmp_path, "search", "museum", "--limit", "1")
+    shown = [float(x) for x in re.findall(r"; score (\d+\.\d\d);", out)]
+    assert code == 0 and len(shown) == 1 and shown[0] > 0, out
 
 
 # ---------------------------------------------------------------- agent tool

@@ -144,6 +144,25 @@ async def test_each_line_is_one_write_call(
     assert [json.loads(x)["n"] for x in lines_of(root / "sessions/r.jsonl")] == [0, 1, 2]
 
 
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace to see open calls")
+async def test_an_append_truncates_nothing(seam: Seam, root: Path, tmp_path: Path) -> None:
+    # Truncating a file that holds data waits on ext4's journal (milliseconds while other
+    # processes sync): the marker's byte is overwritten in place instead of reset by O_TRUNC.
+    ws = SessionWorkspace(seam)  # type: ignore[arg-type]
+    await ws.append_line("sessions/r.jsonl", line(0), flag="store/pending/r")
+    trace = tmp_path / "trace"
+    seam.wrap = ("strace", "-f", "-qq", "-e", "trace=open,openat,truncate,ftruncate")
+    seam.wrap += ("-o", str(trace))
+    await ws.append_line("sessions/r.jsonl", line(1), flag="store/pending/r")
+    # The workspace's own files (the paths reach the shell relative to its root).
+    calls = [c for c in trace.read_text().splitlines() if "sessions/" in c or "store/" in c]
+    marker = root / append_marker("sessions/r.jsonl")
+    assert any(append_marker("sessions/r.jsonl") in c for c in calls), calls
+    assert not [c for c in calls if "O_TRUNC" in c or "truncate(" in c], calls
+    assert marker.read_bytes() == b"0"
+    assert [json.loads(x)["n"] for x in lines_of(root / "sessions/r.jsonl")] == [0, 1]
+
+
 async def test_appends_through_separate_sessions_never_interleave(
     client: Any, root: Path, tmp_path: Path
 ) -> None:
@@ -217,7 +236,7 @@ async def test_an_append_that_died_mid_line_is_never_glued_to_the_next(
     await ws.append_line("sessions/r.jsonl", line(2))
     runs = parsed(lines_of(path))
     assert runs[0]["n"] == 0 and runs[1] is None and runs[2]["n"] == 2
-    assert marker.read_bytes() == b""
+    assert marker.read_bytes() == b"0"  # whole again: the mark is reset in place
 
 
 @pytest.mark.parametrize("undo", ["truncate", "no_truncate"])

@@ -145,6 +145,39 @@ def current_rollout_id() -> str | None:
     return None
 
 
+_LAST_RUN_LOOP: list[weakref.ref[asyncio.AbstractEventLoop]] = []
+"""The event loop of the last run memory was bound to (at most one reference)."""
+
+
+def renew_shared_http_client() -> None:
+    """At run start: drop the SDK's shared HTTP client when it belongs to a closed loop.
+
+    A model given by name (``SandboxAgent(model="gpt-5.4")``) goes through the SDK's default
+    provider, whose OpenAI client shares one process-wide httpx client
+    (``agents.models.openai_provider.shared_http_client``). Its pooled connections belong to
+    the event loop that opened them, so after ``asyncio.run`` returns, the agent's first turn
+    in the next ``asyncio.run`` fails with "Event loop is closed". When the last run memory
+    was bound to ran in a loop that is now closed, the shared client is dropped and the SDK
+    makes a fresh one in this loop (unclosed: its loop is gone). A client the application set
+    (``set_default_openai_client``), or one passed to its own provider, is not touched.
+    """
+
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    last = _LAST_RUN_LOOP[0]() if _LAST_RUN_LOOP else None
+    if last is loop:
+        return
+    if _LAST_RUN_LOOP and (last is None or last.is_closed()):
+        from agents.models import openai_provider
+
+        if getattr(openai_provider, "_http_client", None) is not None:
+            openai_provider._http_client = None
+            logger.debug("the SDK's shared HTTP client belonged to a closed event loop: dropped")
+    _LAST_RUN_LOOP[:] = [weakref.ref(loop)]
+
+
 def _layout_key(memory: Memory) -> tuple[str, str]:
     return (
         posixpath.normpath(memory.layout.memories_dir),

@@ -133,6 +133,7 @@ class Memory(_SDKMemory):
         return {"shell"}
 
     def bind(self, session: BaseSandboxSession) -> None:
+        _sdk.renew_shared_http_client()  # the agent's model by name, in a new event loop
         self.session = session
         self._cache = None
         self._started = False

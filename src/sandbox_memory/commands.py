@@ -375,6 +375,18 @@ class MemoryClient:
             f"`sandbox-memory init -c {conversation}`)",
         )
 
+    async def _require_current(self, conversation: str | None) -> None:
+        """:meth:`require`, looking at the shared store again before failing (the copy may
+        not have a conversation another sandbox started since it was last brought up to date)."""
+
+        try:
+            await self.require(conversation)
+        except MemoryNotFound:
+            if self.runtime.shared is None:
+                raise
+            await self.runtime.shared.refresh()
+            await self.require(conversation)
+
     async def create(self, conversation: str | None = None) -> ConversationView | LayoutView:
         """Start memory here (layout memory, or an empty memory for ``conversation``)."""
 
@@ -506,12 +518,20 @@ class MemoryClient:
         conversation: str | None = None,
         cause: Literal["person", "live_update"] = "person",
     ) -> ConversationView | LayoutView:
-        """Apply ``command`` if the memory is still at version ``expected``."""
+        """Apply ``command`` if the memory is still at version ``expected``.
+
+        Raises :class:`~sandbox_memory.errors.MemoryNotFound` when ``conversation`` is not
+        one this workspace knows (see :meth:`require`): a command changes a conversation's
+        memory, it never starts one (:meth:`create` does), so a mistyped rollout id creates
+        nothing.
+        """
 
         await self._defaults()
         if isinstance(command, Refresh):
             return await self._refresh(conversation)
         rid = safe_rollout_id(conversation) if conversation is not None else None
+        if rid is not None:
+            await self._require_current(rid)
         if isinstance(command, Remember):
             validate_key(command.key)
             if not command.content.strip():

@@ -233,7 +233,9 @@ class SearchHit(BaseModel):
     """The entry's content, or the summary's or item's text (a window around the match when
     it is longer than :data:`HIT_TEXT_CHARS`)."""
     score: float
-    """BM25 relevance (higher is better); comparable within one result list only."""
+    """BM25 relevance (higher is better); comparable within one result list only. About 0
+    when every query word is in more than half the indexed documents (always, when memory
+    holds a single document): FTS5 floors such a word's IDF; the text form then omits it."""
     updated_at: int
     """Milliseconds since the epoch: when the entry changed or the run was recorded."""
     conversation: str | None
@@ -1416,6 +1418,13 @@ def distinct(ranked: list[SearchHit], limit: int) -> list[SearchHit]:
     return [h for h in kept if h is not None][:limit]
 
 
+SCORE_SHOWN_MIN = 0.005
+"""The smallest score :func:`format_hits` prints. FTS5's BM25 floors the IDF of a word found in
+more than half the indexed documents at 1e-6, so when memory holds one or two documents, or
+the query has only such words, every hit scores about 0: printed as ``score 0.00`` it reads as
+"irrelevant" when it only means "no word is rarer than another". The order still holds."""
+
+
 def format_hits(hits: Iterable[SearchHit]) -> str:
     """Hits as plain text for the agent tool and the CLI: one block per hit."""
 
@@ -1429,6 +1438,8 @@ def format_hits(hits: Iterable[SearchHit]) -> str:
         refs = ", ".join(f"{s.conversation}#{s.item}" for s in hit.sources[:4]) or "-"
         when = datetime.fromtimestamp(hit.updated_at / 1000).strftime("%Y-%m-%d %H:%M")
         used = f"; used {hit.uses}x" if hit.uses else ""
-        head = f"[{n}] {what}; score {hit.score:.2f}; {when}; sources {refs}; in {hit.path}{used}"
+        # A score that prints as 0.00 says nothing (see SCORE_SHOWN_MIN): left out.
+        score = f"score {hit.score:.2f}; " if hit.score >= SCORE_SHOWN_MIN else ""
+        head = f"[{n}] {what}; {score}{when}; sources {refs}; in {hit.path}{used}"
         blocks.append(head + "\n" + " ".join(hit.text.split()))
     return "\n\n".join(blocks) if blocks else "no memory matches"
