@@ -129,3 +129,65 @@ async def test_sizes_lists_the_files_of_a_folder_in_one_call(ws: Workspace) -> N
     await ws.mkdir("s/sub")
     assert await ws.sizes("s") == {"a.jsonl": 5, "b.jsonl": 0}
     assert await ws.sizes("missing") == {}
+
+
+async def test_sizes_of_gives_each_path_its_size_in_order(ws: Workspace) -> None:
+    await ws.write_atomic("s/a.jsonl", b"12345")
+    await ws.write_atomic("s/b.jsonl", b"")
+    await ws.mkdir("s/sub")
+    got = await ws.sizes_of(["s/b.jsonl", "s/missing", "s/a.jsonl", "s/sub"])
+    assert got == [0, None, 5, None]  # a folder is not a file
+    assert await ws.sizes_of([]) == []
+
+
+@pytest.mark.parametrize("size", [0, 40, 5_000])
+async def test_a_derived_write_replaces_the_file_whole(ws: Workspace, size: int) -> None:
+    data = ("é" * size).encode()[:size] if size < 5_000 else b"\x00\xff" * (size // 2)
+    await ws.write_derived("new/dir/rec", b"old")
+    await ws.write_derived("new/dir/rec", data)
+    assert await ws.read_bytes("new/dir/rec") == data
+    assert await ws.listdir("new/dir") == ["rec"]  # no temporary left
+    await ws.mkdir("new/dir/folder")
+    with pytest.raises(IsADirectoryError):
+        await ws.write_derived("new/dir/folder", b"x")
+
+
+async def test_a_first_record_through_the_session_api_takes_three_execs(
+    client: Any, tmp_path: Path
+) -> None:
+    # Every exec and file transfer is a round trip on a remote backend: the size of the new
+    # rollout and of its notes in one, the append, the thread record as one (it took two
+    # execs and a file transfer). The built-in takes two execs and two transfers; a later
+    # record is the append alone (tests/test_scale.py).
+    from sandbox_memory.config import MemoryLayoutConfig, MemoryReadConfig
+    from sandbox_memory.runtime import LayoutRuntime
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    sandbox = await client.create(manifest=Manifest(root=str(root)))
+    async with sandbox:
+        rt = LayoutRuntime(
+            SessionWorkspace(sandbox),
+            layout=MemoryLayoutConfig(),
+            generate=MemoryGenerateConfig(engine="offline"),
+            read=MemoryReadConfig(),
+        )
+        await rt.record({"input": [{"role": "user", "content": "hi"}]}, rollout_id="warm")
+        calls: list[str] = []
+        for name in ("exec", "write", "read"):
+            orig = getattr(sandbox, name)
+
+            async def counted(*a: Any, _orig: Any = orig, _name: str = name, **k: Any) -> Any:
+                calls.append(_name)
+                return await _orig(*a, **k)
+
+            setattr(sandbox, name, counted)
+        reply = {"role": "assistant", "content": "Two days in Porto, then Lisbon."}
+        payload = {
+            "input": [{"role": "user", "content": "Plan the trip to Porto."}],
+            "generated_items": [reply],
+        }
+        await rt.record(payload, rollout_id="porto")
+        assert calls == ["exec", "exec", "exec"], calls
+        threads = list((root / "memories/store/threads").iterdir())
+        assert [p.read_text() for p in threads if p.read_text() == "porto"] == ["porto"]

@@ -54,6 +54,10 @@ APPEND_ARG_MAX_BYTES = 96 * 1024
 """Largest line a session append passes as a shell argument (Linux caps one at 128 KiB);
 longer lines are written to a temporary file first, one more call."""
 
+DERIVED_ARG_MAX_BYTES = 4 * 1024
+"""A derived record up to this size is written through a session in one exec, as an
+argument (:meth:`SessionWorkspace.write_derived`); a larger one as a file transfer."""
+
 LEASE_CLOCK_SLACK_SECONDS = 60.0
 """How far another machine's clock may run ahead before its lease is not believed."""
 
@@ -89,6 +93,11 @@ class Workspace(abc.ABC):
     @abc.abstractmethod
     async def size(self, path: str) -> int | None:
         """Size in bytes, or ``None`` when the file does not exist."""
+
+    async def sizes_of(self, paths: list[str]) -> list[int | None]:
+        """:meth:`size` of each path, in order (one command through a session)."""
+
+        return [await self.size(p) for p in paths]
 
     @abc.abstractmethod
     async def write_atomic(self, path: str, data: bytes) -> None:
@@ -671,6 +680,16 @@ class SessionWorkspace(Workspace):
             return None
         return int(out.strip() or b"0")
 
+    async def sizes_of(self, paths: list[str]) -> list[int | None]:
+        if not paths:
+            return []
+        script = 'for f; do if [ -f "$f" ]; then wc -c < "$f"; else echo -; fi; done'
+        code, out = await self._sh(script, *paths)
+        got = out.split()
+        if code != 0 or len(got) != len(paths):
+            raise OSError(f"sizing {', '.join(paths)} failed with exit code {code}")
+        return [None if x == b"-" else int(x) for x in got]
+
     async def _mkparent(self, rel: str) -> str:
         parent = posixpath.dirname(rel)
         if parent:
@@ -693,12 +712,31 @@ class SessionWorkspace(Workspace):
             rel,
             extra=(str(len(data)),),
         )
-        if code == 28:
-            raise ShortWriteError(errno.ENOSPC, f"short write of {rel} (disk full?)")
-        if code == 21:
-            raise IsADirectoryError(errno.EISDIR, f"{rel} is a directory")
-        if code != 0:
-            raise OSError(f"writing {rel} failed with exit code {code}")
+        _check_write(code, rel)
+
+    async def write_derived(self, path: str, data: bytes) -> None:
+        # A small record (a thread record is a rollout id) in one exec: folder, temporary
+        # sibling and rename, where write_atomic takes two execs and a file transfer.
+        try:
+            text = data.decode("utf-8") if len(data) <= DERIVED_ARG_MAX_BYTES else None
+        except UnicodeDecodeError:
+            text = None
+        if text is None or "\x00" in text:
+            await self.write_atomic(path, data)
+            return
+        rel = _check_rel(path)
+        tmp = posixpath.join(
+            posixpath.dirname(rel),
+            f".{posixpath.basename(rel)}.{secrets.token_hex(4)}{TMP_SUFFIX}",
+        )
+        code, _ = await self._sh(
+            '[ -d "${2%/*}" ] || mkdir -p -- "${2%/*}" || exit 4; [ -d "$2" ] && exit 21; '
+            'printf %s "$3" > "$1" || { rm -f -- "$1"; exit 28; }; mv -f -- "$1" "$2"',
+            tmp,
+            rel,
+            extra=(text,),
+        )
+        _check_write(code, rel)
 
     async def append_line(self, path: str, data: bytes, *, flag: str | None = None) -> bool:
         rel = _check_rel(path)
@@ -807,6 +845,17 @@ class SessionWorkspace(Workspace):
         if code == 21:
             raise IsADirectoryError(errno.EISDIR, f"{destination} is a directory")
         return code == 0
+
+
+def _check_write(code: int, rel: str) -> None:
+    """Raise for a session write's exit code: 28 short write, 21 a folder in the way."""
+
+    if code == 28:
+        raise ShortWriteError(errno.ENOSPC, f"short write of {rel} (disk full?)")
+    if code == 21:
+        raise IsADirectoryError(errno.EISDIR, f"{rel} is a directory")
+    if code != 0:
+        raise OSError(f"writing {rel} failed with exit code {code}")
 
 
 def _flag_failed(path: str, flag: str) -> None:

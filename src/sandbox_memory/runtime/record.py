@@ -115,9 +115,10 @@ class Recorder:
             return cached
         known: dict[str, list[str]] = {}
         path = rollout_path(st.layout.sessions_dir, rid)
-        if await st.ws.size(path) is None:
+        rollout_size, notes_size = await st.ws.sizes_of([path, st.items_path(rid)])
+        if rollout_size is None:
             self._item_digests[rid] = known
-            if await st.ws.size(st.items_path(rid)) is not None:
+            if notes_size is not None:
                 await st.ws.remove(st.items_path(rid))  # notes of a rollout that is gone
             return known
         raw = await st.ws.read_bytes(st.items_path(rid))
