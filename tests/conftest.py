@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +15,23 @@ from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
 from helpers import BUGGY_INVOICE, INVOICE_TEST
 from http_provider import ProviderServer, serve
 from pgserver import PostgresServer
+
+_CACHE_DIR: str | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The redactor's database cache goes to a folder of this test run, not the user's home
+    (set before collection: some test modules build redactors at import)."""
+    global _CACHE_DIR
+    if "SANDBOX_MEMORY_CACHE_DIR" not in os.environ:
+        _CACHE_DIR = tempfile.mkdtemp(prefix="sandbox-memory-test-cache-")
+        os.environ["SANDBOX_MEMORY_CACHE_DIR"] = _CACHE_DIR
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _CACHE_DIR is not None:
+        os.environ.pop("SANDBOX_MEMORY_CACHE_DIR", None)
+        shutil.rmtree(_CACHE_DIR, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

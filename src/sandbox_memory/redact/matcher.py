@@ -19,6 +19,7 @@ the hits are the same (``tests/test_redact_matcher.py`` holds them equal on rand
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -51,6 +52,8 @@ from .rules import (
 )
 
 __all__ = ["MATCHERS", "Matcher", "available_matchers"]
+
+_LOG = logging.getLogger(__name__)
 
 Prefilter = Callable[[str], tuple[set[str], "list[int] | None"]]
 """Given lowercased text: the subset of the prefilter's literals that occur in it, and the
@@ -87,6 +90,8 @@ def _hyperscan_prefilter(
 
     import hyperscan
 
+    from . import database_cache
+
     def compiles(expression: bytes, flag: int) -> bool:
         try:
             hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK).compile(
@@ -99,23 +104,34 @@ def _hyperscan_prefilter(
     words = list(context_words)
     expressions = [re.escape(w).encode() for w in (*literals, *words)]
     flags = [hyperscan.HS_FLAG_SINGLEMATCH] * len(literals) + [0] * len(words)
-    keys = [*literals, *([""] * len(words))]
     # A rule without a literal runs only where Hyperscan finds its pattern, caseless (the text
     # scanned is lowercased) and on bytes: exact for patterns made of ASCII classes and
     # literals, since a non-ASCII character's bytes match none of them. Other patterns, and
     # those Hyperscan cannot compile, leave their rule running everywhere, as in Python.
     rx_flag = hyperscan.HS_FLAG_SINGLEMATCH | hyperscan.HS_FLAG_CASELESS
-    always: set[str] = set()
-    for index, pattern in enumerate(patterns):
-        encoded = pattern.encode()
-        if not _UNICODE_CLASS_RX.search(pattern) and compiles(encoded, rx_flag):
-            expressions.append(encoded)
-            flags.append(rx_flag)
-            keys.append(_pattern_key(index))
-        else:
-            always.add(_pattern_key(index))
-    database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    database.compile(expressions=expressions, ids=list(range(len(expressions))), flags=flags)
+    candidates = [i for i, p in enumerate(patterns) if not _UNICODE_CLASS_RX.search(p)]
+    key = database_cache.database_key(
+        hyperscan, [expressions, flags, [patterns[i] for i in candidates], rx_flag]
+    )
+    cached = database_cache.load(hyperscan, key, hyperscan.HS_MODE_BLOCK)
+    included = cached[1].get("patterns") if cached is not None else None
+    if (
+        cached is not None
+        and isinstance(included, list)
+        and all(isinstance(i, int) and i in candidates for i in included)
+    ):
+        database = cached[0]
+    else:
+        included = [i for i in candidates if compiles(patterns[i].encode(), rx_flag)]
+        database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        database.compile(
+            expressions=[*expressions, *(patterns[i].encode() for i in included)],
+            ids=list(range(len(expressions) + len(included))),
+            flags=[*flags, *([rx_flag] * len(included))],
+        )
+        database_cache.save(hyperscan, key, database, {"patterns": included})
+    keys = [*literals, *([""] * len(words)), *(_pattern_key(i) for i in included)]
+    always = {_pattern_key(i) for i in range(len(patterns)) if i not in included}
     first_word = len(literals)
     after_words = len(literals) + len(words)
     lengths = [len(w) for w in words]
@@ -166,7 +182,10 @@ def available_matchers() -> tuple[str, ...]:
     names = []
     for name in MATCHERS:
         try:
-            _FACTORIES[name](["probe"], ["pro"], [])("probe")
+            if name == "hyperscan":
+                import hyperscan
+
+                hyperscan.Database  # noqa: B018 - a broken install lacks it
         except Exception:  # noqa: BLE001 - a missing or broken library means "not available"
             continue
         names.append(name)
@@ -191,6 +210,7 @@ class Matcher:
     def __init__(self, rules: Iterable[_Rule], *, matcher: str | None = None) -> None:
         self.rules: tuple[_Rule, ...] = tuple(rules)
         self.name = _choose(matcher)
+        chosen_by_default = not (matcher or os.environ.get("SANDBOX_MEMORY_REDACT_MATCHER"))
         literals: dict[str, None] = {}
         by_literal: dict[str, list[int]] = {}
         for index, rule in enumerate(self.rules):
@@ -218,10 +238,22 @@ class Matcher:
             *_SET_GATES,
         ):
             literals.setdefault(word, None)
+        prefilter_args = (tuple(literals), _ENTROPY_CONTEXT_WORDS, patterns)
         try:
-            self._present = _prefilter(self.name, tuple(literals), _ENTROPY_CONTEXT_WORDS, patterns)
+            self._present = _prefilter(self.name, *prefilter_args)
         except ImportError as exc:
             raise ValueError(f"matcher {self.name!r} is not installed ({exc})") from exc
+        except Exception as exc:
+            if not chosen_by_default:
+                raise
+            # Hyperscan imports but cannot build here: the fallback gives the same output.
+            _LOG.warning(
+                "redaction: Hyperscan cannot build the prefilter here (%s); using the "
+                "pure-Python prefilter (same output, slower)",
+                exc,
+            )
+            self.name = "python"
+            self._present = _prefilter(self.name, *prefilter_args)
 
     def scan(self, text: str, *, decode: bool = True) -> list[_Hit]:
         """Raw hits in ``text``; with ``decode``, encoded runs are decoded and scanned too."""
