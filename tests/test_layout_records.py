@@ -311,3 +311,159 @@ async def test_a_forget_reads_only_the_conversations_that_held_the_key(tmp_path:
     for rid, status in (("c3", "retracted"), ("c7", "retracted"), ("c20", "retracted")):
         assert (await store.load_conversation(rid)).entries["deploy"].status == status
     assert "deploy" not in (await store.load_conversation("c4")).entries
+
+
+# ------------------------------------------------------ shards one entry a line
+
+
+def _format_one_store(root: Path, count: int, version: int) -> tuple[dict[str, Entry], str]:
+    """A store split by the earlier release: 64 shards each written on one line, and a head
+    without a format; returns the entries and the head's stamp."""
+
+    from sandbox_memory.store import LAYOUT_SHARDS, layout_shard
+
+    entries = {e.key: e for e in (_entry(i) for i in range(count))}
+    folder = root / "memories" / "store" / "layout"
+    folder.mkdir(parents=True)
+    for sid in range(LAYOUT_SHARDS):
+        mine = {k: e for k, e in sorted(entries.items()) if layout_shard(k) == sid}
+        if mine:
+            body = ",".join(f"{json.dumps(k)}:{e.model_dump_json()}" for k, e in mine.items())
+            (folder / f"shard-{sid:02d}.json").write_text('{"entries":{' + body + "}}")
+    (folder / "head.json").write_text(json.dumps({"version": version, "stamp": "0123abcd"}))
+    return entries, "0123abcd"
+
+
+async def test_a_key_is_read_from_its_shard_without_parsing_the_other_entries(
+    tmp_path: Path,
+) -> None:
+    from sandbox_memory.store import Store, layout_shard
+    from sandbox_memory.workspace import LocalWorkspace
+
+    _old_store(tmp_path, 600, version=1)
+    await Store(LocalWorkspace(tmp_path), "memories").recover_layout()  # split
+    wanted = "entry-0042"
+    sid = layout_shard(wanted)
+    path = tmp_path / "memories" / "store" / "layout" / f"shard-{sid:02d}.json"
+    lines = path.read_bytes().split(b"\n")
+    assert lines[0] == b'{"entries":{' and lines[-1] == b"}}"  # one entry a line
+    # Another entry of that shard made unreadable (still JSON): reading the wanted key does
+    # not parse it, so it is neither noticed nor set aside.
+    other = next(
+        i
+        for i, line in enumerate(lines)
+        if line.startswith(b'"entry-') and wanted.encode() not in line
+    )
+    lines[other] = lines[other].replace(b'"kind":"', b'"kind":"no-such-kind-')
+    path.write_bytes(b"\n".join(lines))
+    store = Store(LocalWorkspace(tmp_path), "memories")
+    found = await store.layout_entries([wanted, "entry-9999"])
+    assert list(found) == [wanted] and found[wanted].content == "Fact 42 about the parser."
+    assert not await store.layout_damaged()
+    assert not list(path.parent.glob("*.broken-*"))
+    # Reading all of layout memory parses every entry: the shard is found unreadable then.
+    whole = await store.layout_for_reading()
+    assert wanted not in whole.entries and await store.layout_damaged()
+    assert len(list(path.parent.glob(f"shard-{sid:02d}.json.broken-*"))) == 1
+
+
+async def test_a_shard_cut_short_is_kept_aside_and_read_as_empty(tmp_path: Path, caplog) -> None:
+    from sandbox_memory.store import Store, layout_shard
+    from sandbox_memory.workspace import LocalWorkspace
+
+    _old_store(tmp_path, 300, version=1)
+    await Store(LocalWorkspace(tmp_path), "memories").recover_layout()
+    sid = layout_shard("entry-0007")
+    path = tmp_path / "memories" / "store" / "layout" / f"shard-{sid:02d}.json"
+    cut = path.read_bytes()
+    cut = cut[: cut.index(b"\n", len(cut) // 2) + 20]  # a line cut in the middle
+    path.write_bytes(cut)
+    store = Store(LocalWorkspace(tmp_path), "memories")
+    assert await store.layout_entries(["entry-0007"]) == {}
+    assert await store.layout_damaged()
+    assert [p.read_bytes() for p in path.parent.glob(f"shard-{sid:02d}.json.broken-*")] == [cut]
+    assert any("kept as" in r.getMessage() for r in caplog.records)
+
+
+async def test_the_shards_kept_read_stay_within_their_budget(tmp_path: Path, monkeypatch) -> None:
+    import sandbox_memory.store as store_module
+    from sandbox_memory.store import Store
+    from sandbox_memory.workspace import LocalWorkspace
+
+    old = _old_store(tmp_path, 1_500, version=1)
+    await Store(LocalWorkspace(tmp_path), "memories").recover_layout()
+    shard_bytes = [p.stat().st_size for p in (tmp_path / "memories/store/layout").glob("shard-*")]
+    budget = 3 * max(shard_bytes)
+    monkeypatch.setattr(store_module, "SHARD_CACHE_BYTES", budget)
+    store = Store(LocalWorkspace(tmp_path), "memories")
+    for key in sorted(old):  # every key once: every shard read
+        found = await store.layout_entries([key])
+        assert found[key].model_dump() == old[key].model_dump()
+        assert sum(s.size for s in store._shards.values()) <= budget
+    # A commit's shards are kept within it too.
+    edit = await store.edit_layout()
+    await edit.load(sorted(old)[:200])
+    for key in sorted(old)[:200]:
+        edit.entries[key].content = f"Changed {key}."
+    edit.version += 1
+    assert await edit.commit()
+    assert sum(s.size for s in store._shards.values()) <= budget
+    again = Store(LocalWorkspace(tmp_path), "memories")
+    assert (await again.layout_entries(["entry-0150"]))[
+        "entry-0150"
+    ].content == "Changed entry-0150."
+
+
+async def test_shards_of_an_earlier_release_are_read_and_rewritten_one_entry_a_line(
+    tmp_path: Path,
+) -> None:
+    from helpers import read_layout
+    from sandbox_memory.store import LAYOUT_FORMAT, Store
+    from sandbox_memory.workspace import LocalWorkspace
+
+    entries, stamp = _format_one_store(tmp_path, 400, version=5)
+    folder = tmp_path / "memories" / "store" / "layout"
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    reader = Store(LocalWorkspace(tmp_path), "memories")
+    found = await reader.layout_entries(["entry-0003", "entry-0399"])
+    assert {k: e.model_dump() for k, e in found.items()} == {
+        k: entries[k].model_dump() for k in ("entry-0003", "entry-0399")
+    }
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before  # readers never write
+
+    class DiesAtShard(LocalWorkspace):
+        writes = 0
+
+        async def write_atomic(self, path: str, data: bytes) -> None:
+            if "/layout/shard-" in path:
+                DiesAtShard.writes += 1
+                if DiesAtShard.writes == 10:
+                    raise OSError(5, "killed", path)
+            await super().write_atomic(path, data)
+
+    try:
+        await Store(DiesAtShard(tmp_path), "memories").recover_layout()
+    except OSError:
+        pass
+    # Cut short: half the shards in each format, the same entries read from either.
+    assert json.loads((folder / "head.json").read_text()).get("format") is None
+    mixed = Store(LocalWorkspace(tmp_path), "memories")
+    assert {k: e.model_dump() for k, e in (await mixed.layout_for_reading()).entries.items()} == {
+        k: e.model_dump() for k, e in entries.items()
+    }
+    await Store(LocalWorkspace(tmp_path), "memories").recover_layout()  # the next writer
+    head = json.loads((folder / "head.json").read_text())
+    assert head["format"] == LAYOUT_FORMAT and head["stamp"] == stamp and head["version"] == 5
+    for shard in folder.glob("shard-*.json"):
+        lines = shard.read_bytes().split(b"\n")
+        assert lines[0] == b'{"entries":{' and lines[-1] == b"}}"
+        assert len(lines) - 2 == len(json.loads(shard.read_text())["entries"])
+    stored = read_layout(tmp_path)
+    assert stored["entries"] == {
+        k: json.loads(e.model_dump_json()) for k, e in sorted(entries.items())
+    }
+    # Once rewritten, a writer does not rewrite them again.
+    ws = DiesAtShard(tmp_path)
+    DiesAtShard.writes = -1_000
+    await Store(ws, "memories").recover_layout()
+    assert DiesAtShard.writes == -1_000

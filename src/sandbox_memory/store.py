@@ -36,8 +36,10 @@ import logging
 import re
 import secrets
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
+from json.decoder import scanstring as _scanstring  # type: ignore[attr-defined]
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
@@ -233,6 +235,15 @@ class LayoutChange(BaseModel):
     """``None``: any entry may have changed (a rebuild, a shard rewritten, many keys)."""
 
 
+LAYOUT_FORMAT = 2
+"""Shards one entry a line (:func:`_shard_bytes`): a key is found in a shard's bytes and only
+its entry parsed. Format 1 (every entry on one line) is rewritten by the first writer."""
+
+SHARD_CACHE_BYTES = 4 << 20
+"""Bytes of shards kept read (least recently used first out): what a close holds of layout
+memory does not grow with it."""
+
+
 class LayoutHead(BaseModel):
     """Layout memory's version and change stamp (``store/layout/head.json``)."""
 
@@ -243,6 +254,9 @@ class LayoutHead(BaseModel):
     """The latest commits, oldest first, each naming the keys it changed: a reader that last
     saw an earlier stamp reads those entries again, not all of them (see
     :meth:`MemoryStore.layout_changes`). Written with the head, so no commit is without it."""
+    format: int = 1
+    """:data:`LAYOUT_FORMAT` once every shard is written one entry a line (a head written
+    by an earlier release lacks it: its shards are rewritten by the next writer)."""
 
 
 class LayoutShard(BaseModel):
@@ -664,16 +678,60 @@ class EditedEntries:
 @dataclass
 class _Shard:
     raw: bytes | None
-    entries: dict[str, Entry]
-    json: dict[str, str]
-    """Each entry's JSON, as written: a shard is written again by joining them."""
+    """The shard's bytes as stored (``None``: no file)."""
     seen: object
     """The head (bytes) under which ``raw`` was read: valid while the head is the same."""
+    entries: dict[str, Entry] | None = None
+    """Parsed whole, for a shard not one entry a line: written by an earlier release (format
+    1), part of the old single file, or unreadable (then empty). ``None``: entries are found
+    in ``raw`` one line at a time, and only those asked for are parsed."""
+
+    @property
+    def size(self) -> int:
+        return len(self.raw or b"") * (1 if self.entries is None else 3)
 
 
 def _shard_bytes(entries: Mapping[str, str]) -> bytes:
-    body = ",".join(f"{json.dumps(k)}:{entries[k]}" for k in sorted(entries))
-    return ('{"entries":{' + body + "}}").encode("utf-8")
+    """A shard, one entry a line (:data:`LAYOUT_FORMAT` 2): still one JSON document, and as
+    JSON text holds no raw newline, a newline then the key in quotes and a colon starts the
+    line of that key's entry."""
+
+    body = ",".join(f"\n{json.dumps(k)}:{entries[k]}" for k in sorted(entries))
+    return ('{"entries":{' + body + "\n}}").encode("utf-8")
+
+
+_JSON_KEY = rb'"(?:[^"\\\n]|\\.)*"'
+_SHARD_LINES_RE = re.compile(
+    rb'\{"entries":\{(?:\n'
+    + _JSON_KEY
+    + rb":\{[^\n]*\},)*(?:\n"
+    + _JSON_KEY
+    + rb":\{[^\n]*\})?\n\}\}"
+)
+"""A shard in the one-entry-a-line format (checked before a line is trusted to be an entry)."""
+
+
+def _entry_line(raw: bytes, key: str) -> bytes | None:
+    """The JSON of ``key``'s entry in a one-entry-a-line shard, without parsing any other."""
+
+    needle = b"\n" + json.dumps(key).encode("utf-8") + b":"
+    at = raw.find(needle)
+    if at < 0:
+        return None
+    start = at + len(needle)
+    end = raw.find(b"\n", start)
+    line = raw[start:end]
+    return line[:-1] if line.endswith(b",") else line
+
+
+def _entry_lines(raw: bytes) -> dict[str, str]:
+    """Key -> entry JSON of every line of a one-entry-a-line shard (nothing parsed)."""
+
+    found: dict[str, str] = {}
+    for line in raw.decode("utf-8").split("\n")[1:-1]:
+        key, end = _scanstring(line, 1)
+        found[key] = line[end + 1 : -1 if line.endswith(",") else None]
+    return found
 
 
 _UNSET = object()
@@ -707,7 +765,8 @@ class Store(MemoryStore):
         self._head = LayoutHead()
         self._journal_raw: object = _UNSET
         self._journal: LayoutCommit | None = None
-        self._shards: dict[int, _Shard] = {}
+        self._shards: OrderedDict[int, _Shard] = OrderedDict()
+        """Shards read, least recently used first, at most :data:`SHARD_CACHE_BYTES`."""
         self._whole: tuple[object, object, LayoutMemory] | None = None
         self._legacy_layout: dict[int, _Shard] | None = None
         """``layout.json`` read before a writer split it (readers never write)."""
@@ -802,7 +861,7 @@ class Store(MemoryStore):
         if raw != self._head_raw:
             self._head_raw = raw
             self._head_damaged = False
-            self._head = LayoutHead()
+            self._head = LayoutHead(format=LAYOUT_FORMAT)
             if raw is not None:
                 try:
                     self._head = LayoutHead.model_validate_json(raw)
@@ -844,39 +903,96 @@ class Store(MemoryStore):
             return
         shards: dict[int, _Shard] = {}
         for key, entry in old.entries.items():
-            shard = shards.setdefault(layout_shard(key), _Shard(None, {}, {}, None))
+            shard = shards.setdefault(layout_shard(key), _Shard(None, None, {}))
+            assert shard.entries is not None
             shard.entries[key] = entry
         self._legacy_layout = shards
         self._head = LayoutHead(version=old.version)
 
+    def _keep(self, sid: int, shard: _Shard) -> None:
+        """Cache a shard read or written, dropping the least recently used past the budget."""
+
+        self._shards[sid] = shard
+        self._shards.move_to_end(sid)
+        used = sum(s.size for s in self._shards.values())
+        while used > SHARD_CACHE_BYTES and len(self._shards) > 1:
+            _, dropped = self._shards.popitem(last=False)
+            used -= dropped.size
+
     async def _shard(self, sid: int) -> _Shard:
-        """One shard as stored (without a pending commit), read again only when the head moved
-        and parsed again only when its bytes changed."""
+        """One shard as stored (without a pending commit), read again only when the head moved;
+        a shard one entry a line is only checked, its entries parsed when asked for."""
 
         cached = self._shards.get(sid)
         if cached is not None and cached.seen is self._head_raw:
+            self._shards.move_to_end(sid)
             return cached
         if self._head_raw is None:
             legacy = (self._legacy_layout or {}).get(sid)
-            shard = legacy or _Shard(None, {}, {}, None)
+            shard = legacy or _Shard(None, None, {})
             shard.seen = self._head_raw
-            self._shards[sid] = shard
+            self._keep(sid, shard)
             return shard
         path = self.shard_path(sid)
         raw = await self.read_state(path)
         if cached is not None and raw is not None and cached.raw == raw:
             cached.seen = self._head_raw
+            self._keep(sid, cached)
             return cached
-        entries: dict[str, Entry] = {}
-        if raw is not None:
-            try:
-                entries = LayoutShard.model_validate_json(raw).entries
-            except ValidationError as exc:
-                await self._set_aside(path, raw, _why(exc))
-                self._damaged.add(sid)
-        shard = _Shard(raw, entries, {}, self._head_raw)
-        self._shards[sid] = shard
+        shard = _Shard(raw, self._head_raw)
+        if raw is not None and not _SHARD_LINES_RE.fullmatch(raw):
+            shard.entries = await self._parse_shard(sid, raw)  # format 1, or unreadable
+        self._keep(sid, shard)
         return shard
+
+    async def _parse_shard(self, sid: int, raw: bytes) -> dict[str, Entry]:
+        try:
+            return LayoutShard.model_validate_json(raw).entries
+        except ValidationError as exc:
+            await self._set_aside(self.shard_path(sid), raw, _why(exc))
+            self._damaged.add(sid)
+            return {}
+
+    async def _shard_entries(self, sid: int, shard: _Shard) -> dict[str, Entry]:
+        """Every entry of a shard as stored, parsed (not kept: :meth:`layout_for_reading`
+        keeps what it merges)."""
+
+        if shard.entries is not None:
+            return shard.entries
+        if shard.raw is None:
+            return {}
+        entries = await self._parse_shard(sid, shard.raw)
+        if sid in self._damaged:
+            shard.entries = {}
+        return entries
+
+    async def _shard_entry(self, sid: int, shard: _Shard, key: str) -> Entry | None:
+        """One entry of a shard as stored: found by its line, only it parsed."""
+
+        if shard.entries is not None:
+            return shard.entries.get(key)
+        if shard.raw is None:
+            return None
+        line = _entry_line(shard.raw, key)
+        if line is None:
+            return None
+        try:
+            return Entry.model_validate_json(line)
+        except ValidationError as exc:
+            # Unreadable like a shard that is not JSON: kept aside whole, read as empty, and
+            # rewritten (and layout memory rebuilt) by the next phase 2.
+            await self._set_aside(self.shard_path(sid), shard.raw, _why(exc))
+            self._damaged.add(sid)
+            shard.entries = {}
+            return None
+
+    def _shard_json(self, shard: _Shard) -> dict[str, str]:
+        """Key -> entry JSON of every entry of a shard, to write it again (nothing parsed for
+        a shard one entry a line)."""
+
+        if shard.entries is not None:
+            return {k: e.model_dump_json() for k, e in shard.entries.items()}
+        return _entry_lines(shard.raw) if shard.raw is not None else {}
 
     def _pending(self, sid: int) -> tuple[dict[str, Entry], list[str]]:
         journal = self._journal
@@ -889,10 +1005,11 @@ class Store(MemoryStore):
         """A shard's entries as committed: a pending commit counts as applied."""
 
         shard = await self._shard(sid)
+        entries = await self._shard_entries(sid, shard)
         put, gone = self._pending(sid)
         if not put and not gone:
-            return shard.entries
-        view = dict(shard.entries)
+            return entries
+        view = dict(entries)
         view.update(put)
         for key in gone:
             view.pop(key, None)
@@ -914,9 +1031,18 @@ class Store(MemoryStore):
         for key in keys:
             by_shard.setdefault(layout_shard(key), []).append(key)
         found: dict[str, Entry] = {}
+        journal = self._journal
         for sid, group in by_shard.items():
-            view = await self._shard_view(sid)
-            found.update((k, view[k]) for k in group if k in view)
+            shard = await self._shard(sid)
+            for key in group:
+                if journal is not None and key in journal.put:
+                    found[key] = journal.put[key]
+                    continue
+                if journal is not None and key in journal.delete:
+                    continue
+                entry = await self._shard_entry(sid, shard, key)
+                if entry is not None:
+                    found[key] = entry
         return found
 
     async def layout_for_reading(self) -> LayoutMemory:
@@ -979,7 +1105,7 @@ class Store(MemoryStore):
         wanted = set(conversations)
         if self._head_raw is None and self._legacy_layout is not None:
             for shard in self._legacy_layout.values():
-                for key, entry in shard.entries.items():
+                for key, entry in (shard.entries or {}).items():
                     if any(s.conversation in wanted for s in entry.sources):
                         keys.add(key)
         for rid in sorted(wanted):
@@ -1013,12 +1139,29 @@ class Store(MemoryStore):
             await self.ws.remove(legacy)
         if self._journal is not None:
             await self._apply(self._journal)
+        if self._head_raw is not None and self._head.format < LAYOUT_FORMAT:
+            await self._rewrite_shards()
         if not self._held_checked:
             self._held_checked = True
             if await self.ws.size(self.held_path(".complete")) is None:
                 # Conversations written before the index of their keys: indexed once.
                 names = await self._names(f"{self.dir}/conversations", _JSON)
                 await self.note_holders([await self.load_conversation(r) for r in sorted(names)])
+
+    async def _rewrite_shards(self) -> None:
+        """Shards written by an earlier release (every entry on one line) again one entry a
+        line, then the head says so (last: a writer killed before it rewrites them again; the
+        entries are the same in both formats, so readers see no change)."""
+
+        for sid in range(LAYOUT_SHARDS):
+            shard = await self._shard(sid)
+            if shard.entries is None or shard.raw is None or sid in self._damaged:
+                continue
+            data = _shard_bytes(self._shard_json(shard))
+            await self.write_state(self.shard_path(sid), data)
+            self._keep(sid, _Shard(data, self._head_raw))
+        await self._write_head(self._head.model_copy(update={"format": LAYOUT_FORMAT}))
+        logger.info("layout memory's records in %s rewritten one entry a line", self.layout_dir)
 
     async def _split_legacy_layout(self) -> None:
         """``layout.json`` into shards and citation lists, the head last (the commit point: a
@@ -1032,8 +1175,9 @@ class Store(MemoryStore):
             if shard is None or not shard.entries:
                 await self.ws.remove(self.shard_path(sid))  # left by an earlier store
                 continue
-            shard.json = {k: e.model_dump_json() for k, e in shard.entries.items()}
-            await self.write_state(self.shard_path(sid), _shard_bytes(shard.json))
+            data = _shard_bytes({k: e.model_dump_json() for k, e in shard.entries.items()})
+            await self.write_state(self.shard_path(sid), data)
+            self._keep(sid, _Shard(data, self._head_raw))
             for key, entry in shard.entries.items():
                 for source in entry.sources:
                     cites.setdefault(source.conversation, set()).add(key)
@@ -1042,7 +1186,7 @@ class Store(MemoryStore):
                 line = " ".join(sorted(keys)) + "\n"
                 await self.write_state(f"{self.layout_dir}/cites/{rid}", line.encode("utf-8"))
                 self._cited.update((rid, k) for k in keys)
-        head = LayoutHead(version=version, stamp=secrets.token_hex(8))
+        head = LayoutHead(version=version, stamp=secrets.token_hex(8), format=LAYOUT_FORMAT)
         await self._write_head(head)
         await self.ws.remove(f"{self.dir}/layout.json")
         self._legacy_layout = None
@@ -1110,21 +1254,15 @@ class Store(MemoryStore):
         for sid in sorted(touched):
             changed, gone = touched[sid]
             shard = await self._shard(sid)
-            entries = dict(shard.entries)
-            js = dict(shard.json)
-            for key in entries:
-                if key not in js:
-                    js[key] = entries[key].model_dump_json()
+            js = self._shard_json(shard)
             for key, entry in changed.items():
-                entries[key] = entry
                 js[key] = entry.model_dump_json()
             for key in gone:
-                entries.pop(key, None)
                 js.pop(key, None)
             data = _shard_bytes(js)
-            if entries or shard.raw is not None:
+            if js or shard.raw is not None:
                 await self.write_state(self.shard_path(sid), data)
-            self._shards[sid] = _Shard(data, entries, js, self._head_raw)
+            self._keep(sid, _Shard(data, self._head_raw))
         lines: dict[str, set[str]] = {}
         for key, entry in commit.put.items():
             for source in entry.sources:
@@ -1161,7 +1299,12 @@ class Store(MemoryStore):
         ):
             changes.pop(0)
         await self._write_head(
-            LayoutHead(version=commit.version, stamp=commit.stamp, changes=changes)
+            LayoutHead(
+                version=commit.version,
+                stamp=commit.stamp,
+                changes=changes,
+                format=self._head.format,
+            )
         )
         self._commits[commit.stamp] = (before, {*commit.put, *commit.delete})
         while len(self._commits) > _COMMITS_KEPT:
