@@ -215,6 +215,43 @@ async def test_syncing_the_index_after_a_run_does_not_grow_with_the_entries(
     assert large <= 1.5 * small + 50, (small, large)
 
 
+async def _known_steps(root: Path, entries: int) -> tuple[int, list[str]]:
+    """SQLite virtual-machine steps of one known-entries lookup with ``entries`` layout
+    entries indexed (a transcript sharing a word with one of them), and the keys found."""
+
+    root.mkdir()
+    rt = runtime(root)
+    many = [entry(f"note-{i:05d}", filler(i), 1_000 + i) for i in range(entries)]
+    about = entry("ferry-to-zanzibar", "The ferry to Zanzibar leaves from pier 9.", 500)
+    await seed_layout(rt, [*many, about])
+    index = rt.search_index
+    await index.sync()
+    await index.known_entries("Zanzibar", scopes={"layout"})  # brought up to date
+    db = await index._open()
+    steps = 0
+
+    def count() -> int:
+        nonlocal steps
+        steps += 1
+        return 0
+
+    db.set_progress_handler(count, 100)
+    found = await index.known_entries(
+        "Which pier does the Zanzibar ferry leave from?", scopes={"layout"}
+    )
+    db.set_progress_handler(None, 0)
+    return steps, [e.key for e in found]
+
+
+async def test_the_known_entries_lookup_does_not_grow_with_the_entries(tmp_path: Path) -> None:
+    small, small_keys = await _known_steps(tmp_path / "small", 300)
+    large, large_keys = await _known_steps(tmp_path / "large", 4_000)
+    # The entry sharing the words, then the newest others, newest first.
+    assert small_keys[0] == large_keys[0] == "ferry-to-zanzibar"
+    assert large_keys[1:] == [f"note-{i:05d}" for i in range(3_999, 3_999 - KNOWN_NEWEST, -1)]
+    assert large <= 1.5 * small + 50, (small, large)
+
+
 class ListingCounter(LocalWorkspace):
     """A local folder that counts folder listings (``sizes``), by folder."""
 

@@ -94,12 +94,16 @@ def test_the_rendering_kept_entry_by_entry_equals_rendering_everything(
             ]
         elif step[0] == "drop":
             groups = {r: g for r, g in groups.items() if r != step[1]}
-        # Told which keys changed (the store's own commits), or left to compare.
-        rendering.update(layout, groups, changed_keys=keys if told else None)
+        # Told which keys changed (the store's own commits), or every entry taken in again.
+        if told:
+            rendering.update({k: layout.get(k) for k in keys}, groups)
+        else:
+            rendering.rebuild(layout.values(), groups)
         everything = displayed_entries(LayoutMemory(entries=layout), Registry(conversations=groups))
         assert rendering.memory_md(refs) == render_memory_md(everything, refs)
         assert rendering.summary_file(refs, budget) == render_summary_file(everything, refs, budget)
-        assert rendering.prompt_index(budget) == full_prompt_index(everything, budget)
+        assert rendering.prompt_keys(budget) <= set(layout)
+        assert rendering.prompt_index(budget, layout) == full_prompt_index(everything, budget)
         wanted = {
             k
             for k, e in layout.items()
@@ -467,3 +471,32 @@ async def test_shards_of_an_earlier_release_are_read_and_rewritten_one_entry_a_l
     DiesAtShard.writes = -1_000
     await Store(ws, "memories").recover_layout()
     assert DiesAtShard.writes == -1_000
+
+
+async def test_a_fresh_process_renders_every_entry_without_keeping_them_parsed(
+    tmp_path: Path,
+) -> None:
+    import gc
+
+    from sandbox_memory import MemoryClient, MemoryGenerateConfig
+    from sandbox_memory.store import Store
+    from sandbox_memory.workspace import LocalWorkspace
+
+    _old_store(tmp_path, 800, version=1)
+    config = MemoryGenerateConfig(engine="offline")
+    first = MemoryClient(tmp_path, generate=config).runtime
+    async with first.write_lock():
+        await first.consolidate_layout()  # split, rendered, indexed
+    (tmp_path / "memories" / "MEMORY.md").unlink()
+    del first
+    rt = MemoryClient(tmp_path, generate=config).runtime
+    await rt.render_current()  # a fresh process: every entry taken in
+    gc.collect()
+    alive = sum(1 for o in gc.get_objects() if type(o) is Entry)
+    # The rendering keeps a line per entry; neither it nor the store keeps 800 parsed entries.
+    assert alive < 200, alive
+    reader = Store(LocalWorkspace(tmp_path), "memories")
+    layout = await reader.layout_for_reading()
+    expected = render_memory_md(displayed_entries(layout, Registry()), [])
+    assert (tmp_path / "memories" / "MEMORY.md").read_text() == expected
+    assert expected.count("\n- **entry-") == 798  # active shared: not the private, retracted

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import bisect
 import functools
+import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -181,6 +182,12 @@ def render_skill(entry: Entry) -> str:
     )
 
 
+def skill_digest(entry: Entry) -> str:
+    """SHA-256 of the ``SKILL.md`` rendered for ``entry``."""
+
+    return hashlib.sha256(render_skill(entry).encode("utf-8")).hexdigest()
+
+
 def parse_registry(text: str) -> dict[str, tuple[str, str]]:
     """Entry lines of a ``MEMORY.md`` (key -> (kind, content)), for live-update intake."""
 
@@ -241,141 +248,219 @@ def summary_tail(lines: list[str], left_out: int, rollouts: list[RolloutRef]) ->
 _Stamp = tuple[int, str]
 
 
+_Own = tuple[int, str, str | None, str, int]
+"""What the rendering keeps of an active layout entry: ``updated_at``, kind, person, its line
+(:func:`entry_line`; a private entry's without sources) and the length of that line without
+sources. Not the entry: the rendering holds a line per entry, not every parsed entry."""
+
+
+def _own_row(entry: Entry) -> _Own | None:
+    if entry.status != "active":
+        return None
+    short = entry_line(entry, with_sources=False)
+    line = short if entry.person is not None else entry_line(entry)
+    return (entry.updated_at, entry.kind, entry.person, line, len(short))
+
+
 class LayoutRendering:
     """What memory shows, kept up to date entry by entry: the rendered files come out
     byte-identical to rendering every entry again (:func:`render_memory_md`,
     :func:`render_summary_file`, the prompt index), at the cost of the entries that changed.
 
-    :meth:`update` takes the layout entries and the registry as they are now. Entries are
-    compared by identity with the last ones (the store hands out the same objects for
-    entries that did not change), so an update costs one pass over keys plus the changed
-    entries' lines; each output is then joined from cached lines.
+    :meth:`rebuild` takes in every layout entry (streamed: each is reduced to its line and
+    sort key, and not kept); :meth:`update` only the entries of the keys that changed. The
+    registry is given whole to both (it is small) and compared by identity with the last one.
+    Each output is then joined from cached lines.
     """
 
     def __init__(self) -> None:
-        self.layout: Mapping[str, Entry] = {}
+        self._own: dict[str, _Own] = {}
+        """Active layout entries, by key (see :data:`_Own`)."""
         self._registry: dict[str, list[tuple[Entry, str]]] = {}
-        self.winners: dict[str, tuple[Entry, str | None]] = {}
-        """Key -> the entry memory shows for it (newest active shared), with its owner
-        conversation (``None``: layout memory)."""
-        self.private: dict[str, Entry] = {}
-        """Active private layout entries (shown only to their person), by key."""
-        self.skills: dict[str, Entry] = {}
-        """Layout procedures rendered as ``skills/<key>/SKILL.md``."""
+        self.winners: dict[str, tuple[object, str | None, int, str]] = {}
+        """Key -> what memory shows for it (newest active shared): its source (a registry
+        entry, or the layout row), its owner conversation (``None``: layout memory), its
+        ``updated_at`` and kind."""
+        self.private: dict[str, tuple[int, str]] = {}
+        """Active private layout entries (shown only to their person): ``updated_at``, person."""
+        self.skills: dict[str, str] = {}
+        """Layout procedures rendered as ``skills/<key>/SKILL.md``: key -> the SHA-256 of
+        that file's text (:func:`render_skill`)."""
         self._by_kind: dict[str, list[_Stamp]] = {kind: [] for kind in KIND_TITLES}
         self._shared: list[_Stamp] = []
         self._by_person: dict[str, list[_Stamp]] = {}
-        self._line: dict[str, str] = {}
-        self._short: dict[str, str] = {}
+        self._line: dict[str, tuple[str, int]] = {}
+        """Shown key -> its ``MEMORY.md`` line and the length of the line without sources."""
         self._private_short: dict[str, str] = {}
         self._blocks: dict[str, str] = {}
         self._dirty_kinds: set[str] = set(KIND_TITLES)
+        self._next: tuple[dict[str, _Own], dict[str, str]] = ({}, {})
+        """A rebuild's entries taken in so far."""
 
     # ------------------------------------------------------------ updates
 
+    def rebuild(
+        self, layout_entries: Iterable[Entry], registry_groups: Mapping[str, list[Entry]]
+    ) -> set[str]:
+        """Take in every layout entry and the registry as they are now, forgetting what was
+        taken in before; returns the keys whose entry (shown, private or skill) may have
+        changed (every key, before and now). The entries may be handed over in parts
+        instead: :meth:`start_rebuild`, :meth:`take` each part, :meth:`finish_rebuild`."""
+
+        self.start_rebuild()
+        self.take(layout_entries)
+        return self.finish_rebuild(registry_groups)
+
+    def start_rebuild(self) -> None:
+        self._next = ({}, {})
+
+    def take(self, layout_entries: Iterable[Entry]) -> None:
+        """Take in some layout entries of a rebuild (each reduced to its line at once)."""
+
+        own, skills = self._next
+        for entry in layout_entries:
+            row = _own_row(entry)
+            if row is not None:
+                own[entry.key] = row
+                if entry.kind == "procedure" and entry.person is None:
+                    skills[entry.key] = skill_digest(entry)
+
+    def finish_rebuild(self, registry_groups: Mapping[str, list[Entry]]) -> set[str]:
+        before = {*self._own, *self.winners, *self.private, *self.skills}
+        own, skills = self._next
+        self._own, self.skills = own, skills
+        self._next = ({}, {})
+        self._registry = _registry_candidates(registry_groups)
+        self.winners, self.private = {}, {}
+        self._line, self._private_short = {}, {}
+        self._shared, self._by_person = [], {}
+        self._by_kind = {kind: [] for kind in KIND_TITLES}
+        self._dirty_kinds = set(KIND_TITLES)
+        keys = {*own, *self._registry}
+        for key in keys:
+            held = self._held(key)
+            if held is not None:
+                self._show(key, held, insort=False)
+            row = own.get(key)
+            if row is not None and row[2] is not None:
+                self._private(key, row, insort=False)
+        self._shared.sort()
+        for group in (*self._by_kind.values(), *self._by_person.values()):
+            group.sort()
+        return before | keys
+
     def update(
         self,
-        layout: Mapping[str, Entry],
+        changed: Mapping[str, Entry | None],
         registry_groups: Mapping[str, list[Entry]],
-        *,
-        changed_keys: Iterable[str] | None = None,
     ) -> set[str]:
-        """Take in the layout entries and registry groups as they are now; returns the keys
-        whose entry (shown, private or skill) may have changed.
+        """Take in the layout entries of the keys that changed (``None``: removed) and the
+        registry as it is now; returns the keys whose entry (shown, private or skill) may have
+        changed."""
 
-        ``changed_keys``: the layout keys changed since the last update, when the caller
-        knows them (the store's own commits); otherwise the entries are compared by identity.
-        """
-
-        changed: set[str] = set()
-        old = self.layout
-        if changed_keys is not None:
-            changed.update(changed_keys)
-            self.layout = layout
-        elif layout is not old:
-            for key, entry in layout.items():
-                if old.get(key) is not entry:
-                    changed.add(key)
-            changed.update(k for k in old if k not in layout)
-            self.layout = layout
-        candidates: dict[str, list[tuple[Entry, str]]] = {}
-        for rid, group in registry_groups.items():
-            for entry in group:
-                if entry.status == "active" and entry.person is None:
-                    candidates.setdefault(entry.key, []).append((entry, rid))
+        keys = set(changed)
+        for key, entry in changed.items():
+            row = None if entry is None else _own_row(entry)
+            if row is None:
+                self._own.pop(key, None)
+            else:
+                self._own[key] = row
+            if entry is not None and row is not None and row[1] == "procedure" and row[2] is None:
+                self.skills[key] = skill_digest(entry)
+            else:
+                self.skills.pop(key, None)
+        candidates = _registry_candidates(registry_groups)
         before = self._registry
         for key in {*before, *candidates}:
             was, now = before.get(key, []), candidates.get(key, [])
             if len(was) != len(now) or any(
                 a[0] is not b[0] or a[1] != b[1] for a, b in zip(was, now, strict=True)
             ):
-                changed.add(key)
+                keys.add(key)
         self._registry = candidates
-        for key in changed:
+        for key in keys:
             self._refresh(key)
-        return changed
+        return keys
+
+    def _held(self, key: str) -> tuple[int, object, str | None] | None:
+        """What memory shows for ``key``: ``(updated_at, source, owner)``, the newest active
+        shared entry of the registry groups (the first on a tie) and the layout's when it is
+        newer still (as :func:`~sandbox_memory.phase_two.shown_entries` decides)."""
+
+        held: tuple[int, object, str | None] | None = None
+        for entry, rid in self._registry.get(key, []):
+            if held is None or held[0] < entry.updated_at:
+                held = (entry.updated_at, entry, rid)
+        own = self._own.get(key)
+        if own is not None and own[2] is None and (held is None or held[0] < own[0]):
+            held = (own[0], own, None)
+        return held
 
     def _refresh(self, key: str) -> None:
-        held: tuple[Entry, str | None] | None = None
-        for entry, rid in self._registry.get(key, []):
-            if held is None or held[0].updated_at < entry.updated_at:
-                held = (entry, rid)
-        own = self.layout.get(key)
-        if own is not None and own.status == "active" and own.person is None:
-            if held is None or held[0].updated_at < own.updated_at:
-                held = (own, None)
+        held = self._held(key)
         was = self.winners.get(key)
-        if was is None or held is None or was[0] is not held[0] or was[1] != held[1]:
+        if was is None or held is None or was[0] is not held[1] or was[1] != held[2]:
             if was is not None:
-                self._unshow(key, was[0])
+                self._unshow(key, was)
             if held is not None:
                 self._show(key, held)
         # Private entries: the layout's, shown only to their person.
         gone = self.private.pop(key, None)
-        if gone is not None and gone.person is not None:
-            _remove(self._by_person[gone.person], (gone.updated_at, key))
+        if gone is not None:
+            _remove(self._by_person[gone[1]], (gone[0], key))
             self._private_short.pop(key, None)
-        if own is not None and own.person is not None and own.status == "active":
-            self.private[key] = own
-            bisect.insort(self._by_person.setdefault(own.person, []), (own.updated_at, key))
-            self._private_short[key] = entry_line(own, with_sources=False)
-        if (
-            own is not None
-            and own.kind == "procedure"
-            and own.status == "active"
-            and (own.person is None)
-        ):
-            self.skills[key] = own
+        own = self._own.get(key)
+        if own is not None and own[2] is not None:
+            self._private(key, own)
+
+    def _private(self, key: str, own: _Own, *, insort: bool = True) -> None:
+        person = own[2]
+        assert person is not None
+        self.private[key] = (own[0], person)
+        group = self._by_person.setdefault(person, [])
+        if insort:
+            bisect.insort(group, (own[0], key))
         else:
-            self.skills.pop(key, None)
+            group.append((own[0], key))
+        self._private_short[key] = own[3]
 
-    def _unshow(self, key: str, entry: Entry) -> None:
+    def _unshow(self, key: str, was: tuple[object, str | None, int, str]) -> None:
         del self.winners[key]
-        stamp = (entry.updated_at, key)
+        stamp = (was[2], key)
         _remove(self._shared, stamp)
-        if entry.kind in self._by_kind:
-            _remove(self._by_kind[entry.kind], stamp)
-            self._dirty_kinds.add(entry.kind)
+        if was[3] in self._by_kind:
+            _remove(self._by_kind[was[3]], stamp)
+            self._dirty_kinds.add(was[3])
         self._line.pop(key, None)
-        self._short.pop(key, None)
 
-    def _show(self, key: str, held: tuple[Entry, str | None]) -> None:
-        entry = held[0]
-        self.winners[key] = held
-        stamp = (entry.updated_at, key)
-        bisect.insort(self._shared, stamp)
-        if entry.kind in self._by_kind:
-            bisect.insort(self._by_kind[entry.kind], stamp)
-            self._dirty_kinds.add(entry.kind)
-        self._line[key] = entry_line(entry)
-        self._short[key] = entry_line(entry, with_sources=False)
+    def _show(self, key: str, held: tuple[int, object, str | None], *, insort: bool = True) -> None:
+        updated_at, source, owner = held
+        kind: str
+        if isinstance(source, Entry):
+            kind = source.kind
+            short = entry_line(source, with_sources=False)
+            self._line[key] = (entry_line(source), len(short))
+        else:
+            row: _Own = source  # type: ignore[assignment]
+            kind = row[1]
+            self._line[key] = (row[3], row[4])
+        self.winners[key] = (source, owner, updated_at, kind)
+        stamp = (updated_at, key)
+        groups = [self._shared]
+        if kind in self._by_kind:
+            groups.append(self._by_kind[kind])
+            self._dirty_kinds.add(kind)
+        for group in groups:
+            if insort:
+                bisect.insort(group, stamp)
+            else:
+                group.append(stamp)
 
     # ------------------------------------------------------------ outputs
 
-    def shown(self) -> list[Entry]:
-        """What :func:`~sandbox_memory.phase_two.displayed_entries` lists (order aside)."""
-
-        return [e for e, _ in self.winners.values()] + list(self.private.values())
+    def _short(self, key: str) -> str:
+        line, length = self._line[key]
+        return line[:length]
 
     def memory_md(self, rollouts: list[RolloutRef]) -> str:
         """``MEMORY.md``, as :func:`render_memory_md` renders it."""
@@ -383,7 +468,7 @@ class LayoutRendering:
         for kind in self._dirty_kinds:
             group = self._by_kind[kind]
             if group:
-                lines = [self._line[key] for _, key in reversed(group)]
+                lines = [self._line[key][0] for _, key in reversed(group)]
                 self._blocks[kind] = "\n".join([f"## {KIND_TITLES[kind]}", "", *lines, ""])
             else:
                 self._blocks.pop(kind, None)
@@ -400,7 +485,7 @@ class LayoutRendering:
         used = 0
         left_out = 0
         for i, (_, key) in enumerate(reversed(self._shared)):
-            line = self._short[key]
+            line = self._short(key)
             if used + len(line) + 1 > budget:
                 left_out = len(self._shared) - i
                 break
@@ -408,40 +493,69 @@ class LayoutRendering:
             used += len(line) + 1
         return summary_tail(lines, left_out, rollouts)
 
-    def prompt_index(self, budget: int) -> str:
-        """``store/prompt.json``: active entries newest first, shared ones and each person's,
-        each list cut once its lines pass ``budget`` characters (what a run's first turn
-        reads instead of every entry)."""
-
-        shared = _cut(self._shared, self._short, budget)
+    def _prompt_cut(self, budget: int) -> tuple[list[str], dict[str, list[str]]]:
+        shared = _cut(self._shared, lambda k: self._line[k][1], budget)
         firsts = sorted(
             ((group[-1], person) for person, group in self._by_person.items() if group),
             reverse=True,
         )
         private = {
-            person: _cut(self._by_person[person], self._private_short, budget)
+            person: _cut(self._by_person[person], lambda k: len(self._private_short[k]), budget)
             for _, person in firsts
         }
+        return shared, private
+
+    def prompt_keys(self, budget: int) -> set[str]:
+        """The layout entries :meth:`prompt_index` needs (the rendering keeps lines, not
+        entries): the shown and private ones within the cut."""
+
+        shared, private = self._prompt_cut(budget)
+        keys = {k for k in shared if self.winners[k][1] is None}
+        for group in private.values():
+            keys.update(group)
+        return keys
+
+    def prompt_index(self, budget: int, layout: Mapping[str, Entry]) -> str:
+        """``store/prompt.json``: active entries newest first, shared ones and each person's,
+        each list cut once its lines pass ``budget`` characters (what a run's first turn
+        reads instead of every entry). ``layout``: the entries of :meth:`prompt_keys`."""
+
+        shared, private = self._prompt_cut(budget)
+
+        def entry_of(key: str) -> Entry:
+            source = self.winners[key][0]
+            return source if isinstance(source, Entry) else layout[key]
+
         doc = {
             "budget": budget,
-            "shared": [self.winners[k][0].model_dump(mode="json") for k in shared],
+            "shared": [entry_of(k).model_dump(mode="json") for k in shared],
             "private": {
-                p: [self.private[k].model_dump(mode="json") for k in keys]
-                for p, keys in private.items()
+                p: [layout[k].model_dump(mode="json") for k in keys] for p, keys in private.items()
             },
         }
         return json.dumps(doc, separators=(",", ":"))
 
 
-def _cut(group: list[_Stamp], lines: Mapping[str, str], budget: int) -> list[str]:
-    """Keys newest first while the lines taken so far are within ``budget``."""
+def _registry_candidates(
+    registry_groups: Mapping[str, list[Entry]],
+) -> dict[str, list[tuple[Entry, str]]]:
+    candidates: dict[str, list[tuple[Entry, str]]] = {}
+    for rid, group in registry_groups.items():
+        for entry in group:
+            if entry.status == "active" and entry.person is None:
+                candidates.setdefault(entry.key, []).append((entry, rid))
+    return candidates
+
+
+def _cut(group: list[_Stamp], length: Callable[[str], int], budget: int) -> list[str]:
+    """Keys newest first while the lines taken so far (of ``length``) are within ``budget``."""
 
     keys: list[str] = []
     used = 0
     for _, key in reversed(group):
         if used > budget:
             break
-        used += len(lines[key]) + 1
+        used += length(key) + 1
         keys.append(key)
     return keys
 

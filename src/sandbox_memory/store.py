@@ -37,7 +37,7 @@ import re
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from json.decoder import scanstring as _scanstring  # type: ignore[attr-defined]
 from typing import TYPE_CHECKING, Any, Literal
@@ -340,6 +340,12 @@ class MemoryStore(abc.ABC):
         changes and however a writer was cut short."""
 
         return (await self.layout_head()).stamp, None
+
+    async def layout_parts(self) -> AsyncIterator[Iterable[Entry]]:
+        """Every layout entry, a record at a time (a pending commit read as applied): to read
+        all of them once without holding all of them parsed (see :class:`Store`)."""
+
+        yield (await self.layout_for_reading()).entries.values()
 
     @abc.abstractmethod
     async def layout_citing(self, conversations: Iterable[str]) -> set[str]:
@@ -1082,6 +1088,16 @@ class Store(MemoryStore):
             keys.update(step.keys)
             stamp = step.before
         return now, keys
+
+    async def layout_parts(self) -> AsyncIterator[Iterable[Entry]]:
+        await self._sync_layout()
+        whole = self._whole
+        if whole is not None and whole[0] is self._head_raw and whole[1] is self._journal_raw:
+            yield whole[2].entries.values()
+            return
+        for sid in range(LAYOUT_SHARDS):
+            # Parsed one shard at a time and not kept: at most one shard's entries are held.
+            yield (await self._shard_view(sid)).values()
 
     def layout_changed_keys(self, since: str, until: str) -> set[str] | None:
         """Keys changed from stamp ``since`` to stamp ``until``, when every commit between them

@@ -189,14 +189,24 @@ class Renderer:
         ):
             return  # rendered from these very inputs, and every file is still there
 
-        whole = layout if layout is not None else await store.layout_for_reading()
-        # The keys this process' own commits changed since the last render, else compared.
+        # The keys this process' own commits changed since the last render: only those are
+        # read; else every entry is taken in again, a shard at a time (the rendering keeps a
+        # line per entry, not the entries).
         known = (
             store.layout_changed_keys(self._stamp_rendered, layout_stamp)
             if layout_stamp and self._stamp_rendered
             else None
         )
-        changed = self.model.update(whole.entries, registry.conversations, changed_keys=known)
+        if layout is not None:
+            changed = self.model.rebuild(layout.entries.values(), registry.conversations)
+        elif known is not None:
+            found = await store.layout_entries(known)
+            changed = self.model.update({k: found.get(k) for k in known}, registry.conversations)
+        else:
+            self.model.start_rebuild()
+            async for part in store.layout_parts():
+                self.model.take(part)
+            changed = self.model.finish_rebuild(registry.conversations)
         self._stamp_rendered = layout_stamp
         new: dict[str, str] = {}
 
@@ -224,10 +234,16 @@ class Renderer:
             json.dumps(selection_doc, indent=1) + "\n",
             digest_of=json.dumps([limit, selected_doc]),  # the same selection, not rewritten
         )
-        await self._skills_changed(changed | missing, existing, skills)
+        await self._skills_changed(changed | missing, existing, skills, layout)
         # What the first turn of a run needs from layout memory, newest first and cut at twice
         # the budget: a run starts by reading this, not every entry (see ``prompt_entries``).
-        await put("store/prompt.json", self.model.prompt_index(2 * budget))
+        wanted = self.model.prompt_keys(2 * budget)
+        entries = (
+            {k: layout.entries[k] for k in wanted}
+            if layout is not None
+            else await store.layout_entries(wanted)
+        )
+        await put("store/prompt.json", self.model.prompt_index(2 * budget, entries))
         stamp_doc = {"memory_md_sha256": memory_digest, "files": new, "inputs": inputs}
         if stamp != stamp_doc:
             await store.write_state(self.stamp_path, json.dumps(stamp_doc).encode())
@@ -254,7 +270,11 @@ class Renderer:
         return "\n".join(parts) + "\n"
 
     async def _skills_changed(
-        self, keys: set[str], existing: set[str], digests: dict[str, str]
+        self,
+        keys: set[str],
+        existing: set[str],
+        digests: dict[str, str],
+        layout: LayoutMemory | None,
     ) -> None:
         """Write the ``SKILL.md`` of each changed procedure; remove the rendered skills (file
         and folder) whose procedure is gone; record the digests if they moved."""
@@ -262,14 +282,26 @@ class Renderer:
         st = self.state
         mdir = st.layout.memories_dir
         moved = False
+        # The rendering keeps each skill's digest: only a skill whose text changed (or whose
+        # file is missing) is read from the store and written.
+        stale = {
+            k
+            for k in keys
+            if k in self.model.skills
+            and (digests.get(k) != self.model.skills[k] or k not in existing)
+        }
+        procedures = (
+            {k: layout.entries[k] for k in stale}
+            if layout is not None
+            else await st.store.layout_entries(stale)
+        )
         for key in sorted(keys):
-            entry = self.model.skills.get(key)
-            if entry is not None:
-                text = render_skill(entry)
-                digest = _sha(text)
-                if digests.get(key) != digest or key not in existing:
+            if key in self.model.skills:
+                entry = procedures.get(key)
+                if entry is not None:
+                    text = render_skill(entry)
                     await st.ws.write_text(f"{mdir}/skills/{key}/SKILL.md", text)
-                    digests[key] = digest
+                    digests[key] = _sha(text)
                     moved = True
                 continue
             if key in digests:
