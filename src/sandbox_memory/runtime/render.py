@@ -199,6 +199,7 @@ class Renderer:
         )
         if layout is not None:
             changed = self.model.rebuild(layout.entries.values(), registry.conversations)
+            changed |= set(skills)  # a skill rendered before whose procedure is gone goes
         elif known is not None:
             found = await store.layout_entries(known)
             changed = self.model.update({k: found.get(k) for k in known}, registry.conversations)
@@ -206,7 +207,7 @@ class Renderer:
             self.model.start_rebuild()
             async for part in store.layout_parts():
                 self.model.take(part)
-            changed = self.model.finish_rebuild(registry.conversations)
+            changed = self.model.finish_rebuild(registry.conversations) | set(skills)
         self._stamp_rendered = layout_stamp
         new: dict[str, str] = {}
 
