@@ -365,7 +365,12 @@ async def test_a_key_is_read_from_its_shard_without_parsing_the_other_entries(
     assert list(found) == [wanted] and found[wanted].content == "Fact 42 about the parser."
     assert not await store.layout_damaged()
     assert not list(path.parent.glob("*.broken-*"))
+    # Asked for with it (read together), the unreadable one sets the shard aside.
+    sibling = json.loads(b"{" + lines[other].rstrip(b",") + b"}").popitem()[0]
+    assert await store.layout_entries([wanted, sibling]) == {}
+    assert await store.layout_damaged()
     # Reading all of layout memory parses every entry: the shard is found unreadable then.
+    store = Store(LocalWorkspace(tmp_path), "memories")
     whole = await store.layout_for_reading()
     assert wanted not in whole.entries and await store.layout_damaged()
     assert len(list(path.parent.glob(f"shard-{sid:02d}.json.broken-*"))) == 1

@@ -321,11 +321,8 @@ class MemoryStore(abc.ABC):
 
     @abc.abstractmethod
     async def layout_entries(self, keys: Iterable[str]) -> dict[str, Entry]:
-        """The layout entries of ``keys`` that exist, read from their shards only.
-
-        Read only: the entries are shared with the store's cache (copy one to change it,
-        see :class:`LayoutEdit`).
-        """
+        """The layout entries of ``keys`` that exist, read from their shards only: parsed
+        for this call (the caller may change them; :class:`LayoutEdit` does)."""
 
     @abc.abstractmethod
     async def layout_for_reading(self) -> LayoutMemory:
@@ -582,7 +579,7 @@ class LayoutEdit:
             entry = found.get(key)
             self._read[key] = None if entry is None else entry.model_dump_json()
             if entry is not None:
-                self.entries.data[key] = entry.model_copy(deep=True)
+                self.entries.data[key] = entry  # parsed for this change: not shared
 
     async def load_all(self) -> None:
         """Read every entry (a live edit of ``MEMORY.md`` compares every line)."""
@@ -973,10 +970,12 @@ class Store(MemoryStore):
         return entries
 
     async def _shard_entry(self, sid: int, shard: _Shard, key: str) -> Entry | None:
-        """One entry of a shard as stored: found by its line, only it parsed."""
+        """One entry of a shard as stored: found by its line, only it parsed (a copy, for a
+        shard kept parsed)."""
 
         if shard.entries is not None:
-            return shard.entries.get(key)
+            kept = shard.entries.get(key)
+            return None if kept is None else kept.model_copy(deep=True)
         if shard.raw is None:
             return None
         line = _entry_line(shard.raw, key)
@@ -991,6 +990,24 @@ class Store(MemoryStore):
             self._damaged.add(sid)
             shard.entries = {}
             return None
+
+    async def _shard_entries_of(self, sid: int, shard: _Shard, keys: list[str]) -> dict[str, Entry]:
+        """The entries of ``keys`` in a shard as stored: their lines found, and parsed together
+        (one parse for the shard, not one per key)."""
+
+        if shard.entries is not None or shard.raw is None or len(keys) < 2:
+            one = [(k, await self._shard_entry(sid, shard, k)) for k in keys]
+            return {k: e for k, e in one if e is not None}
+        raw = shard.raw
+        lines = {k: line for k in keys for line in [_entry_line(raw, k)] if line is not None}
+        body = b",".join(json.dumps(k).encode("utf-8") + b":" + v for k, v in lines.items())
+        try:
+            return LayoutShard.model_validate_json(b'{"entries":{' + body + b"}}").entries
+        except ValidationError:
+            # One of them is unreadable: found (and the shard set aside) key by key; a shard
+            # set aside reads as empty.
+            one = [(k, await self._shard_entry(sid, shard, k)) for k in lines]
+            return {} if sid in self._damaged else {k: e for k, e in one if e is not None}
 
     def _shard_json(self, shard: _Shard) -> dict[str, str]:
         """Key -> entry JSON of every entry of a shard, to write it again (nothing parsed for
@@ -1040,15 +1057,13 @@ class Store(MemoryStore):
         journal = self._journal
         for sid, group in by_shard.items():
             shard = await self._shard(sid)
+            stored: list[str] = []
             for key in group:
                 if journal is not None and key in journal.put:
-                    found[key] = journal.put[key]
-                    continue
-                if journal is not None and key in journal.delete:
-                    continue
-                entry = await self._shard_entry(sid, shard, key)
-                if entry is not None:
-                    found[key] = entry
+                    found[key] = journal.put[key].model_copy(deep=True)
+                elif journal is None or key not in journal.delete:
+                    stored.append(key)
+            found.update(await self._shard_entries_of(sid, shard, stored))
         return found
 
     async def layout_for_reading(self) -> LayoutMemory:
