@@ -505,3 +505,28 @@ async def test_a_fresh_process_renders_every_entry_without_keeping_them_parsed(
     expected = render_memory_md(displayed_entries(layout, Registry()), [])
     assert (tmp_path / "memories" / "MEMORY.md").read_text() == expected
     assert expected.count("\n- **entry-") == 798  # active shared: not the private, retracted
+
+
+async def test_memory_md_is_compared_in_chunks_and_written_only_when_it_differs(
+    tmp_path: Path, monkeypatch
+) -> None:
+    import sandbox_memory.runtime.render as render_module
+    from sandbox_memory import MemoryClient, MemoryGenerateConfig
+
+    monkeypatch.setattr(render_module, "DIGEST_CHUNK_BYTES", 1_000)
+    _old_store(tmp_path, 120, version=1)
+    config = MemoryGenerateConfig(engine="offline")
+    first = MemoryClient(tmp_path, generate=config).runtime
+    async with first.write_lock():
+        await first.consolidate_layout()
+    path = tmp_path / "memories" / "MEMORY.md"
+    rendered = path.read_bytes()
+    assert len(rendered) > 5_000  # several chunks
+    inode = path.stat().st_ino
+    await MemoryClient(tmp_path, generate=config).runtime.render_current()  # a fresh process
+    assert path.stat().st_ino == inode  # the same bytes: not written again
+    # One byte changed in the last chunk, the size kept: written again.
+    edited = rendered[:-10] + (b"X" if rendered[-10:-9] != b"X" else b"Y") + rendered[-9:]
+    path.write_bytes(edited)
+    await MemoryClient(tmp_path, generate=config).runtime.render_current()
+    assert path.read_bytes() == rendered

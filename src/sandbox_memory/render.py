@@ -292,8 +292,6 @@ class LayoutRendering:
         self._line: dict[str, tuple[str, int]] = {}
         """Shown key -> its ``MEMORY.md`` line and the length of the line without sources."""
         self._private_short: dict[str, str] = {}
-        self._blocks: dict[str, str] = {}
-        self._dirty_kinds: set[str] = set(KIND_TITLES)
         self._next: tuple[dict[str, _Own], dict[str, str]] = ({}, {})
         """A rebuild's entries taken in so far."""
 
@@ -335,7 +333,6 @@ class LayoutRendering:
         self._line, self._private_short = {}, {}
         self._shared, self._by_person = [], {}
         self._by_kind = {kind: [] for kind in KIND_TITLES}
-        self._dirty_kinds = set(KIND_TITLES)
         keys = {*own, *self._registry}
         for key in keys:
             held = self._held(key)
@@ -430,7 +427,6 @@ class LayoutRendering:
         _remove(self._shared, stamp)
         if was[3] in self._by_kind:
             _remove(self._by_kind[was[3]], stamp)
-            self._dirty_kinds.add(was[3])
         self._line.pop(key, None)
 
     def _show(self, key: str, held: tuple[int, object, str | None], *, insort: bool = True) -> None:
@@ -449,7 +445,6 @@ class LayoutRendering:
         groups = [self._shared]
         if kind in self._by_kind:
             groups.append(self._by_kind[kind])
-            self._dirty_kinds.add(kind)
         for group in groups:
             if insort:
                 bisect.insort(group, stamp)
@@ -465,16 +460,13 @@ class LayoutRendering:
     def memory_md(self, rollouts: list[RolloutRef]) -> str:
         """``MEMORY.md``, as :func:`render_memory_md` renders it."""
 
-        for kind in self._dirty_kinds:
+        out = list(MEMORY_MD_HEADER)
+        for kind, title in KIND_TITLES.items():
             group = self._by_kind[kind]
             if group:
-                lines = [self._line[key][0] for _, key in reversed(group)]
-                self._blocks[kind] = "\n".join([f"## {KIND_TITLES[kind]}", "", *lines, ""])
-            else:
-                self._blocks.pop(kind, None)
-        self._dirty_kinds = set()
-        out = list(MEMORY_MD_HEADER)
-        out.extend(self._blocks[kind] for kind in KIND_TITLES if kind in self._blocks)
+                out.extend((f"## {title}", ""))
+                out.extend(self._line[key][0] for _, key in reversed(group))
+                out.append("")
         out.extend(rollout_lines(rollouts))
         return "\n".join(out)
 

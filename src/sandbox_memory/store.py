@@ -239,7 +239,7 @@ LAYOUT_FORMAT = 2
 """Shards one entry a line (:func:`_shard_bytes`): a key is found in a shard's bytes and only
 its entry parsed. Format 1 (every entry on one line) is rewritten by the first writer."""
 
-SHARD_CACHE_BYTES = 4 << 20
+SHARD_CACHE_BYTES = 1 << 20
 """Bytes of shards kept read (least recently used first out): what a close holds of layout
 memory does not grow with it."""
 

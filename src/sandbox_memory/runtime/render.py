@@ -28,6 +28,7 @@ from ..render import (
 )
 from ..rollouts import rollout_path
 from ..store import Entry, LayoutMemory, Registry, RolloutProgress, now_ms
+from ..workspace import Workspace
 from .state import LayoutState
 
 logger = logging.getLogger("sandbox_memory")
@@ -58,6 +59,23 @@ def prompt_index(entries: list[Entry], *, budget: int) -> str:
         "private": {p: [e.model_dump(mode="json") for e in group] for p, group in private.items()},
     }
     return json.dumps(doc, separators=(",", ":"))
+
+
+DIGEST_CHUNK_BYTES = 1 << 20
+
+
+async def _file_digest(ws: Workspace, path: str, size: int) -> str | None:
+    """SHA-256 of a file read in chunks; ``None`` when it is missing or not ``size`` bytes."""
+
+    if await ws.size(path) != size:
+        return None
+    digest = hashlib.sha256()
+    for offset in range(0, size, DIGEST_CHUNK_BYTES):
+        chunk = await ws.read_range(path, offset, DIGEST_CHUNK_BYTES)
+        if chunk is None:
+            return None
+        digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _sha(text: str) -> str:
@@ -217,12 +235,15 @@ class Renderer:
             if old.get(rel) != digest:
                 await st.ws.write_text(f"{mdir}/{rel}", text)
 
-        memory_md = self.model.memory_md(refs)
-        memory_digest = _sha(memory_md)
+        # Encoded once; the file on disk is compared by its size, then its digest a chunk at a
+        # time (never a second copy of it in memory).
+        memory_md = self.model.memory_md(refs).encode("utf-8")
+        memory_digest = hashlib.sha256(memory_md).hexdigest()
         if not (checked and stamp.get("memory_md_sha256") == memory_digest):
-            current = await st.ws.read_bytes(f"{mdir}/MEMORY.md")
-            if current is None or hashlib.sha256(current).hexdigest() != memory_digest:
-                await st.ws.write_text(f"{mdir}/MEMORY.md", memory_md)
+            path = f"{mdir}/MEMORY.md"
+            if await _file_digest(st.ws, path, len(memory_md)) != memory_digest:
+                await st.ws.write_atomic(path, memory_md)
+        del memory_md
         await put("memory_summary.md", self.model.summary_file(refs, budget))
         await put("raw_memories.md", await self._raw_memories(refs))
         selection_doc = {
