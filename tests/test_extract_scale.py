@@ -312,3 +312,24 @@ async def test_a_persons_private_entries_are_shown_to_the_model_only_in_their_ru
     assert "zanzibar-ferry" in bob and "zanzibar-allergy" not in bob
     assert {"zanzibar-ferry", "zanzibar-allergy"} <= set(ana)
     assert "zanzibar-allergy" not in nobody
+
+
+def test_the_model_engine_is_built_without_importing_the_offline_engine() -> None:
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from agents.testing import ScriptedModel\n"
+        "from sandbox_memory import MemoryGenerateConfig\n"
+        "from sandbox_memory.runtime.engine import resolve_engine\n"
+        "engine = resolve_engine(MemoryGenerateConfig(engine='model', "
+        "phase_one_model=ScriptedModel([])))\n"
+        "assert engine.name == 'model', engine.name\n"
+        "print('sandbox_memory.engines.offline' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "False"

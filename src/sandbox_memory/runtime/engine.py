@@ -22,7 +22,6 @@ def resolve_engine(generate: MemoryGenerateConfig) -> ExtractionEngine:
     object). The choice is logged once, naming the model."""
 
     from ..engines.model import ModelEngine, credentials_source
-    from ..engines.offline import OfflineEngine
 
     choice = generate.engine
     model = generate.phase_one_model
@@ -44,6 +43,10 @@ def resolve_engine(generate: MemoryGenerateConfig) -> ExtractionEngine:
             _ENGINE_ANNOUNCED.add(line)
             logger.info("%s", line)
     if choice == "offline":
+        # Imported only when used: its rules and word lists are about 2 MB the model engine's
+        # close does not need.
+        from ..engines.offline import OfflineEngine
+
         return OfflineEngine()
     settings = model_settings(
         "generate.phase_one_model_settings", generate.phase_one_model_settings
