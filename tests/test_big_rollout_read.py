@@ -127,6 +127,34 @@ def replayed_items(root: Path) -> int:
     return sum(i.get("type") == "memory_replayed_item" for i in json.loads(lines[-1])["input"])
 
 
+def test_a_fresh_recorder_reads_the_rollouts_digests_keeping_no_segment(tmp_path: Path) -> None:
+    # Before: a cold recorder read every segment not yet extracted, each clipped to 64,000
+    # characters a string, and kept them all only to take their items' digests (about 0.2 MB
+    # a segment of a big output: 21 MB more at the close of a 100 MB rollout).
+    from sandbox_memory.redact import default_redactor
+
+    default_redactor()  # built before the measure, as in any process that recorded before
+    sessions = tmp_path / MemoryLayoutConfig().sessions_dir
+    sessions.mkdir()
+    lines = [json.dumps(segment(n, 200_000)).encode() + b"\n" for n in range(60)]
+    (sessions / "conv.jsonl").write_bytes(b"".join(lines))
+    rt = runtime(tmp_path)
+    said = [{"role": "user", "content": "Run step 3."}, {"role": "user", "content": "Again."}]
+    run = {"input": said, "generated_items": []}
+    tracemalloc.start()
+    try:
+        asyncio.run(rt.record(run, rollout_id="conv"))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # One 0.2 MB line at a time (its bytes, text, parse and digest text); the 60 clipped
+    # segments held together would be about 8 MB.
+    assert peak < 4 << 20, f"a cold record of a 12 MB rollout peaked at {peak / 2**20:.1f} MB"
+    recorded = json.loads((sessions / "conv.jsonl").read_bytes().splitlines()[-1])
+    # the digests were all read: segment 3's message, replayed, is recognised
+    assert [i.get("type") for i in recorded["input"]] == ["memory_replayed_item", None]
+
+
 def test_a_big_item_replayed_is_recognised_by_a_fresh_process(tmp_path: Path) -> None:
     # Before: the digests of items read back from the rollout (and noted by phase 1) were
     # taken after their long strings were clipped, so a replay of a big tool output was

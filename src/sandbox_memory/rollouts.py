@@ -332,8 +332,11 @@ _BLANK = " \t\n\r\x0b\x0c"
 """What ``bytes.strip`` strips: a line of only these is blank (skipped), not malformed."""
 
 
-def _take(result: ParsedSegments, text: str, *, digests: bool, clip: bool) -> None:
-    """Parse one line's text into ``result``: skipped if blank, counted if malformed."""
+def _take(
+    result: ParsedSegments, text: str, *, digests: bool, clip: bool, keep: bool = True
+) -> None:
+    """Parse one line's text into ``result``: skipped if blank, counted if malformed;
+    ``keep=False``: only its digests are taken (the segment is not kept)."""
 
     if not text.strip(_BLANK):
         return
@@ -347,7 +350,8 @@ def _take(result: ParsedSegments, text: str, *, digests: bool, clip: bool) -> No
         return
     if digests:
         result.item_digests += new_item_digests(value)
-    result.segments.append(clip_strings(value) if clip else value)
+    if keep:
+        result.segments.append(clip_strings(value) if clip else value)
 
 
 def _decode(raw: bytes | memoryview) -> str:
@@ -408,6 +412,7 @@ async def read_new_segments(
     offset: int,
     chunk: int = READ_CHUNK_BYTES,
     digests: bool = False,
+    segments: bool = True,
 ) -> ParsedSegments | None:
     """Segments after ``offset``, long strings clipped; ``None`` if no file.
 
@@ -415,8 +420,9 @@ async def read_new_segments(
     as it is parsed: memory holds one chunk, the line being parsed (a line longer than a chunk
     is joined from its pieces once) and the clipped segments, however big the rollout.
     ``digests``: also the digests of the recorded items, from each item before it is clipped
-    (what a replay of it will match). Only complete lines are taken: a torn last line is left
-    for a later read.
+    (what a replay of it will match). ``segments=False``: only the digests are wanted, and no
+    segment is kept (memory holds one line, however many the rollout has). Only complete
+    lines are taken: a torn last line is left for a later read.
     """
 
     result = ParsedSegments(end_offset=offset)
@@ -436,7 +442,7 @@ async def read_new_segments(
                 pending = []
             else:
                 text = _decode(view[start:end])
-            _take(result, text, digests=digests, clip=True)
+            _take(result, text, digests=digests, clip=True, keep=segments)
             del text
             start = end + 1
             result.end_offset = pos + start

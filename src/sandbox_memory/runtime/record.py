@@ -128,7 +128,7 @@ class Recorder:
             for digest, item_id in parse_item_notes(raw):
                 known.setdefault(digest, []).append(item_id)
         parsed = await read_new_segments(
-            st.ws, path, offset=0 if raw is None else offset, digests=True
+            st.ws, path, offset=0 if raw is None else offset, digests=True, segments=False
         )
         if parsed is not None:
             for digest, item_id in parsed.item_digests:
