@@ -50,8 +50,9 @@ class LiveEdits:
 
         st = self.state
         self.as_rendered = False
-        current = await st.ws.read_text(f"{st.layout.memories_dir}/MEMORY.md")
-        if current is None:
+        # Compared as bytes: the text is decoded only when it is an edit to take in.
+        raw = await st.ws.read_bytes(f"{st.layout.memories_dir}/MEMORY.md")
+        if raw is None:
             return None
         stamp_bytes = await st.store.read_state(f"{st.store.dir}/rendered.json")
         stamp_raw = None if stamp_bytes is None else stamp_bytes.decode("utf-8", "replace")
@@ -61,10 +62,10 @@ class LiveEdits:
             rendered = None
         if rendered is None:
             return None
-        if hashlib.sha256(current.encode()).hexdigest() == rendered:
+        if hashlib.sha256(raw).hexdigest() == rendered:
             self.as_rendered = True
             return None
-        return current
+        return raw.decode("utf-8", errors="replace")
 
     async def take_live_edits(self) -> None:
         """Take in live edits of ``MEMORY.md`` now, as changes of the stored layout memory."""
