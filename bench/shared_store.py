@@ -173,6 +173,180 @@ def scenario(kind: str, procs: int, runs: int, dsn: str | None, base: Path) -> d
     }
 
 
+class Counter:
+    """Counts what one close sends to PostgreSQL and does to its workspace copy: statements,
+    rows read, bytes sent and received (values as text on the wire, about), copy reads and
+    writes with their bytes."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.c: dict[str, float] = {}
+
+    def add(self, name: str, value: float = 1) -> None:
+        if self.on:
+            self.c[name] = self.c.get(name, 0) + value
+
+    def install(self) -> None:
+        from psycopg import AsyncCursor
+
+        from sandbox_memory.workspace import LocalWorkspace
+
+        count = self
+
+        def size(value: Any) -> int:
+            if isinstance(value, (bytes, bytearray, memoryview)):
+                return len(value)
+            if isinstance(value, (list, tuple)):
+                return sum(size(v) for v in value)
+            return len(str(value).encode("utf-8")) if value is not None else 0
+
+        def received(cur: Any) -> None:
+            res = cur.pgresult
+            if res is None:
+                return
+            count.add("rows read", res.ntuples)
+            count.add(
+                "bytes received",
+                sum(
+                    len(res.get_value(r, c) or b"")
+                    for r in range(res.ntuples)
+                    for c in range(res.nfields)
+                ),
+            )
+
+        real_execute, real_many = AsyncCursor.execute, AsyncCursor.executemany
+
+        async def execute(self: Any, query: Any, params: Any = None, **kw: Any) -> Any:
+            count.add("statements")
+            count.add("bytes sent", len(str(query)) + size(params))
+            out = await real_execute(self, query, params, **kw)
+            received(self)
+            return out
+
+        async def executemany(self: Any, query: Any, params: Any, **kw: Any) -> Any:
+            params = list(params)
+            count.add("statements", len(params))
+            count.add("bytes sent", len(str(query)) * len(params) + size(params))
+            return await real_many(self, query, params, **kw)
+
+        AsyncCursor.execute = execute  # type: ignore[method-assign]
+        AsyncCursor.executemany = executemany  # type: ignore[method-assign]
+
+        def wrap(name: str, reads: bool) -> None:
+            real = getattr(LocalWorkspace, name)
+
+            async def op(self: Any, path: str, *args: Any, **kw: Any) -> Any:
+                out = await real(self, path, *args, **kw)
+                if reads:
+                    count.add("copy reads")
+                    count.add("copy bytes read", len(out) if isinstance(out, bytes) else 0)
+                else:
+                    count.add("copy writes")
+                    data = next((a for a in args if isinstance(a, bytes)), b"")
+                    count.add("copy bytes written", len(data))
+                return out
+
+            setattr(LocalWorkspace, name, op)
+
+        for name in ("read_bytes", "read_range"):
+            wrap(name, True)
+        for name in ("size", "listdir", "sizes"):
+            real = getattr(LocalWorkspace, name)
+
+            def looked(real: Any = real) -> Any:
+                async def op(self: Any, path: str, *args: Any, **kw: Any) -> Any:
+                    count.add("copy stats/listings")
+                    return await real(self, path, *args, **kw)
+
+                return op
+
+            setattr(LocalWorkspace, name, looked())
+        for name in ("write_atomic", "write_derived", "append_line", "remove", "rename"):
+            wrap(name, False)
+
+
+async def close_cost(dsn: str, entries: int, base: Path) -> dict[str, Any]:
+    """One shared close at a namespace of ``entries`` entries (``entries // 2`` conversations,
+    built as the scale scenario builds a store, then exported to the store): what the close
+    sends, reads and writes, and how long it holds the lease. A second sandbox's copy, brought
+    up to date first, records one run and closes (the first close after its start is the
+    warm-up; the second is counted)."""
+
+    from scenario_scale import prepared_store
+
+    from sandbox_memory import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
+    from sandbox_memory.runtime import LayoutRuntime
+    from sandbox_memory.stores import PostgresStore
+    from sandbox_memory.workspace import LocalWorkspace
+    from shared_flow import lesson, run_payload
+
+    namespace = f"cost{entries}"
+    seed_root, root = base / f"seed{entries}", base / f"copy{entries}"
+    await prepared_store(seed_root, conversations=entries // 2, entries=entries)
+    generate = MemoryGenerateConfig(engine="offline", lock_timeout_seconds=600)
+
+    def rt_for(folder: Path, store: PostgresStore) -> LayoutRuntime:
+        folder.mkdir(parents=True, exist_ok=True)
+        return LayoutRuntime(
+            LocalWorkspace(folder),
+            layout=MemoryLayoutConfig(),
+            generate=generate,
+            read=MemoryReadConfig(),
+            store=store,
+        )
+
+    seed = PostgresStore(dsn, namespace=namespace)
+    t = time.perf_counter()
+    async with rt_for(seed_root, seed).shared.session():  # type: ignore[union-attr]
+        pass  # export: the copy's memory goes to the store
+    export_s = time.perf_counter() - t
+    await seed.aclose()
+    holds: list[float] = []
+
+    class Timed(PostgresStore):
+        async def acquire(self, *, timeout: float, holder: str | None = None) -> Any:
+            fence = await super().acquire(timeout=timeout, holder=holder)
+            self._taken = time.perf_counter()
+            return fence
+
+        async def release(self, fence: Any) -> None:
+            await super().release(fence)
+            holds.append(time.perf_counter() - self._taken)
+
+    store = Timed(dsn, namespace=namespace)
+    counter = COUNTER
+    t = time.perf_counter()
+    await rt_for(root, store).start_run()
+    first_sync_s = time.perf_counter() - t
+    out: dict[str, Any] = {"entries": entries, "export_s": round(export_s, 1)}
+    out["first_sync_s"] = round(first_sync_s, 1)
+    for i in range(2):
+        rt = rt_for(root, store)
+        await rt.start_run()
+        await rt.record(run_payload(lesson(f"cost{i}")), rollout_id=f"conv-cost{i}")
+        counter.c, counter.on = {}, i == 1
+        t = time.perf_counter()
+        if i == 1 and os.environ.get("SBM_PROFILE"):
+            import cProfile
+
+            prof = cProfile.Profile()
+            prof.enable()
+            await rt.close()
+            prof.disable()
+            prof.dump_stats(os.environ["SBM_PROFILE"])
+        else:
+            await rt.close()
+        out["close_s"] = round(time.perf_counter() - t, 2)
+        counter.on = False
+    out["lease_hold_s"] = round(holds[-1], 2)
+    out.update({k: int(v) for k, v in sorted(counter.c.items())})
+    await store.aclose()
+    return out
+
+
+COUNTER = Counter()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--procs", type=int, default=8)
@@ -180,6 +354,12 @@ def main() -> None:
     parser.add_argument("--dsn", default=None, help="an existing PostgreSQL (else throw-away)")
     parser.add_argument("--only", choices=("postgres", "workspace"), default=None)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--close-cost",
+        default=None,
+        metavar="N,N",
+        help="instead: count what one close sends and reads at these entry counts",
+    )
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -197,7 +377,14 @@ def main() -> None:
     rows = []
     try:
         with tempfile.TemporaryDirectory(prefix="sbm-bench-") as tmp:
-            for kind in ("postgres", "workspace"):
+            if args.close_cost:
+                assert dsn is not None
+                sys.path.insert(0, str(HERE))
+                COUNTER.install()
+                for n in (int(x) for x in args.close_cost.split(",")):
+                    print(f"close cost at {n:,} entries ...", file=sys.stderr)
+                    rows.append(asyncio.run(close_cost(dsn, n, Path(tmp))))
+            for kind in ("postgres", "workspace") if not args.close_cost else ():
                 if args.only in (None, kind):
                     print(f"running {kind}: {args.procs} x {args.runs} ...", file=sys.stderr)
                     rows.append(scenario(kind, args.procs, args.runs, dsn, Path(tmp)))
@@ -207,11 +394,11 @@ def main() -> None:
     if args.json:
         print(json.dumps(rows, indent=1))
         return
-    cols = list(rows[0])
+    cols = list(dict.fromkeys(c for row in rows for c in row))
     print(" | ".join(cols))
     print(" | ".join("---" for _ in cols))
     for row in rows:
-        print(" | ".join(str(row[c]) for c in cols))
+        print(" | ".join(str(row.get(c, 0)) for c in cols))
 
 
 if __name__ == "__main__":

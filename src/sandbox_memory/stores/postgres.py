@@ -31,7 +31,7 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import (
@@ -197,6 +197,28 @@ MIGRATIONS: list[str] = [
     ALTER TABLE sbm_files ADD COLUMN rev bigint NOT NULL DEFAULT nextval('sbm_files_rev');
     CREATE INDEX sbm_files_rev_idx ON sbm_files (namespace, rev);
     """,
+    # 3: a copy fetches what changed since it last looked, not every row of the namespace.
+    # Scopes, rollouts and threads carry the id of the transaction that last wrote them (a
+    # reader lists the rows written since the oldest transaction still running when it last
+    # read); an entry removed leaves its key and the scope version that removed it, so a copy
+    # at version v reads the entries changed and removed after v alone.
+    """
+    ALTER TABLE sbm_scopes ADD COLUMN xid bigint NOT NULL DEFAULT txid_current();
+    ALTER TABLE sbm_rollouts ADD COLUMN xid bigint NOT NULL DEFAULT txid_current();
+    ALTER TABLE sbm_threads ADD COLUMN xid bigint NOT NULL DEFAULT txid_current();
+    CREATE INDEX sbm_scopes_xid_idx ON sbm_scopes (namespace, xid);
+    CREATE INDEX sbm_rollouts_xid_idx ON sbm_rollouts (namespace, xid);
+    CREATE INDEX sbm_threads_xid_idx ON sbm_threads (namespace, xid);
+    CREATE INDEX sbm_entries_version_idx ON sbm_entries (namespace, scope, version);
+    CREATE TABLE sbm_removed (
+        namespace text NOT NULL,
+        scope text NOT NULL,
+        key text NOT NULL,
+        version bigint NOT NULL,
+        PRIMARY KEY (namespace, scope, key)
+    );
+    CREATE INDEX sbm_removed_version_idx ON sbm_removed (namespace, scope, version);
+    """,
 ]
 """Migration ``i`` takes the schema from version ``i`` to ``i + 1``; never edit a released one."""
 
@@ -250,6 +272,10 @@ class ScopeState:
     entries: dict[str, Entry]
     entry_versions: dict[str, int]
     """The scope version at which each entry last changed: what a per-entry write expects."""
+    since: int = 0
+    """Read as changes after this version (:meth:`PostgresStore.read_changes`): ``entries``
+    holds those changed after it, ``removed`` those removed after it; 0: the whole scope."""
+    removed: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -608,6 +634,114 @@ class PostgresStore:
                 out[scope].entry_versions[key] = int(version)
         return out
 
+    async def horizon(self) -> int:
+        """The oldest transaction still running: every row written by an older one is
+        committed (or never will be). A copy that read the rows written from ``h`` on, with
+        ``h`` taken before it read, next reads from the horizon it took then."""
+
+        async with self._tx("reading the change horizon") as conn:
+            row = await (
+                await conn.execute("SELECT txid_snapshot_xmin(txid_current_snapshot())")
+            ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    async def changed_since(
+        self, xid: int
+    ) -> tuple[dict[str, int], dict[str, RolloutState], dict[str, str]]:
+        """Scope versions, rollouts and conversation fingerprints written by transactions
+        from ``xid`` on (``0``: all of them): what a copy fetched up to the horizon ``xid``
+        has not seen yet (and a few it has, written by transactions still running then)."""
+
+        async with self._tx("reading what changed") as conn:
+            scopes = await (
+                await conn.execute(
+                    "SELECT scope, version FROM sbm_scopes WHERE namespace = %s AND xid >= %s",
+                    (self.namespace, xid),
+                )
+            ).fetchall()
+            rollouts = await (
+                await conn.execute(
+                    "SELECT rollout_id, segments, watermark, progress FROM sbm_rollouts "
+                    "WHERE namespace = %s AND xid >= %s",
+                    (self.namespace, xid),
+                )
+            ).fetchall()
+            threads = await (
+                await conn.execute(
+                    "SELECT fingerprint, rollout_id FROM sbm_threads WHERE namespace = %s "
+                    "AND xid >= %s",
+                    (self.namespace, xid),
+                )
+            ).fetchall()
+        return (
+            {str(sc): int(v) for sc, v in scopes},
+            {
+                str(r): RolloutState(
+                    rollout_id=str(r), segments=int(n), watermark=int(w), progress=pr
+                )
+                for r, n, w, pr in rollouts
+            },
+            {str(f): str(r) for f, r in threads},
+        )
+
+    async def read_changes(self, since: dict[str, int]) -> dict[str, ScopeState]:
+        """Per scope, what changed after the version given (``since[scope]``; 0: all of it):
+        its version, head and switches, the entries written after that version and the keys
+        removed after it. One consistent snapshot of every scope named."""
+
+        out = {
+            s: ScopeState(
+                scope=s,
+                version=0,
+                head=None,
+                overrides=Overrides(),
+                entries={},
+                entry_versions={},
+                since=v,
+            )
+            for s, v in since.items()
+        }
+        if not since:
+            return out
+        names, after = list(since), [since[s] for s in since]
+        async with self._tx("reading memory changes") as conn:
+            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            for scope, version, head, overrides in await (
+                await conn.execute(
+                    "SELECT scope, version, head, overrides FROM sbm_scopes "
+                    "WHERE namespace = %s AND scope = ANY(%s)",
+                    (self.namespace, names),
+                )
+            ).fetchall():
+                st = out[scope]
+                st.version, st.head = int(version), head
+                st.overrides = Overrides.model_validate(overrides or {})
+            for row in await (
+                await conn.execute(
+                    "SELECT e.scope, e.key, e.version, e.kind, e.content, e.sources, e.status, "
+                    "e.person, e.keywords, e.updated_at FROM sbm_entries e "
+                    "JOIN unnest(%s::text[], %s::bigint[]) AS w(scope, after) "
+                    "ON e.scope = w.scope AND e.version > w.after WHERE e.namespace = %s",
+                    (names, after, self.namespace),
+                )
+            ).fetchall():
+                scope, key, version = row[:3]
+                out[scope].entries[key] = _entry(key, *row[3:])
+                out[scope].entry_versions[key] = int(version)
+            for scope, key in await (
+                await conn.execute(
+                    "SELECT r.scope, r.key FROM sbm_removed r "
+                    "JOIN unnest(%s::text[], %s::bigint[]) AS w(scope, after) "
+                    "ON r.scope = w.scope AND r.version > w.after WHERE r.namespace = %s "
+                    "ORDER BY r.key",
+                    (names, after, self.namespace),
+                )
+            ).fetchall():
+                if key not in out[scope].entries:
+                    out[scope].removed.append(key)
+        return out
+
     async def write_scope(
         self,
         scope: str,
@@ -701,14 +835,28 @@ class PostgresStore:
                 and bump > 0
             ):
                 return current  # every change of this write is in the store already
+            if entries or remove:
+                bump = max(1, bump)  # a changed entry's version is above every reader's base
             new = current + max(0, bump)
             if remove:
                 await conn.execute(
                     "DELETE FROM sbm_entries WHERE namespace = %s AND scope = %s AND key = ANY(%s)",
                     (self.namespace, scope, list(remove)),
                 )
+                # Kept as the scope version that removed it: a copy reads it as a change.
+                await conn.execute(
+                    "INSERT INTO sbm_removed (namespace, scope, key, version) "
+                    "SELECT %s, %s, k, %s FROM unnest(%s::text[]) AS k "
+                    "ON CONFLICT (namespace, scope, key) DO UPDATE SET version = EXCLUDED.version",
+                    (self.namespace, scope, new, list(remove)),
+                )
+            if entries:
+                await conn.execute(
+                    "DELETE FROM sbm_removed WHERE namespace = %s AND scope = %s AND key = ANY(%s)",
+                    (self.namespace, scope, list(entries)),
+                )
             await conn.execute(
-                "UPDATE sbm_scopes SET version = %s, updated_at = %s, "
+                "UPDATE sbm_scopes SET version = %s, updated_at = %s, xid = txid_current(), "
                 "head = COALESCE(%s, head), overrides = COALESCE(%s::jsonb, overrides) "
                 "WHERE namespace = %s AND scope = %s",
                 (
@@ -837,7 +985,8 @@ class PostgresStore:
                     """
                     INSERT INTO sbm_rollouts AS r (namespace, rollout_id, segments)
                     VALUES (%s, %s, 1)
-                    ON CONFLICT (namespace, rollout_id) DO UPDATE SET segments = r.segments + 1
+                    ON CONFLICT (namespace, rollout_id) DO UPDATE SET segments = r.segments + 1,
+                        xid = txid_current()
                     RETURNING segments
                     """,
                     (self.namespace, rollout_id),
@@ -916,7 +1065,8 @@ class PostgresStore:
                     ON CONFLICT (namespace, rollout_id) DO UPDATE SET
                         watermark = GREATEST(r.watermark, EXCLUDED.watermark),
                         progress = CASE WHEN EXCLUDED.watermark >= r.watermark
-                                        THEN EXCLUDED.progress ELSE r.progress END
+                                        THEN EXCLUDED.progress ELSE r.progress END,
+                        xid = txid_current()
                     RETURNING watermark
                     """,
                     (self.namespace, rollout_id, watermark, json.dumps(progress)),

@@ -43,6 +43,7 @@ from .postgres import (
     SETTINGS_NOTE,
     Fence,
     PostgresStore,
+    RolloutState,
     ScopeState,
     conversation_scope,
 )
@@ -159,6 +160,7 @@ class SharedCopy:
         data.setdefault("threads", [])
         data.setdefault("log_seq", 0)
         data.setdefault("log_lines", 0)
+        data.setdefault("xid", 0)
         return data
 
     async def _save_base(self, base: dict[str, Any]) -> None:
@@ -416,11 +418,9 @@ class SharedCopy:
         base = await self._base()
         st = self.rt.store
         new_logs = (await st.read_log())[int(base["log_lines"]) :]
-        if not await self._as_pulled(base, LAYOUT_SCOPE, f"{st.dir}/layout/head.json"):
-            layout = await st.load_layout()
-            await self._push_scope(
-                base, LAYOUT_SCOPE, layout.entries, layout.version, None, None, new_logs, fence
-            )
+        head = await st.layout_head()
+        if LAYOUT_SCOPE not in base["scopes"] or head.stamp != base.get("layout_stamp"):
+            await self._push_layout(base, head.stamp, head.version, new_logs, fence)
         for name in await self.rt.ws.listdir(f"{st.dir}/conversations"):
             if not name.endswith(".json"):
                 continue
@@ -451,6 +451,30 @@ class SharedCopy:
                     fresh[fp] = found
         await self.store.map_threads(fresh)
 
+    async def _push_layout(
+        self, base: dict[str, Any], stamp: str, version: int, logs: list[LogRecord], fence: Fence
+    ) -> None:
+        """Send the layout entries the copy changed since it was last brought up to date.
+
+        The commits this process made since then name the keys they changed: only those are
+        read and compared. When another process committed to the copy meanwhile (a close
+        killed before it sent its changes, a command while the store was away), every entry
+        is compared instead.
+        """
+
+        st = self.rt.store
+        keys = None
+        if LAYOUT_SCOPE in base["scopes"] and base.get("layout_stamp"):
+            keys = st.layout_changed_keys(str(base["layout_stamp"]), stamp)
+        if keys is None:
+            entries: dict[str, Entry] = (await st.load_layout()).entries
+            await self._push_scope(base, LAYOUT_SCOPE, entries, version, None, None, logs, fence)
+            return
+        found = await st.layout_entries(keys)
+        await self._push_scope(
+            base, LAYOUT_SCOPE, found, version, None, None, logs, fence, only=keys
+        )
+
     async def _as_pulled(self, base: dict[str, Any], scope: str, path: str) -> bool:
         """Whether the state file of ``scope`` holds what the copy was last brought to (its
         bytes as then): nothing of it to send, and no need to parse it."""
@@ -470,13 +494,19 @@ class SharedCopy:
         overrides: Any,
         logs: list[LogRecord],
         fence: Fence,
+        *,
+        only: Collection[str] | None = None,
     ) -> None:
+        """``entries``: the scope's entries as the copy holds them, or, with ``only``, those
+        of the keys ``only`` names (the keys that may have changed; the rest did not)."""
+
         b = base["scopes"].get(scope) or {"version": 0, "entries": {}, "meta": None}
         known: dict[str, list[Any]] = b["entries"]
         changed = {
             k: e for k, e in entries.items() if known.get(k, [None, None])[1] != _entry_hash(e)
         }
-        removed = [k for k in known if k not in entries]
+        candidates = known if only is None else [k for k in only if k in known]
+        removed = [k for k in candidates if k not in entries]
         meta = _h(json.dumps([head, overrides.model_dump() if overrides else None]))
         meta_changed = overrides is not None and meta != b.get("meta")
         # A change is logged before it is saved: a record past the scope's saved version is of
@@ -604,25 +634,49 @@ class SharedCopy:
         base = await self._base()
         st = self.rt.store
         changed = False
-        versions = await self.store.scope_versions()
-        stale = [s for s, v in versions.items() if base["scopes"].get(s, {}).get("version") != v]
-        for scope, state in (await self.store.read_scopes(stale)).items():
+        # What changed since the copy last looked: rows written from its horizon on.
+        horizon = await self.store.horizon()
+        versions, rollouts, threads = await self.store.changed_since(int(base["xid"]))
+        since = {
+            scope: int(base["scopes"][scope]["version"]) if scope in base["scopes"] else 0
+            for scope, v in versions.items()
+            if base["scopes"].get(scope, {}).get("version") != v
+        }
+        for scope, state in (await self.store.read_changes(since)).items():
+            b = base["scopes"].get(scope) if state.since else None
+            known: dict[str, list[Any]] = dict(b["entries"]) if b else {}
+            for k, e in state.entries.items():
+                known[k] = [state.entry_versions[k], _entry_hash(e)]
+            for k in state.removed:
+                known.pop(k, None)
             if scope == LAYOUT_SCOPE:
-                await st.save_layout(LayoutMemory(version=state.version, entries=state.entries))
+                if state.since:
+                    # Only what changed after the copy's version: one commit of those entries.
+                    await st.commit_layout(
+                        version=state.version, put=state.entries, delete=state.removed
+                    )
+                else:
+                    await st.save_layout(LayoutMemory(version=state.version, entries=state.entries))
             elif scope.startswith("conversation:"):
+                rid = scope.split(":", 1)[1]
+                entries = state.entries
+                if state.since:
+                    conv_entries = dict((await st.load_conversation(rid)).entries)
+                    conv_entries.update(entries)
+                    for k in state.removed:
+                        conv_entries.pop(k, None)
+                    entries = conv_entries
                 conv = ConversationMemory(
-                    rollout_id=scope.split(":", 1)[1],
+                    rollout_id=rid,
                     version=state.version,
                     head=state.head,
-                    entries=state.entries,
+                    entries=entries,
                     overrides=state.overrides,
                 )
                 await st.save_conversation(conv)
             base["scopes"][scope] = {
                 "version": state.version,
-                "entries": {
-                    k: [state.entry_versions[k], _entry_hash(e)] for k, e in state.entries.items()
-                },
+                "entries": known,
                 "meta": _h(json.dumps([state.head, state.overrides.model_dump()])),
             }
             self.rt.search_index.mark_scope(scope)
@@ -657,18 +711,21 @@ class SharedCopy:
                 changed = True
         base["files_rev"] = newest
 
-        threads = await self.store.threads()
-        local_threads = set(await self.rt.ws.listdir(f"{st.dir}/threads"))
+        known_threads = set(base["threads"])
         for fp, rid in threads.items():
-            if fp not in local_threads:
+            if fp not in known_threads and await st.thread_for(fp) is None:
                 await st.index_thread(fp, rid)
-        base["threads"] = sorted(threads)
+        base["threads"] = sorted(known_threads | set(threads))
 
-        if await self._pull_rollouts(base):
+        if await self._pull_rollouts(base, rollouts):
             changed = True
         if changed or await self.rt.ws.size(f"{self.mdir}/MEMORY.md") is None:
             await self.rt.render_current()
         base["hashes"] = await self._state_hashes()
+        base["xid"] = horizon
+        # The copy's layout memory is the store's now (its changes were sent first): the
+        # commits after this stamp are the ones the next send looks at.
+        base["layout_stamp"] = (await st.layout_head()).stamp
         await self._save_base(base)
         if log_replaced:
             # The search index reads the log from where it stopped, and the log it read is
@@ -678,13 +735,15 @@ class SharedCopy:
             self.rt.bump()
         return changed
 
-    async def _pull_rollouts(self, base: dict[str, Any]) -> bool:
-        """Sessions files in the store's order (runs only the copy has after them); progress."""
+    async def _pull_rollouts(self, base: dict[str, Any], rollouts: dict[str, RolloutState]) -> bool:
+        """Sessions files in the store's order (runs only the copy has after them); progress.
+
+        ``rollouts``: those written since the copy last looked."""
 
         changed = False
         sdir = self.rt.layout.sessions_dir
         st = self.rt.store
-        for rid, state in (await self.store.rollouts()).items():
+        for rid, state in rollouts.items():
             known = base["rollouts"].get(rid) or {"n": 0, "offset": 0}
             meta_hash = _h(json.dumps(state.progress, sort_keys=True))
             if (

@@ -1,0 +1,180 @@
+"""A working copy and the shared store exchange what changed, not all of memory.
+
+A real server (``pg_dsn``), real runtimes on workspace folders, the offline engine. The store
+side: changes after a version, removals, the change horizon with a transaction in flight. The
+copy side: a fetch applies only the entries another sandbox changed, a send reads and writes
+only the entries this copy changed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from sandbox_memory import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
+from sandbox_memory.runtime import LayoutRuntime
+from sandbox_memory.store import Entry, Source
+from sandbox_memory.stores import PostgresStore
+from sandbox_memory.workspace import LocalWorkspace
+
+MANY = 60
+
+
+def entry(key: str, content: str = "x") -> Entry:
+    return Entry(
+        key=key, content=content, kind="fact", sources=[Source(conversation="c", item="i")]
+    )
+
+
+def runtime(root: Path, store: PostgresStore) -> LayoutRuntime:
+    root.mkdir(parents=True, exist_ok=True)
+    return LayoutRuntime(
+        LocalWorkspace(root),
+        layout=MemoryLayoutConfig(),
+        generate=MemoryGenerateConfig(engine="offline"),
+        read=MemoryReadConfig(),
+        store=store,
+    )
+
+
+async def test_changes_after_a_version_are_the_entries_written_and_removed_after_it(
+    pg_dsn: str,
+) -> None:
+    store = PostgresStore(pg_dsn, namespace="n")
+    v1 = await store.write_scope("layout", entries={f"k{i}": entry(f"k{i}") for i in range(5)})
+    v2 = await store.write_scope("layout", entries={"k1": entry("k1", "new")}, remove=["k2"])
+    got = (await store.read_changes({"layout": v1}))["layout"]
+    assert (got.version, sorted(got.entries), got.removed) == (v2, ["k1"], ["k2"])
+    assert got.entries["k1"].content == "new" and got.entry_versions == {"k1": v2}
+    # Put back after its removal: a change like any other, no longer removed.
+    v3 = await store.write_scope("layout", entries={"k2": entry("k2", "back")})
+    got = (await store.read_changes({"layout": v1}))["layout"]
+    assert (sorted(got.entries), got.removed) == (["k1", "k2"], [])
+    assert (await store.read_changes({"layout": v3}))["layout"].entries == {}
+    # From 0: the whole scope.
+    whole = (await store.read_changes({"layout": 0}))["layout"]
+    assert sorted(whole.entries) == [f"k{i}" for i in range(5)]
+    # A removal with nothing else still moves the version (a copy at the old one sees it).
+    v4 = await store.write_scope("layout", remove=["k4"], bump=0)
+    assert v4 == v3 + 1
+    assert (await store.read_changes({"layout": v3}))["layout"].removed == ["k4"]
+    await store.aclose()
+
+
+async def test_a_write_still_running_when_a_copy_looked_is_seen_the_next_time(
+    pg_dsn: str,
+) -> None:
+    store = PostgresStore(pg_dsn, namespace="n")
+    await store.append_segment("r0", "s0", "{}")
+    horizon = await store.horizon()
+    _, rollouts, _ = await store.changed_since(0)
+    assert list(rollouts) == ["r0"]
+    # Another process' transaction takes its id now and commits after the copy's next look.
+    async with await psycopg.AsyncConnection.connect(pg_dsn) as other:
+        await other.execute(
+            "INSERT INTO sbm_rollouts (namespace, rollout_id, segments) VALUES ('n', 'late', 1)"
+        )
+        newer = await store.horizon()
+        _, seen, _ = await store.changed_since(horizon)
+        assert "late" not in seen  # not committed yet
+        await other.commit()
+    _, seen, _ = await store.changed_since(newer)
+    assert "late" in seen  # written by a transaction older than the horizon looked from
+    # Once nothing older runs, a look from the newest horizon lists nothing old again.
+    assert (await store.changed_since(await store.horizon()))[1] == {}
+    await store.aclose()
+
+
+class Spy(PostgresStore):
+    """Notes the entries each fetch read and each write sent (the store seam itself)."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.read: list[tuple[int, list[str], list[str]]] = []
+        self.sent: list[tuple[list[str], list[str]]] = []
+
+    async def read_changes(self, since: dict[str, int]) -> Any:
+        out = await super().read_changes(since)
+        if "layout" in out:
+            got = out["layout"]
+            self.read.append((got.since, sorted(got.entries), got.removed))
+        return out
+
+    async def write_scope(self, scope: str, **kw: Any) -> int:
+        if scope == "layout":
+            self.sent.append((sorted(kw.get("entries") or {}), sorted(kw.get("remove") or ())))
+        return await super().write_scope(scope, **kw)
+
+
+async def test_a_copy_fetches_and_applies_only_the_entries_another_sandbox_changed(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    other = PostgresStore(pg_dsn, namespace="acme")
+    await other.write_scope(
+        "layout", entries={f"k{i:02d}": entry(f"k{i:02d}") for i in range(MANY)}
+    )
+    spy = Spy(pg_dsn, namespace="acme")
+    rt = runtime(tmp_path / "a", spy)
+    await rt.start_run()  # the first fetch: everything
+    assert spy.read == [(0, [f"k{i:02d}" for i in range(MANY)], [])]
+    # Another sandbox changes one entry and drops another.
+    await other.write_scope("layout", entries={"k07": entry("k07", "changed")}, remove=["k09"])
+    spy.read.clear()
+    await runtime(tmp_path / "a", spy).start_run()  # a fresh process on the same copy
+    assert [(r[1], r[2]) for r in spy.read] == [(["k07"], ["k09"])]
+    copy = (await rt.store.layout_for_reading()).entries
+    stored = (await other.read_scope("layout")).entries
+    assert sorted(copy) == sorted(stored) and "k09" not in copy
+    assert copy["k07"].content == "changed"
+    assert "changed" in (tmp_path / "a" / "memories" / "MEMORY.md").read_text()
+    await other.aclose()
+    await spy.aclose()
+
+
+@pytest.mark.parametrize("fresh_process", [False, True])
+async def test_a_copy_sends_only_the_entries_it_changed(
+    pg_dsn: str, tmp_path: Path, fresh_process: bool
+) -> None:
+    """In the process that made the change its commits name the keys; a fresh process on the
+    copy (the one that changed it died) compares every entry, and sends the same."""
+
+    other = PostgresStore(pg_dsn, namespace="acme")
+    await other.write_scope(
+        "layout", entries={f"k{i:02d}": entry(f"k{i:02d}") for i in range(MANY)}
+    )
+    spy = Spy(pg_dsn, namespace="acme")
+    rt = runtime(tmp_path / "a", spy)
+    await rt.start_run()
+    edit = await rt.store.edit_layout()
+    await edit.load(["k03", "k04"])
+    edit.entries["k03"] = entry("k03", "mine")
+    del edit.entries["k04"]
+    edit.entries["k99"] = entry("k99", "added")
+    edit.version += 1
+    await edit.commit()
+    if fresh_process:
+        rt = runtime(tmp_path / "a", spy)
+    spy.sent.clear()
+    copies = 0
+    real = rt.store.load_layout
+
+    async def load_layout() -> Any:
+        nonlocal copies
+        copies += 1
+        return await real()
+
+    rt.store.load_layout = load_layout  # type: ignore[method-assign]
+    async with rt.shared.session() as fence:  # type: ignore[union-attr]
+        assert fence is not None
+    assert spy.sent == [(["k03", "k99"], ["k04"])]
+    # Every entry compared only when this process did not make the change itself.
+    assert copies == (1 if fresh_process else 0)
+    stored = (await other.read_scope("layout")).entries
+    assert stored["k03"].content == "mine" and stored["k99"].content == "added"
+    assert "k04" not in stored and len(stored) == MANY
+    assert sorted((await rt.store.layout_for_reading()).entries) == sorted(stored)
+    await other.aclose()
+    await spy.aclose()
