@@ -456,16 +456,18 @@ class SharedCopy:
     ) -> None:
         """Send the layout entries the copy changed since it was last brought up to date.
 
-        The commits this process made since then name the keys they changed: only those are
-        read and compared. When another process committed to the copy meanwhile (a close
-        killed before it sent its changes, a command while the store was away), every entry
+        The copy's layout commits since then name the keys they changed (its head lists the
+        latest ones, whichever process made them): only those are read and compared. When
+        they are not known (more commits since than the head names, a rebuild), every entry
         is compared instead.
         """
 
         st = self.rt.store
         keys = None
         if LAYOUT_SCOPE in base["scopes"] and base.get("layout_stamp"):
-            keys = st.layout_changed_keys(str(base["layout_stamp"]), stamp)
+            now, keys = await st.layout_changes(str(base["layout_stamp"]))
+            if now != stamp:
+                keys = None  # committed to meanwhile: compare all
         if keys is None:
             entries: dict[str, Entry] = (await st.load_layout()).entries
             await self._push_scope(base, LAYOUT_SCOPE, entries, version, None, None, logs, fence)
