@@ -205,3 +205,48 @@ async def test_a_copy_whose_changes_are_not_named_compares_every_entry(
     assert (await other.read_scope("layout")).entries["k05"].content == "rebuilt"
     await other.aclose()
     await spy.aclose()
+
+
+async def test_a_send_reads_only_the_records_noted_as_changed_even_by_a_runtime_without_the_store(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    """A copy's records are noted before they change, also by a runtime on the folder that has
+    no shared store (a command on the copy): the send reads those, not every conversation."""
+
+    from sandbox_memory.stores.postgres import conversation_scope
+
+    other = PostgresStore(pg_dsn, namespace="acme")
+    for i in range(MANY):
+        await other.write_scope(conversation_scope(f"c{i:02d}"), entries={"k": entry("k")})
+    spy = Spy(pg_dsn, namespace="acme")
+    first = runtime(tmp_path / "a", spy)
+    await first.start_run()
+    await first.store.recover_layout()  # the copy's one-time index of conversation keys
+    plain = LayoutRuntime(
+        LocalWorkspace(tmp_path / "a"),
+        layout=MemoryLayoutConfig(),
+        generate=MemoryGenerateConfig(engine="offline"),
+        read=MemoryReadConfig(),
+    )
+    conv = await plain.store.load_conversation("c07")
+    conv.entries["k"] = entry("k", "changed here")
+    await plain.store.save_conversation(conv)
+    rt = runtime(tmp_path / "a", spy)
+    assert rt.shared is not None and await rt.shared.has_unsent_changes()
+    loaded: list[str] = []
+    real = rt.ws.read_bytes
+
+    async def read_bytes(path: str) -> Any:
+        if "/conversations/" in path:
+            loaded.append(path.rsplit("/", 1)[1])
+        return await real(path)
+
+    rt.ws.read_bytes = read_bytes  # type: ignore[method-assign]
+    async with rt.shared.session() as fence:
+        assert fence is not None
+    assert "c07.json" in loaded and len(set(loaded)) <= 2, loaded  # not every conversation
+    stored = await other.read_scope(conversation_scope("c07"))
+    assert stored.entries["k"].content == "changed here"
+    assert not await rt.shared.has_unsent_changes()  # sent, and the notes start afresh
+    await other.aclose()
+    await spy.aclose()

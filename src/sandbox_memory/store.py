@@ -748,6 +748,13 @@ def _citable(rid: str) -> bool:
 
 _JSON = ".json"
 
+SHARED_COPY_FILE = "shared.json"
+"""Under ``<memories_dir>/store/``: a shared store's working copy keeps its bookkeeping here."""
+
+TOUCHED_FILE = "shared.touched"
+"""Under ``<memories_dir>/store/``: in a working copy, the records changed since it was last
+brought up to date, one path a line (see :meth:`Store.touched`)."""
+
 FIRST_LINE_MAX_BYTES = 16 << 20
 """How far a rollout's first line is looked for when its thread record is rebuilt."""
 
@@ -789,6 +796,10 @@ class Store(MemoryStore):
         self.retract_copies: Callable[[Entry, CopyRetraction], Awaitable[None]] | None = None
         """Set by the runtime: retracts a layout entry's copies in conversation memory, each
         logged before it is saved (done again after a crash, it changes nothing twice)."""
+        self.shared_copy: bool | None = None
+        """Whether this folder is a shared store's working copy (``store/shared.json``;
+        looked up once, or set by the copy): then each record about to change is noted first
+        in :data:`TOUCHED_FILE`, so the copy sends what changed without reading every record."""
 
     @property
     def lock_path(self) -> str:
@@ -809,11 +820,46 @@ class Store(MemoryStore):
     async def write_state(self, path: str, data: bytes) -> None:
         """Replace a state file atomically; a folder in its place is set aside first."""
 
+        await self._touch(path)
         try:
             await self.ws.write_atomic(path, data)
         except IsADirectoryError:
             await set_aside_folder(self.ws, path)
             await self.ws.write_atomic(path, data)
+
+    async def _touch(self, path: str) -> None:
+        """In a shared store's working copy: note a record (conversation memory, progress,
+        a conversation's fingerprint) before it changes. A close killed after the note and
+        before the change leaves a note of a record as sent: compared, nothing is sent."""
+
+        if not path.startswith(self._touched_prefixes):
+            return
+        if self.shared_copy is None:
+            self.shared_copy = await self.ws.size(f"{self.dir}/{SHARED_COPY_FILE}") is not None
+        if self.shared_copy:
+            await self.ws.append_line(f"{self.dir}/{TOUCHED_FILE}", f"{path}\n".encode())
+
+    async def touched(self) -> list[str] | None:
+        """The records noted as changed (:meth:`_touch`) since :meth:`clear_touched`, in the
+        order first noted; ``None`` when this folder has no note file (every record may have
+        changed: a copy written before notes were kept)."""
+
+        raw = await self.read_state(f"{self.dir}/{TOUCHED_FILE}")
+        if raw is None:
+            return None
+        lines = raw.decode("utf-8", "replace").split("\n")[:-1]  # a torn last line: no change
+        return list(dict.fromkeys(x for x in lines if x.startswith(self._touched_prefixes)))
+
+    async def clear_touched(self) -> None:
+        """Start the notes afresh: the copy and the store hold the same records now."""
+
+        await self.write_state(f"{self.dir}/{TOUCHED_FILE}", b"")
+
+    @property
+    def _touched_prefixes(self) -> tuple[str, ...]:
+        return tuple(
+            f"{self.dir}/{d}/" for d in ("conversations", "progress", "forgotten", "threads")
+        )
 
     async def _load(self, path: str, model: type[BaseModel], default: BaseModel) -> Any:
         raw = await self.read_state(path)
@@ -1609,6 +1655,7 @@ class Store(MemoryStore):
         # to a crash is rebuilt from the rollout by the next close (_recover_thread).
         path = self.thread_path(fingerprint)
         data = rollout_id.encode("utf-8")
+        await self._touch(path)
         try:
             await self.ws.write_derived(path, data)
         except IsADirectoryError:

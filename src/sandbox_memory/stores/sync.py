@@ -37,7 +37,14 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import MemoryConflict, MemoryLockTimeout, MemoryStoreUnavailable
 from ..rollouts import rollout_path
-from ..store import ConversationMemory, Entry, LayoutMemory, LogRecord, RolloutProgress
+from ..store import (
+    SHARED_COPY_FILE,
+    ConversationMemory,
+    Entry,
+    LayoutMemory,
+    LogRecord,
+    RolloutProgress,
+)
 from .postgres import (
     LAYOUT_SCOPE,
     SETTINGS_NOTE,
@@ -53,7 +60,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("sandbox_memory")
 
-STATE_FILE = "shared.json"
+STATE_FILE = SHARED_COPY_FILE
 """Under ``<memories_dir>/store/``: what the copy was last brought to (versions, hashes)."""
 
 NOTE_DIRS = ("raw_memories", "rollout_summaries")
@@ -126,6 +133,7 @@ class SharedCopy:
         self._session_lock = asyncio.Lock()
         self.holder = f"{os.uname().nodename}:{os.getpid()}:{secrets.token_hex(4)}"
         """Who this copy is in the store's claims."""
+        runtime.store.shared_copy = True  # records are noted before they change
 
     # ------------------------------------------------------------ outage
 
@@ -155,9 +163,10 @@ class SharedCopy:
         if not isinstance(data, dict) or data.get("namespace") != self.store.namespace:
             # A copy of another namespace (or none yet): everything comes from the store.
             data = {"namespace": self.store.namespace}
-        for key in ("scopes", "rollouts", "files", "hashes"):
+        for key in ("scopes", "rollouts", "files"):
             data.setdefault(key, {})
-        data.setdefault("threads", [])
+        data.pop("hashes", None)  # kept by copies before the notes of changed records
+        data.pop("threads", None)
         data.setdefault("log_seq", 0)
         data.setdefault("log_lines", 0)
         data.setdefault("xid", 0)
@@ -166,30 +175,67 @@ class SharedCopy:
     async def _save_base(self, base: dict[str, Any]) -> None:
         await self.rt.ws.write_atomic(self.state_path, json.dumps(base).encode("utf-8"))
 
-    async def _state_hashes(self) -> dict[str, str]:
-        """Hashes of the copy's state files: a difference from the base is an unsent change."""
+    async def _local_records(self, base: dict[str, Any]) -> tuple[list[str], list[str], list[str]]:
+        """Conversations, rollouts (progress) and fingerprints whose records may have changed
+        since the copy was last brought up to date: those noted before they changed
+        (:meth:`Store.touched`), or every one when there are no notes (a copy written before
+        notes were kept, or never brought up to date)."""
 
         st = self.rt.store
-        out: dict[str, str] = {}
-        # Layout memory's head changes with every commit of it (a new stamp).
-        paths = [f"{st.dir}/layout/head.json", f"{st.dir}/registry.json"]
-        for folder in ("conversations", "progress", "forgotten"):
-            paths += [
-                f"{st.dir}/{folder}/{n}"
-                for n in await self.rt.ws.listdir(f"{st.dir}/{folder}")
-                if n.endswith(".json")
+        touched = await st.touched() if base.get("noted") else None
+        folders = {
+            "conversations": f"{st.dir}/conversations/",
+            "progress": f"{st.dir}/progress/",
+            "forgotten": f"{st.dir}/forgotten/",
+            "threads": f"{st.dir}/threads/",
+        }
+        if touched is None:
+            touched = [
+                prefix + n
+                for prefix in folders.values()
+                for n in await self.rt.ws.listdir(prefix.rstrip("/"))
+                if not n.startswith(".")
             ]
-        for path in paths:
-            data = await self.rt.ws.read_bytes(path)
-            if data is not None:
-                out[path] = _h(data)
-        return out
+        convs: list[str] = []
+        rollouts: list[str] = []
+        threads: list[str] = []
+        for path in touched:
+            folder, _, name = path[len(st.dir) + 1 :].partition("/")
+            if folder == "threads":
+                threads.append(name)
+            elif name.endswith(".json"):
+                (convs if folder == "conversations" else rollouts).append(name[: -len(".json")])
+        return list(dict.fromkeys(convs)), list(dict.fromkeys(rollouts)), threads
 
     async def has_unsent_changes(self) -> bool:
         base = await self._base()
-        if await self._state_hashes() != base["hashes"]:
+        st = self.rt.store
+        if LAYOUT_SCOPE in base["scopes"] and (await st.layout_head()).stamp != base.get(
+            "layout_stamp"
+        ):
+            return True
+        convs, rollouts, _ = await self._local_records(base)
+        for rid in convs:
+            if await self._conversation_changed(base, rid):
+                return True
+        if await self._changed_progress(base, rollouts):
+            return True
+        registry = await self.rt.ws.read_bytes(f"{self.mdir}/{REGISTRY_FILE}")
+        if registry is not None and _h(registry) != base["files"].get(REGISTRY_FILE):
             return True
         return await self.rt.memory_md_edited() is not None
+
+    async def _conversation_changed(self, base: dict[str, Any], rid: str) -> bool:
+        conv = await self.rt.store.load_conversation(rid)
+        b = base["scopes"].get(conversation_scope(rid))
+        if b is None:
+            return True
+        known: dict[str, list[Any]] = b["entries"]
+        if sorted(known) != sorted(conv.entries):
+            return True
+        if any(known[k][1] != _entry_hash(e) for k, e in conv.entries.items()):
+            return True
+        return bool(_h(json.dumps([conv.head, conv.overrides.model_dump()])) != b.get("meta"))
 
     # ------------------------------------------------------------ entry points
 
@@ -392,15 +438,14 @@ class SharedCopy:
         base = await self._base()
         sdir = self.rt.layout.sessions_dir
         sent = 0
-        for name in await self.rt.ws.listdir(sdir):
+        for name, size in sorted((await self.rt.ws.sizes(sdir)).items()):
             if not name.endswith(".jsonl") or name.startswith("."):
                 continue
             rid = name[: -len(".jsonl")]
             known = base["rollouts"].get(rid, {})
             offset = int(known.get("offset", 0))
             path = rollout_path(sdir, rid)
-            size = await self.rt.ws.size(path)
-            if size is None or size <= offset:
+            if size <= offset:
                 continue
             data = await self.rt.ws.read_range(path, offset, size - offset) or b""
             for line in _lines_with_ends(data):
@@ -421,13 +466,8 @@ class SharedCopy:
         head = await st.layout_head()
         if LAYOUT_SCOPE not in base["scopes"] or head.stamp != base.get("layout_stamp"):
             await self._push_layout(base, head.stamp, head.version, new_logs, fence)
-        for name in await self.rt.ws.listdir(f"{st.dir}/conversations"):
-            if not name.endswith(".json"):
-                continue
-            rid = name[: -len(".json")]
-            path = f"{st.dir}/conversations/{name}"
-            if await self._as_pulled(base, conversation_scope(rid), path):
-                continue
+        convs, rollouts, threads = await self._local_records(base)
+        for rid in convs:
             conv = await st.load_conversation(rid)
             await self._push_scope(
                 base,
@@ -439,17 +479,15 @@ class SharedCopy:
                 new_logs,
                 fence,
             )
-        changed = await self._changed_progress(base)
+        changed = await self._changed_progress(base, rollouts)
         await self._push_files(base, fence, changed)
         await self._push_progress(changed, fence)
-        known = set(base["threads"])
         fresh: dict[str, str] = {}
-        for fp in await self.rt.ws.listdir(f"{st.dir}/threads"):
-            if fp not in known and not fp.startswith("."):
-                found = await st.thread_for(fp)
-                if found is not None:
-                    fresh[fp] = found
-        await self.store.map_threads(fresh)
+        for fp in threads:
+            found = await st.thread_for(fp)
+            if found is not None:
+                fresh[fp] = found
+        await self.store.map_threads(fresh)  # one already stored stays as it is
 
     async def _push_layout(
         self, base: dict[str, Any], stamp: str, version: int, logs: list[LogRecord], fence: Fence
@@ -476,15 +514,6 @@ class SharedCopy:
         await self._push_scope(
             base, LAYOUT_SCOPE, found, version, None, None, logs, fence, only=keys
         )
-
-    async def _as_pulled(self, base: dict[str, Any], scope: str, path: str) -> bool:
-        """Whether the state file of ``scope`` holds what the copy was last brought to (its
-        bytes as then): nothing of it to send, and no need to parse it."""
-
-        if scope not in base["scopes"] or path not in base["hashes"]:
-            return False
-        data = await self.rt.ws.read_bytes(path)
-        return data is not None and _h(data) == base["hashes"][path]
 
     async def _push_scope(
         self,
@@ -589,27 +618,20 @@ class SharedCopy:
                 send[rel] = None
         await self.store.put_files(send, fence=fence)
 
-    async def _all_progress(self) -> dict[str, RolloutProgress]:
-        """Progress of every rollout of the copy, forgotten ones included (``forgotten=True``)."""
+    async def _changed_progress(
+        self, base: dict[str, Any], rollouts: Collection[str]
+    ) -> dict[str, RolloutProgress]:
+        """Progress of ``rollouts`` (forgotten ones too) the copy changed since it was last
+        brought up to date."""
 
-        st = self.rt.store
-        found = dict(await st.list_progress())
-        for name in await self.rt.ws.listdir(f"{st.dir}/forgotten"):
-            rid = name[: -len(".json")] if name.endswith(".json") else None
-            if rid and rid not in found:
-                prog = await st.get_progress(rid)
-                if prog is not None:
-                    found[rid] = prog
-        return found
-
-    async def _changed_progress(self, base: dict[str, Any]) -> dict[str, RolloutProgress]:
-        """Progress the copy changed since it was last brought up to date (forgotten too)."""
-
-        return {
-            rid: prog
-            for rid, prog in (await self._all_progress()).items()
-            if base["rollouts"].get(rid, {}).get("progress") != _h(prog.model_dump_json())
-        }
+        out: dict[str, RolloutProgress] = {}
+        for rid in rollouts:
+            prog = await self.rt.store.get_progress(rid)
+            if prog is None:
+                continue
+            if base["rollouts"].get(rid, {}).get("progress") != _h(prog.model_dump_json()):
+                out[rid] = prog
+        return out
 
     async def _push_progress(self, changed: dict[str, RolloutProgress], fence: Fence) -> None:
         for rid, prog in changed.items():
@@ -713,22 +735,23 @@ class SharedCopy:
                 changed = True
         base["files_rev"] = newest
 
-        known_threads = set(base["threads"])
         for fp, rid in threads.items():
-            if fp not in known_threads and await st.thread_for(fp) is None:
+            if await st.thread_for(fp) is None:
                 await st.index_thread(fp, rid)
-        base["threads"] = sorted(known_threads | set(threads))
 
         if await self._pull_rollouts(base, rollouts):
             changed = True
         if changed or await self.rt.ws.size(f"{self.mdir}/MEMORY.md") is None:
             await self.rt.render_current()
-        base["hashes"] = await self._state_hashes()
         base["xid"] = horizon
+        base["noted"] = True  # from here on, records are noted before they change
         # The copy's layout memory is the store's now (its changes were sent first): the
         # commits after this stamp are the ones the next send looks at.
         base["layout_stamp"] = (await st.layout_head()).stamp
         await self._save_base(base)
+        # The copy holds the store's records now (its own changes went first): the notes of
+        # changed records start afresh (a kill before this leaves notes of records as sent).
+        await st.clear_touched()
         if log_replaced:
             # The search index reads the log from where it stopped, and the log it read is
             # gone: take in the scopes marked above now, in this process.
