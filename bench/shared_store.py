@@ -4,6 +4,7 @@
     python bench/shared_store.py --procs 4 --runs 10  # smaller
     python bench/shared_store.py --dsn postgresql://... # an existing server (else a throw-away
                                                       # one from tests/pgserver.py)
+    python bench/shared_store.py --close-cost 1000,10000  # what one close sends and reads
 
 Each process is one sandbox of its own machine doing ``--runs`` runs one after the other:
 record the run (a user decision the offline engine learns), then close (phase 1 and 2). With
@@ -17,8 +18,28 @@ A script, not a test: nothing here gates CI.
 Measured at 8 x 50 on a 2-core machine loaded by other work (load 10 to 22): PostgreSQL 0.29
 runs/s (1,366 s), close p50 15 s, lease held p50 2.9 s; the workspace store 1.62 runs/s
 (247 s); 0 lessons lost in both. Runs/s on PostgreSQL is about one over the lease's hold time,
-which grows with the namespace (the copy's records are read at each send and fetch); see
+which grew with the namespace (the copy's records were read at each send and fetch); see
 docs/sharing.md, "Limits worth knowing".
+
+``--close-cost``: one close of a second sandbox's copy at a namespace of N entries (N / 2
+conversations, built as bench/scenario_scale.py builds a store, exported to PostgreSQL),
+counted: statements, rows read, bytes sent and received, reads and writes of the copy's
+files. Before the copy fetched and sent per record (load 10-14, so seconds are noisy):
+
+    entries  close   lease held  rows read  bytes received  copy reads  copy bytes read
+    1,000    0.87 s  0.81 s      3,800      604 KB          5,740       5.6 MB
+    3,000    2.42 s  2.36 s      11,294     1.39 MB         15,741      12.9 MB
+    10,000   4.91 s  4.76 s      37,523     4.16 MB         50,745      38.3 MB
+
+After (58-67 statements per close in both):
+
+    1,000    0.67 s  0.64 s      52         200 KB          1,262       3.8 MB
+    3,000    1.11 s  0.99 s      64         202 KB          1,263       7.4 MB
+
+What still grows: the copy's bookkeeping (``shared.json``, a version and hash per entry and
+rollout, read about 7 times and written twice per close) and, in a fresh process, the
+rendering of ``MEMORY.md`` from every entry (``runtime/render.py``: about half the close at
+3,000 entries in a profile).
 """
 
 from __future__ import annotations

@@ -830,10 +830,14 @@ class Store(MemoryStore):
     async def _touch(self, path: str) -> None:
         """In a shared store's working copy: note a record (conversation memory, progress,
         a conversation's fingerprint) before it changes. A close killed after the note and
-        before the change leaves a note of a record as sent: compared, nothing is sent."""
+        before the change leaves a note of a record as sent: compared, nothing is sent. A
+        fingerprint is noted only when the copy said so (:attr:`shared_copy`): a record by a
+        runtime without the store looks nothing up."""
 
         if not path.startswith(self._touched_prefixes):
             return
+        if self.shared_copy is None and path.startswith(f"{self.dir}/threads/"):
+            return  # a first record looks nothing up (a round trip through a session)
         if self.shared_copy is None:
             self.shared_copy = await self.ws.size(f"{self.dir}/{SHARED_COPY_FILE}") is not None
         if self.shared_copy:
