@@ -180,3 +180,45 @@ async def test_the_head_names_each_commit_and_a_pending_one(tmp_path: Path) -> N
     )
     rebuild = LayoutCommit(version=10, stamp="rebuild", whole=True)
     assert rebuild.changed_keys() is None
+
+
+async def test_usage_costs_the_uses_recorded_not_the_entries_indexed(indexed: Path) -> None:
+    # Phase 2 reads usage at every close and command: with one use recorded it must not visit
+    # every entry document (SQLite's planner scanned the entries first for an empty table).
+    client = client_for(indexed)
+    index = client.runtime.search_index
+    await index.sync()
+    db = await index._open()
+    db.execute(
+        "INSERT INTO usage(target, kind, uses, last_used_at) VALUES ('entry-0003', 'entry', 2, 5)"
+    )
+    steps = 0
+
+    def count() -> int:
+        nonlocal steps
+        steps += 1
+        return 0
+
+    db.set_progress_handler(count, 10)
+    used = await index.usage()
+    db.set_progress_handler(None, 0)
+    assert used == {"conv-3": (2, 5)}
+    assert steps * 10 < COUNT, steps  # a visit of each of the COUNT entries takes more
+    index.close()
+
+
+async def test_a_remember_reads_memory_md_once_and_writes_it_once(indexed: Path) -> None:
+    from sandbox_memory import Remember
+
+    ws = Reads(indexed)
+    client = client_for(ws)
+    view = await client.view(None)
+    ws.reads.clear()
+    await client.apply(
+        Remember(key="deploy-queue", content="Deploys go through the staging queue."),
+        expected=view.version,
+    )
+    # The live-edit check reads it; the rendering after the change only writes it.
+    assert ws.reads.count("memories/MEMORY.md") == 1
+    text = (indexed / "memories" / "MEMORY.md").read_text()
+    assert "**deploy-queue**" in text and "staging queue" in text

@@ -239,10 +239,15 @@ class Renderer:
         # time (never a second copy of it in memory).
         memory_md = self.model.memory_md(refs).encode("utf-8")
         memory_digest = hashlib.sha256(memory_md).hexdigest()
-        if not (checked and stamp.get("memory_md_sha256") == memory_digest):
-            path = f"{mdir}/MEMORY.md"
-            if await _file_digest(st.ws, path, len(memory_md)) != memory_digest:
-                await st.ws.write_atomic(path, memory_md)
+        path = f"{mdir}/MEMORY.md"
+        if checked:
+            # This phase 2's live-edit check found MEMORY.md as last rendered: it differs from
+            # this rendering exactly when the digests do, and is not read again.
+            stale = stamp.get("memory_md_sha256") != memory_digest
+        else:
+            stale = await _file_digest(st.ws, path, len(memory_md)) != memory_digest
+        if stale:
+            await st.ws.write_atomic(path, memory_md)
         del memory_md
         await put("memory_summary.md", self.model.summary_file(refs, budget))
         await put("raw_memories.md", await self._raw_memories(refs))
