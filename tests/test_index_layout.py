@@ -222,3 +222,37 @@ async def test_a_remember_reads_memory_md_once_and_writes_it_once(indexed: Path)
     assert ws.reads.count("memories/MEMORY.md") == 1
     text = (indexed / "memories" / "MEMORY.md").read_text()
     assert "**deploy-queue**" in text and "staging queue" in text
+
+
+@pytest.mark.parametrize("command", ["new", "replace", "forget"])
+async def test_a_command_while_memory_md_holds_a_hand_edit_keeps_both(
+    tmp_path: Path, command: str
+) -> None:
+    # The command commits first; its phase 2 then takes the hand edit in. The entry it
+    # changed was never rendered as it is now: its line (or the line's absence) is no edit.
+    from sandbox_memory import Forget, Remember
+
+    client = client_for(tmp_path)
+    view = await client.create()
+    view = await client.apply(Remember(key="a", content="Fact 7 about x."), expected=view.version)
+    view = await client.apply(Remember(key="k", content="Old k."), expected=view.version)
+    path = tmp_path / "memories" / "MEMORY.md"
+    path.write_text(path.read_text().replace("Fact 7 about", "Fact seven about"))
+    change = {
+        "new": Remember(key="other", content="Another fact."),
+        "replace": Remember(key="k", content="New k."),
+        "forget": Forget(key="k"),
+    }[command]
+    view = await client.apply(change, expected=view.version)
+    got = {k: (e.content, e.status) for k, e in view.entries.items()}
+    assert got["a"] == ("Fact seven about x.", "active")  # the hand edit, taken in
+    want = {
+        "new": ("other", ("Another fact.", "active")),
+        "replace": ("k", ("New k.", "active")),
+        "forget": ("k", ("Old k.", "retracted")),
+    }[command]
+    assert got[want[0]] == want[1]
+    text = path.read_text()
+    assert "Fact seven about x." in text
+    assert ("**k**" in text) is (command != "forget")
+    assert ("New k." in text) is (command == "replace")

@@ -44,6 +44,9 @@ class LiveEdits:
         self.state = state
         self.as_rendered = False
         """What the last :meth:`memory_md_edited` found: ``MEMORY.md`` is as last rendered."""
+        self.rendered_layout = ""
+        """Layout memory's change stamp ``MEMORY.md`` was last rendered from (``""``: not
+        known), as :meth:`memory_md_edited` found it in ``store/rendered.json``."""
 
     async def memory_md_edited(self) -> str | None:
         """``MEMORY.md``'s text when it differs from what was last rendered (a live edit)."""
@@ -57,9 +60,12 @@ class LiveEdits:
         stamp_bytes = await st.store.read_state(f"{st.store.dir}/rendered.json")
         stamp_raw = None if stamp_bytes is None else stamp_bytes.decode("utf-8", "replace")
         try:
-            rendered = json.loads(stamp_raw or "{}").get("memory_md_sha256")
+            doc = json.loads(stamp_raw or "{}")
+            rendered = doc.get("memory_md_sha256")
+            layout_stamp = doc.get("layout_stamp")
         except (ValueError, AttributeError):
-            rendered = None
+            rendered = layout_stamp = None
+        self.rendered_layout = layout_stamp if isinstance(layout_stamp, str) else ""
         if rendered is None:
             return None
         if hashlib.sha256(raw).hexdigest() == rendered:
@@ -104,6 +110,14 @@ class LiveEdits:
                 aside,
             )
             return
+        # Entries committed since MEMORY.md was rendered (a command's own change, which its
+        # phase 2 takes edits in after; a writer killed before rendering) were never shown as
+        # they are: their lines, or their lines' absence, are not edits. Not known (more
+        # commits than the head names, a rebuild): every entry is compared.
+        moved: set[str] = set()
+        if self.rendered_layout:
+            _, since = await st.store.layout_changes(self.rendered_layout)
+            moved = since or set()
         source = await self.source()
         cause: Cause = "live_update" if source.conversation != "person" else "person"
         keys: list[str] = []
@@ -123,6 +137,8 @@ class LiveEdits:
             return conversations[rid]
 
         for key, (kind, content) in parsed.items():
+            if key in moved:
+                continue
             entry = layout.entries.get(key)
             was = shown.get(key)
             if was is not None and was.kind == kind and " ".join(was.content.split()) == content:
@@ -162,7 +178,12 @@ class LiveEdits:
                 keys.append(key)
         if parsed:
             for key, entry in layout.entries.items():
-                if entry.status == "active" and entry.person is None and key not in parsed:
+                if (
+                    entry.status == "active"
+                    and entry.person is None
+                    and key not in parsed
+                    and key not in moved
+                ):
                     retract(entry, [source], stamp)
                     keys.append(key)
             for key, rid in owner.items():

@@ -271,7 +271,12 @@ class Renderer:
             else await store.layout_entries(wanted)
         )
         await put("store/prompt.json", self.model.prompt_index(2 * budget, entries))
-        stamp_doc = {"memory_md_sha256": memory_digest, "files": new, "inputs": inputs}
+        stamp_doc = {
+            "memory_md_sha256": memory_digest,
+            "layout_stamp": layout_stamp,
+            "files": new,
+            "inputs": inputs,
+        }
         if stamp != stamp_doc:
             await store.write_state(self.stamp_path, json.dumps(stamp_doc).encode())
 
