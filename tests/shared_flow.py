@@ -23,6 +23,25 @@ from sandbox_memory import Memory, MemoryGenerateConfig
 from sandbox_memory.stores import PostgresStore
 
 
+def store_runtime(root: Path, store: Any, engine: Any = None) -> Any:
+    """A ``LayoutRuntime`` (offline engine unless ``engine`` is given) on a local folder at
+    ``root`` whose working copy syncs with ``store``: one sandbox's memory, without an agent."""
+
+    from sandbox_memory import MemoryLayoutConfig, MemoryReadConfig
+    from sandbox_memory.runtime import LayoutRuntime
+    from sandbox_memory.workspace import LocalWorkspace
+
+    root.mkdir(parents=True, exist_ok=True)
+    return LayoutRuntime(
+        LocalWorkspace(root),
+        layout=MemoryLayoutConfig(),
+        generate=MemoryGenerateConfig(engine="offline"),
+        read=MemoryReadConfig(),
+        engine=engine,
+        store=store,
+    )
+
+
 def agent(model: ScriptedModel, store: PostgresStore, **generate: Any) -> SandboxAgent:
     return SandboxAgent(
         name="reviewer",

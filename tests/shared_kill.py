@@ -32,7 +32,7 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from faultlib import WRITE_OPS, _timeless, close_state  # noqa: E402
-from shared_flow import lesson, run_payload  # noqa: E402
+from shared_flow import lesson, run_payload, store_runtime  # noqa: E402
 
 TABLES = (
     "sbm_scopes",
@@ -47,21 +47,6 @@ TABLES = (
 WRITE_SQL = re.compile(r"^\s*(INSERT|UPDATE|DELETE)\b", re.I)
 
 
-def runtime(root: Path, store: Any) -> Any:
-    from sandbox_memory import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
-    from sandbox_memory.runtime import LayoutRuntime
-    from sandbox_memory.workspace import LocalWorkspace
-
-    root.mkdir(parents=True, exist_ok=True)
-    return LayoutRuntime(
-        LocalWorkspace(root),
-        layout=MemoryLayoutConfig(),
-        generate=MemoryGenerateConfig(engine="offline"),
-        read=MemoryReadConfig(),
-        store=store,
-    )
-
-
 def store(dsn: str, namespace: str) -> Any:
     from sandbox_memory.stores import PostgresStore
 
@@ -70,13 +55,13 @@ def store(dsn: str, namespace: str) -> Any:
 
 async def prepare(dsn: str, work: Path) -> None:
     seed = store(dsn, "prep")
-    rt = runtime(work / "seed", seed)
+    rt = store_runtime(work / "seed", seed)
     await rt.record(run_payload(lesson("old")), rollout_id="r0")
     await rt.close()
-    await runtime(work / "other", seed).record(run_payload(lesson("other")), rollout_id="r2")
+    await store_runtime(work / "other", seed).record(run_payload(lesson("other")), rollout_id="r2")
     await seed.aclose()
     mine = store(dsn, "prep")
-    rt = runtime(work / "prep", mine)
+    rt = store_runtime(work / "prep", mine)
     await rt.start_run()
     await rt.record(run_payload(lesson("early")), rollout_id="r3")
     await rt.consolidate_conversation("r3")  # extracted after its run, on the copy only
@@ -155,7 +140,7 @@ def kill_at(k: int) -> list[str]:
 
 async def close(dsn: str, root: Path, namespace: str) -> None:
     shared = store(dsn, namespace)
-    await runtime(root, shared).close()
+    await store_runtime(root, shared).close()
     await shared.aclose()
 
 

@@ -13,17 +13,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from sandbox_memory import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
 from sandbox_memory.engines.base import Extraction, ExtractionRequest
 from sandbox_memory.engines.offline import OfflineEngine
-from sandbox_memory.runtime import LayoutRuntime
 from sandbox_memory.stores import PostgresStore
-from sandbox_memory.workspace import LocalWorkspace
-from shared_flow import lesson, run_payload
+from shared_flow import lesson, run_payload, store_runtime
 
 KILL = str(Path(__file__).with_name("shared_kill.py"))
 
@@ -51,18 +47,6 @@ class Meeting(OfflineEngine):
         return await super().extract(request)
 
 
-def runtime(root: Path, store: PostgresStore, engine: OfflineEngine | None = None) -> Any:
-    root.mkdir(parents=True, exist_ok=True)
-    return LayoutRuntime(
-        LocalWorkspace(root),
-        layout=MemoryLayoutConfig(),
-        generate=MemoryGenerateConfig(engine="offline"),
-        read=MemoryReadConfig(),
-        engine=engine,
-        store=store,
-    )
-
-
 async def test_closes_of_two_sandboxes_extract_their_runs_at_the_same_time(
     pg_dsn: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -72,7 +56,7 @@ async def test_closes_of_two_sandboxes_extract_their_runs_at_the_same_time(
         "b": Meeting(started["b"], started["a"]),
     }
     stores = {n: PostgresStore(pg_dsn, namespace="acme") for n in engines}
-    rts = {n: runtime(tmp_path / n, stores[n], engines[n]) for n in engines}
+    rts = {n: store_runtime(tmp_path / n, stores[n], engines[n]) for n in engines}
     for n, rt in rts.items():
         await rt.record(run_payload(lesson(TAGS[n])), rollout_id=f"conv-{n}")
     # Each close extracts its own run; neither waits for the other's lease to do so.

@@ -25,7 +25,7 @@ from sandbox_memory import Forget, MemoryClient, MemoryConflict, Remember
 from sandbox_memory.errors import MemoryStoreUnavailable
 from sandbox_memory.stores import PostgresStore
 from sandbox_memory.stores.postgres import conversation_scope
-from shared_flow import lesson, run_once, run_payload
+from shared_flow import lesson, run_once, run_payload, store_runtime
 
 FLOW = str(Path(__file__).with_name("shared_flow.py"))
 
@@ -321,34 +321,19 @@ class DyingStore(PostgresStore):
             await super().release(fence)
 
 
-def _runtime(root: Path, store: PostgresStore) -> Any:
-    from sandbox_memory import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
-    from sandbox_memory.runtime import LayoutRuntime
-    from sandbox_memory.workspace import LocalWorkspace
-
-    root.mkdir(parents=True, exist_ok=True)
-    return LayoutRuntime(
-        LocalWorkspace(root),
-        layout=MemoryLayoutConfig(),
-        generate=MemoryGenerateConfig(engine="offline"),
-        read=MemoryReadConfig(),
-        store=store,
-    )
-
-
 async def test_a_kill_at_each_write_point_of_a_close_loses_nothing_and_the_lease_is_taken_over(
     pg_dsn: str, tmp_path: Path
 ) -> None:
     # A close of a machine that has one earlier lesson in the store and one new run.
     async def prepare(ns: str, die_at: int | None) -> DyingStore:
         seed = PostgresStore(pg_dsn, namespace=ns)
-        await _runtime(tmp_path / ns / "seed", seed).record(
+        await store_runtime(tmp_path / ns / "seed", seed).record(
             run_payload(lesson("old")), rollout_id="r0"
         )
-        await _runtime(tmp_path / ns / "seed", seed).close()
+        await store_runtime(tmp_path / ns / "seed", seed).close()
         await seed.aclose()
         dying = DyingStore(pg_dsn, namespace=ns, lease_seconds=10)
-        await _runtime(tmp_path / ns / "a", dying).record(
+        await store_runtime(tmp_path / ns / "a", dying).record(
             run_payload(lesson("new")), rollout_id="r1"
         )
         dying.writes.clear()
@@ -356,7 +341,7 @@ async def test_a_kill_at_each_write_point_of_a_close_loses_nothing_and_the_lease
         return dying
 
     counting = await prepare("count", None)
-    await _runtime(tmp_path / "count" / "a", counting).close()
+    await store_runtime(tmp_path / "count" / "a", counting).close()
     points = list(counting.writes)
     assert len(points) >= 4, points
     await counting.aclose()
@@ -364,7 +349,7 @@ async def test_a_kill_at_each_write_point_of_a_close_loses_nothing_and_the_lease
         ns = f"kill{k}"
         dying = await prepare(ns, k)
         with pytest.raises(Killed):
-            await _runtime(tmp_path / ns / "a", dying).close()
+            await store_runtime(tmp_path / ns / "a", dying).close()
         # Time passes: the dead holder's lease runs out (no renewal came).
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             lapsed = conn.execute(
@@ -375,7 +360,7 @@ async def test_a_kill_at_each_write_point_of_a_close_loses_nothing_and_the_lease
         assert lapsed == 1, "the dead holder released its lease"
         # Another machine closes: it takes the lapsed lease over and finishes the work.
         other = PostgresStore(pg_dsn, namespace=ns)
-        await _runtime(tmp_path / ns / "b", other).close()
+        await store_runtime(tmp_path / ns / "b", other).close()
         layout = (await other.read_scope("layout")).entries.values()
         for tag in ("old", "new"):
             assert any(f"deploy-{tag}" in e.content for e in layout), (k, points[k - 1], tag)
@@ -385,7 +370,7 @@ async def test_a_kill_at_each_write_point_of_a_close_loses_nothing_and_the_lease
             "r1": (1, 1),
         }, (k, points[k - 1])
         # The dead machine's workspace, resumed later, catches up without a duplicate run.
-        await _runtime(tmp_path / ns / "a", other).close()
+        await store_runtime(tmp_path / ns / "a", other).close()
         assert (await other.rollouts())["r1"].segments == 1
         await dying.aclose()
         await other.aclose()

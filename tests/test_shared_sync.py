@@ -19,6 +19,7 @@ from sandbox_memory.runtime import LayoutRuntime
 from sandbox_memory.store import Entry, Source
 from sandbox_memory.stores import PostgresStore
 from sandbox_memory.workspace import LocalWorkspace
+from shared_flow import store_runtime
 
 MANY = 60
 
@@ -26,17 +27,6 @@ MANY = 60
 def entry(key: str, content: str = "x") -> Entry:
     return Entry(
         key=key, content=content, kind="fact", sources=[Source(conversation="c", item="i")]
-    )
-
-
-def runtime(root: Path, store: PostgresStore) -> LayoutRuntime:
-    root.mkdir(parents=True, exist_ok=True)
-    return LayoutRuntime(
-        LocalWorkspace(root),
-        layout=MemoryLayoutConfig(),
-        generate=MemoryGenerateConfig(engine="offline"),
-        read=MemoryReadConfig(),
-        store=store,
     )
 
 
@@ -117,13 +107,13 @@ async def test_a_copy_fetches_and_applies_only_the_entries_another_sandbox_chang
         "layout", entries={f"k{i:02d}": entry(f"k{i:02d}") for i in range(MANY)}
     )
     spy = Spy(pg_dsn, namespace="acme")
-    rt = runtime(tmp_path / "a", spy)
+    rt = store_runtime(tmp_path / "a", spy)
     await rt.start_run()  # the first fetch: everything
     assert spy.read == [(0, [f"k{i:02d}" for i in range(MANY)], [])]
     # Another sandbox changes one entry and drops another.
     await other.write_scope("layout", entries={"k07": entry("k07", "changed")}, remove=["k09"])
     spy.read.clear()
-    await runtime(tmp_path / "a", spy).start_run()  # a fresh process on the same copy
+    await store_runtime(tmp_path / "a", spy).start_run()  # a fresh process on the same copy
     assert [(r[1], r[2]) for r in spy.read] == [(["k07"], ["k09"])]
     copy = (await rt.store.layout_for_reading()).entries
     stored = (await other.read_scope("layout")).entries
@@ -146,7 +136,7 @@ async def test_a_copy_sends_only_the_entries_it_changed(
         "layout", entries={f"k{i:02d}": entry(f"k{i:02d}") for i in range(MANY)}
     )
     spy = Spy(pg_dsn, namespace="acme")
-    rt = runtime(tmp_path / "a", spy)
+    rt = store_runtime(tmp_path / "a", spy)
     await rt.start_run()
     edit = await rt.store.edit_layout()
     await edit.load(["k03", "k04"])
@@ -156,7 +146,7 @@ async def test_a_copy_sends_only_the_entries_it_changed(
     edit.version += 1
     await edit.commit()
     if fresh_process:
-        rt = runtime(tmp_path / "a", spy)
+        rt = store_runtime(tmp_path / "a", spy)
     spy.sent.clear()
     copies = 0
     real = rt.store.load_layout
@@ -190,7 +180,7 @@ async def test_a_copy_whose_changes_are_not_named_compares_every_entry(
         "layout", entries={f"k{i:02d}": entry(f"k{i:02d}") for i in range(MANY)}
     )
     spy = Spy(pg_dsn, namespace="acme")
-    rt = runtime(tmp_path / "a", spy)
+    rt = store_runtime(tmp_path / "a", spy)
     await rt.start_run()
     layout = await rt.store.load_layout()
     layout.entries["k05"] = entry("k05", "rebuilt")
@@ -219,7 +209,7 @@ async def test_a_send_reads_only_the_records_noted_as_changed_even_by_a_runtime_
     for i in range(MANY):
         await other.write_scope(conversation_scope(f"c{i:02d}"), entries={"k": entry("k")})
     spy = Spy(pg_dsn, namespace="acme")
-    first = runtime(tmp_path / "a", spy)
+    first = store_runtime(tmp_path / "a", spy)
     await first.start_run()
     await first.store.recover_layout()  # the copy's one-time index of conversation keys
     plain = LayoutRuntime(
@@ -231,7 +221,7 @@ async def test_a_send_reads_only_the_records_noted_as_changed_even_by_a_runtime_
     conv = await plain.store.load_conversation("c07")
     conv.entries["k"] = entry("k", "changed here")
     await plain.store.save_conversation(conv)
-    rt = runtime(tmp_path / "a", spy)
+    rt = store_runtime(tmp_path / "a", spy)
     assert rt.shared is not None and await rt.shared.has_unsent_changes()
     loaded: list[str] = []
     real = rt.ws.read_bytes
