@@ -9,32 +9,38 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from .capability import Memory, for_person
-    from .commands import (
-        Configure,
-        ConversationSummary,
-        ConversationView,
-        Forget,
-        LayoutView,
-        MemoryClient,
-        Refresh,
-        Remember,
-        parse_command,
-    )
-    from .config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
-    from .engines.base import Candidate, Extraction, ExtractionEngine, ExtractionRequest
-    from .errors import (
-        MemoryConfigError,
-        MemoryConflict,
-        MemoryLockTimeout,
-        MemoryNotFound,
-        MemoryPathError,
-        SandboxMemoryError,
-    )
-    from .public_route import record_run
-    from .search import SearchHit
-    from .store import Entry, LogRecord, Source
+if TYPE_CHECKING:  # `X as X`: an explicit re-export, for type checkers
+    from .capability import Memory as Memory
+    from .capability import for_person as for_person
+    from .commands import Configure as Configure
+    from .commands import ConversationSummary as ConversationSummary
+    from .commands import ConversationView as ConversationView
+    from .commands import Forget as Forget
+    from .commands import LayoutView as LayoutView
+    from .commands import MemoryClient as MemoryClient
+    from .commands import Refresh as Refresh
+    from .commands import Remember as Remember
+    from .commands import parse_command as parse_command
+    from .config import MemoryGenerateConfig as MemoryGenerateConfig
+    from .config import MemoryLayoutConfig as MemoryLayoutConfig
+    from .config import MemoryReadConfig as MemoryReadConfig
+    from .engines.base import Candidate as Candidate
+    from .engines.base import Extraction as Extraction
+    from .engines.base import ExtractionEngine as ExtractionEngine
+    from .engines.base import ExtractionRequest as ExtractionRequest
+    from .errors import MemoryConfigError as MemoryConfigError
+    from .errors import MemoryConflict as MemoryConflict
+    from .errors import MemoryLeaseLost as MemoryLeaseLost
+    from .errors import MemoryLockTimeout as MemoryLockTimeout
+    from .errors import MemoryNotFound as MemoryNotFound
+    from .errors import MemoryPathError as MemoryPathError
+    from .errors import MemoryStoreUnavailable as MemoryStoreUnavailable
+    from .errors import SandboxMemoryError as SandboxMemoryError
+    from .public_route import record_run as record_run
+    from .search import SearchHit as SearchHit
+    from .store import Entry as Entry
+    from .store import LogRecord as LogRecord
+    from .store import Source as Source
 
 __version__ = "0.1.0"
 
@@ -60,8 +66,10 @@ _WHERE: dict[str, str] = {
     "MemoryConfigError": "errors",
     "MemoryConflict": "errors",
     "MemoryNotFound": "errors",
+    "MemoryLeaseLost": "errors",
     "MemoryLockTimeout": "errors",
     "MemoryPathError": "errors",
+    "MemoryStoreUnavailable": "errors",
     "SandboxMemoryError": "errors",
     "record_run": "public_route",
     "SearchHit": "search",
@@ -71,37 +79,9 @@ _WHERE: dict[str, str] = {
 }
 """Public name -> the module (under ``sandbox_memory``) that defines it."""
 
-__all__ = [
-    "Candidate",
-    "Configure",
-    "ConversationSummary",
-    "ConversationView",
-    "Entry",
-    "Extraction",
-    "ExtractionEngine",
-    "ExtractionRequest",
-    "Forget",
-    "LayoutView",
-    "LogRecord",
-    "Memory",
-    "MemoryClient",
-    "MemoryConfigError",
-    "MemoryConflict",
-    "MemoryNotFound",
-    "MemoryGenerateConfig",
-    "MemoryLayoutConfig",
-    "MemoryLockTimeout",
-    "MemoryPathError",
-    "MemoryReadConfig",
-    "Refresh",
-    "Remember",
-    "SandboxMemoryError",
-    "SearchHit",
-    "Source",
-    "for_person",
-    "parse_command",
-    "record_run",
-]
+__all__ = sorted(_WHERE)
+"""Every public name: the keys of ``_WHERE`` (``tests/test_public_names.py`` holds the typed
+imports above to the same list)."""
 
 
 def __getattr__(name: str) -> Any:

@@ -401,12 +401,6 @@ class MemoryStore(abc.ABC):
         gone = [k for k in current if k not in memory.entries]
         await self.commit_layout(version=memory.version, put=put, delete=gone)
 
-    async def load_layout_for_phase_two(self) -> tuple[LayoutMemory, bool]:
-        """Layout memory (a copy), and whether it was missing or unreadable."""
-
-        layout = await self.load_layout()  # reading every shard finds an unreadable one
-        return layout, await self.layout_damaged()
-
     async def edit_layout(self) -> LayoutEdit:
         """A change of layout memory under the lease (see :class:`LayoutEdit`)."""
 

@@ -222,10 +222,6 @@ class ModelEngine:
             weakref.WeakKeyDictionary()
         )
 
-    @property
-    def model_name(self) -> str:
-        return self.model if isinstance(self.model, str) else type(self.model).__name__
-
     async def extract(self, request: ExtractionRequest) -> Extraction:
         instructions = load_prompt("phase_one.md")
         if request.extra_prompt:
@@ -301,11 +297,6 @@ class ModelEngine:
             provider = MultiProvider(openai_client=client)
             self._providers[loop] = provider
         return provider
-
-
-def _status_of(exc: BaseException) -> int | None:
-    code = getattr(exc, "status_code", None)
-    return code if isinstance(code, int) else None
 
 
 def _retry_after(exc: BaseException) -> float | None:

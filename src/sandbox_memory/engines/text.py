@@ -83,10 +83,4 @@ def shorten(text: str, max_chars: int) -> str:
     return f"{head} {ELLIPSIS}" if head else ""
 
 
-def fits_whole(text: str, max_chars: int) -> bool:
-    """Whether ``text`` (whitespace collapsed) fits in ``max_chars`` without shortening."""
-
-    return len(" ".join(text.split())) <= max_chars
-
-
-__all__ = ["fits_whole", "shorten"]
+__all__ = ["shorten"]
