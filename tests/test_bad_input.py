@@ -144,6 +144,7 @@ async def test_bytes_that_are_not_utf8_are_replaced_and_the_rest_is_learned(
     assert unparsable_files(workspace_root) == ["sessions/conv.jsonl:2"]  # the junk line only
 
 
+@pytest.mark.slow
 async def test_a_100_mb_rollout_is_learned_and_memory_stays_small(
     workspace_root,
 ) -> None:
@@ -206,6 +207,7 @@ async def test_a_100_mb_rollout_sends_the_memory_model_at_most_max_rollout_chars
     figure("bad_input.rollout_100mb_close_seconds_model", round(took, 2))
 
 
+@pytest.mark.slow
 async def test_a_conversation_of_10_000_segments_is_learned(workspace_root) -> None:
     rt = runtime(workspace_root, engine="offline")
     started = time.perf_counter()

@@ -108,6 +108,7 @@ async def test_multi_agent_example_keeps_layouts_apart_and_turns_together() -> N
     assert all(outcome.checks.values()), outcome.checks
 
 
+@pytest.mark.slow
 def test_two_run_example_runs_as_a_script_without_an_api_key() -> None:
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
     env["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
@@ -245,6 +246,7 @@ async def test_docs_layout_forgetting_is_logged(tmp_path: Path) -> None:
     assert [s.split("_")[0] for s in summaries] == ["newer"]
 
 
+@pytest.mark.slow
 def test_docs_facts_walkthrough_runs_on_the_workspace_the_example_keeps(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -301,6 +301,7 @@ async def test_multi_agent_example_online_over_http(
     assert_no_secret(openai_env)
 
 
+@pytest.mark.slow
 def test_two_run_example_online_as_a_script(provider: hp.ProviderServer) -> None:
     """``python examples/memory.py`` as a user runs it: the key and base URL from the env."""
 

@@ -80,6 +80,7 @@ def write_lock(root: Path, *, expires_in: float, owner: str = "4242-feedface0000
 # ------------------------------------------------------------------ crash safety
 
 
+@pytest.mark.slow
 def test_a_writer_killed_mid_write_leaves_every_file_whole(tmp_path: Path) -> None:
     root = tmp_path / "workspace"
     root.mkdir()
@@ -97,6 +98,7 @@ def test_a_writer_killed_mid_write_leaves_every_file_whole(tmp_path: Path) -> No
     figure("faults.sigkill_interrupted_writes_left_as_tmp_files", leftovers)
 
 
+@pytest.mark.slow
 async def test_after_a_kill_the_next_close_takes_every_recorded_run(tmp_path: Path) -> None:
     root = tmp_path / "workspace"
     root.mkdir()
@@ -116,6 +118,7 @@ async def test_after_a_kill_the_next_close_takes_every_recorded_run(tmp_path: Pa
 # ------------------------------------------------------------------ concurrency
 
 
+@pytest.mark.slow
 def test_two_processes_closing_over_one_memory_folder_keep_both_conversations(
     tmp_path: Path,
 ) -> None:
@@ -234,6 +237,7 @@ async def test_a_close_that_cannot_get_the_lock_logs_and_leaves_the_run_for_late
 # ------------------------------------------------------------------ durable progress
 
 
+@pytest.mark.slow
 async def test_runs_of_a_session_killed_mid_extraction_are_extracted_at_the_next_close(
     client, manifest, workspace_root
 ) -> None:
@@ -638,6 +642,7 @@ async def test_links_the_agent_makes_during_its_run_are_never_followed(
 # ------------------------------------------------------------------ appends
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path_kind", ["local", "session"])
 def test_a_run_cut_short_by_a_full_disk_is_logged_as_lost_and_never_glued_to_the_next(
     tmp_path: Path, path_kind: str
@@ -711,6 +716,7 @@ async def test_a_folder_where_a_state_file_belongs_is_set_aside_and_memory_goes_
 # ------------------------------------------------------------------ kills at every write point
 
 
+@pytest.mark.slow
 def test_a_close_killed_at_any_write_point_then_closed_again_equals_an_uninterrupted_close(
     tmp_path: Path,
 ) -> None:
@@ -725,6 +731,7 @@ def test_a_close_killed_at_any_write_point_then_closed_again_equals_an_uninterru
     figure("kills.survived", sum(1 for r in results if not r["differs"]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["remember", "forget"])
 def test_a_command_killed_at_any_write_point_is_whole_or_absent_after_the_next_close(
     tmp_path: Path, command: str

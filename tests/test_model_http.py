@@ -494,6 +494,7 @@ FAILURES: dict[str, Any] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("failure", list(FAILURES))
 async def test_a_failing_provider_never_holds_the_close_past_its_budget(
     failure: str,
@@ -576,6 +577,7 @@ async def test_a_failing_provider_never_holds_the_close_past_its_budget(
     assert "invoice-fix" in memory_md(workspace_root)
 
 
+@pytest.mark.slow
 async def test_a_run_waits_a_bounded_time_for_the_previous_runs_extraction(
     provider: hp.ProviderServer, client: Any, manifest: Any, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -420,6 +420,7 @@ async def test_a_litellm_rate_limit_keeps_its_retry_after(
     assert "test-command" in memory_md(workspace_root)
 
 
+@pytest.mark.slow
 async def test_a_hung_litellm_like_model_is_bounded_by_the_close(
     provider: hp.ProviderServer,
     client: Any,

@@ -650,6 +650,7 @@ async def test_shell_writes_count_as_file_changes() -> None:
     assert not any(c.key == "test-command" for c in result.candidates)  # heredoc body is data
 
 
+@pytest.mark.slow
 async def test_ten_thousand_segments_stay_bounded() -> None:
     segments = []
     for n in range(10_000):

@@ -86,6 +86,7 @@ def test_the_two_prefilters_agree_on_the_corpus() -> None:
         assert COMPILED.redact_text(text) == FALLBACK.redact_text(text)
 
 
+@pytest.mark.slow
 @_SETTINGS
 @given(_texts())
 def test_the_two_prefilters_agree_on_random_text(text: str) -> None:
@@ -93,6 +94,7 @@ def test_the_two_prefilters_agree_on_random_text(text: str) -> None:
     assert COMPILED.find(text) == FALLBACK.find(text)
 
 
+@pytest.mark.slow
 @_SETTINGS
 @given(st.lists(_texts(), min_size=1, max_size=6))
 def test_the_two_prefilters_agree_on_run_items(texts: list[str]) -> None:

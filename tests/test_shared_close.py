@@ -78,6 +78,7 @@ async def test_closes_of_two_sandboxes_extract_their_runs_at_the_same_time(
         await s.aclose()
 
 
+@pytest.mark.slow
 def test_a_close_killed_by_sigkill_at_each_write_point_then_closed_again_loses_nothing(
     pg_dsn: str, tmp_path: Path
 ) -> None:

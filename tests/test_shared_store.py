@@ -57,6 +57,7 @@ def finish(proc: subprocess.Popen[str]) -> dict[str, Any]:
     return result
 
 
+@pytest.mark.slow
 async def test_two_machines_learn_from_each_other_through_one_database(
     pg_dsn: str, tmp_path: Path
 ) -> None:
@@ -99,6 +100,7 @@ async def test_two_machines_learn_from_each_other_through_one_database(
     await store.aclose()
 
 
+@pytest.mark.slow
 async def test_processes_recording_closing_and_editing_at_once_lose_nothing(
     pg_dsn: str, tmp_path: Path
 ) -> None:
@@ -321,6 +323,7 @@ class DyingStore(PostgresStore):
             await super().release(fence)
 
 
+@pytest.mark.slow
 async def test_a_kill_at_each_write_point_of_a_close_loses_nothing_and_the_lease_is_taken_over(
     pg_dsn: str, tmp_path: Path
 ) -> None:
