@@ -40,7 +40,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from json.decoder import scanstring as _scanstring  # type: ignore[attr-defined]
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -299,6 +299,20 @@ class LayoutCommit(BaseModel):
         return keys
 
 
+class Lease(Protocol):
+    """The layout's lease as :meth:`MemoryStore.lease` hands it out: ``async with`` holds it
+    (or :meth:`acquire` and :meth:`release`); a waiter that cannot get it within its timeout
+    raises :class:`~sandbox_memory.errors.MemoryLockTimeout`."""
+
+    async def acquire(self) -> None: ...
+
+    async def release(self) -> None: ...
+
+    async def __aenter__(self) -> Any: ...
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> Any: ...
+
+
 def _why(exc: ValidationError) -> str:
     """The first problem pydantic found, for the log line about an unreadable file."""
 
@@ -524,7 +538,7 @@ class MemoryStore(abc.ABC):
 
     # --- leases
     @abc.abstractmethod
-    def lease(self, *, timeout: float, lease: float) -> LeaseLock:
+    def lease(self, *, timeout: float, lease: float) -> Lease:
         """The layout's lease lock: one writer at a time across processes and machines."""
 
 

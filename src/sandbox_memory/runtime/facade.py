@@ -29,10 +29,10 @@ from .state import LayoutState
 
 if TYPE_CHECKING:
     from ..redact import Redactor
-    from ..store import Store
+    from ..store import Lease, Store
     from ..stores.postgres import PostgresStore
     from ..stores.sync import SharedCopy
-    from ..workspace import LeaseLock, Workspace
+    from ..workspace import Workspace
 
 
 class LayoutRuntime:
@@ -148,7 +148,7 @@ class LayoutRuntime:
     def write_lock(self) -> AbstractAsyncContextManager[None]:
         return self.state.write_lock()
 
-    def lock(self) -> LeaseLock:
+    def lock(self) -> Lease:
         return self.state.lock()
 
     async def update_progress(

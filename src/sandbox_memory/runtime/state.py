@@ -20,8 +20,8 @@ from ..config import (
 )
 from ..engines.base import ExtractionEngine
 from ..offload import RedactionSettings
-from ..store import CopyRetraction, Entry, RolloutProgress, Store
-from ..workspace import LeaseLock, Workspace
+from ..store import CopyRetraction, Entry, Lease, RolloutProgress, Store
+from ..workspace import Workspace
 from .engine import resolve_engine
 
 if TYPE_CHECKING:
@@ -146,7 +146,7 @@ class LayoutState:
         async with self._local_lock, self.lock():
             yield
 
-    def lock(self) -> LeaseLock:
+    def lock(self) -> Lease:
         return self.store.lease(
             timeout=self.generate.lock_timeout_seconds, lease=DEFAULT_LOCK_LEASE_SECONDS
         )
