@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from sandbox_memory.cli import EXIT_CONFLICT, main
@@ -104,7 +106,7 @@ def test_refresh_learns_from_recorded_runs(tmp_path: Path) -> None:
         "terminal_metadata": {"terminal_state": "completed"},
     }
     (sessions / "trip.jsonl").write_text(json.dumps(seg) + "\n")
-    code, out, _ = run(tmp_path, "refresh", "-c", "trip", "--expected", "99")
+    code, out, _ = run(tmp_path, "refresh", "-c", "trip")
     assert code == 0 and "aisle" in out
 
 
@@ -222,7 +224,7 @@ def test_settings_show_the_defaults_the_workspace_memory_was_configured_with(
 
 def test_refresh_without_a_model_exits_with_conflict(tmp_path: Path) -> None:
     init(tmp_path, "trip")
-    code, _, err = run(tmp_path, "refresh", "-c", "trip", "--engine", "model", "--expected", "0")
+    code, _, err = run(tmp_path, "refresh", "-c", "trip", "--engine", "model")
     assert code == EXIT_CONFLICT and "OPENAI_API_KEY" in err and err.count("conflict:") == 1
 
 
@@ -280,3 +282,229 @@ async def test_settings_of_a_workspace_made_with_memory_read_none_show_use_off(
     code, out, err = await asyncio.to_thread(run, workspace_root, "show", "-c", "quiet")
     assert code == 0, err
     assert "settings: use=off, generate=on   overrides: none" in out
+
+
+# ----------------------------------------------------------------- issue 22: the command line
+
+
+def test_every_write_says_where_it_wrote(tmp_path: Path) -> None:
+    init(tmp_path, "trip")
+    code, out, _ = run(tmp_path, "remember", "budget", "1500 EUR", "-c", "trip", "--expected", "0")
+    assert code == 0
+    assert out.splitlines()[0] == (
+        f"remember budget: conversation trip in {tmp_path.resolve()}, now at version 1"
+    )
+    code, out, err = run(tmp_path, "--json", "forget", "budget", "-c", "trip", "--expected", "1")
+    assert code == 0 and json.loads(out)["version"] == 2  # stdout stays the view
+    assert f"forget budget: conversation trip in {tmp_path.resolve()}" in err
+
+
+def test_a_program_must_pass_expected(tmp_path: Path) -> None:
+    init(tmp_path)
+    code, _, err = run(tmp_path, "remember", "budget", "1500 EUR")  # stdin is not a terminal
+    assert code == 2 and "--expected is required" in err
+    assert "budget" not in run(tmp_path, "show")[1]
+
+
+def test_at_a_terminal_a_write_without_expected_applies_at_the_current_version(
+    tmp_path: Path,
+) -> None:
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    init(tmp_path, "trip")
+    run(tmp_path, "remember", "budget", "1500 EUR", "-c", "trip", "--expected", "0")
+    primary, secondary = pty.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "sandbox_memory.cli", "--root", str(tmp_path)]
+            + ["remember", "budget", "2000 EUR", "-c", "trip"],
+            stdin=secondary,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(secondary)
+        os.close(primary)
+    assert done.returncode == 0, done.stderr
+    assert "now at version 2" in done.stdout
+    view = json.loads(run(tmp_path, "--json", "show", "-c", "trip")[1])
+    assert view["version"] == 2 and view["entries"]["budget"]["content"] == "2000 EUR"
+
+
+def test_at_a_terminal_a_change_between_the_read_and_the_write_is_a_conflict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    from sandbox_memory import MemoryClient, Remember
+    from sandbox_memory import cli as cli_module
+
+    init(tmp_path, "trip")
+    read = MemoryClient.view
+
+    async def read_then_someone_writes(self: MemoryClient, conversation: str | None = None) -> Any:
+        view = await read(self, conversation)
+        other = MemoryClient(tmp_path)
+        await other.apply(
+            Remember(key="budget", content="900 EUR"), expected=view.version, conversation="trip"
+        )
+        return view
+
+    monkeypatch.setattr(cli_module, "at_terminal", lambda: True)
+    monkeypatch.setattr(MemoryClient, "view", read_then_someone_writes)
+    code, _, err = run(tmp_path, "remember", "budget", "2000 EUR", "-c", "trip")
+    monkeypatch.undo()
+    assert code == EXIT_CONFLICT and "version 1, not 0" in err
+    entries = asyncio.run(MemoryClient(tmp_path).view("trip")).entries
+    assert entries["budget"].content == "900 EUR"
+
+
+def test_refresh_takes_no_version(tmp_path: Path) -> None:
+    init(tmp_path, "trip")
+    code, _, err = run(tmp_path, "refresh", "-c", "trip", "--expected", "0")
+    assert code == 2 and "--expected" in err
+    code, out, err = run(tmp_path, "refresh", "-c", "trip", "--engine", "offline")
+    assert code == 0, err
+    assert out.startswith(f"refresh: conversation trip in {tmp_path.resolve()}")
+
+
+def test_version_prints_the_package_version() -> None:
+    from sandbox_memory import __version__
+
+    result = CliRunner().invoke(main, ["--version"])
+    assert result.exit_code == 0 and __version__ in result.stdout
+
+
+def test_get_shows_one_entry_with_its_sources_and_history(tmp_path: Path) -> None:
+    init(tmp_path)
+    run(tmp_path, "remember", "port", "The API is on 8080.", "--expected", "0")
+    run(tmp_path, "remember", "other", "Unrelated.", "--expected", "1")
+    run(tmp_path, "remember", "port", "The API is on 9090.", "--expected", "2")
+    code, out, err = run(tmp_path, "get", "port")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "port (fact) in layout memory" and lines[1] == "  The API is on 9090."
+    assert lines[lines.index("sources:") + 1].startswith("  person#edit-")
+    history = lines[lines.index("history:") + 1 :]
+    assert [line.split()[0] for line in history] == ["v1", "v3"]
+    code, out, _ = run(tmp_path, "--json", "get", "port")
+    data = json.loads(out)
+    assert data["entry"]["content"] == "The API is on 9090." and data["version"] == 3
+    assert [r["version"] for r in data["history"]] == [1, 3]
+
+
+def test_get_of_an_unknown_key_names_it_and_the_known_ones(tmp_path: Path) -> None:
+    init(tmp_path)
+    run(tmp_path, "remember", "port", "The API is on 8080.", "--expected", "0")
+    code, out, err = run(tmp_path, "get", "prot")
+    assert code == 1 and out == "" and "'prot'" in err and "port" in err
+
+
+def test_show_kind_keeps_entries_of_that_kind(tmp_path: Path) -> None:
+    init(tmp_path)
+    run(tmp_path, "remember", "port", "The API is on 8080.", "--expected", "0")
+    run(tmp_path, "remember", "tests", "Run make test.", "--kind", "procedure", "--expected", "1")
+    code, out, _ = run(tmp_path, "show", "--kind", "procedure")
+    assert code == 0 and "- tests (procedure)" in out and "port" not in out
+    code, out, _ = run(tmp_path, "--json", "show", "--kind", "fact", "--kind", "decision")
+    assert sorted(json.loads(out)["entries"]) == ["port"]
+
+
+def test_log_filters_by_conversation_key_cause_and_time(tmp_path: Path) -> None:
+    init(tmp_path)
+    init(tmp_path, "trip")
+    run(tmp_path, "remember", "budget", "1500 EUR", "-c", "trip", "--expected", "0")
+    run(tmp_path, "remember", "port", "8080", "--expected", "0")
+    run(tmp_path, "configure", "-c", "trip", "--generate", "off", "--expected", "1")
+
+    def versions(*args: str) -> list[tuple[str, int]]:
+        code, out, err = run(tmp_path, "--json", "log", *args)
+        assert code == 0, err
+        return [(r["scope"], r["version"]) for r in json.loads(out)]
+
+    assert versions("-c", "trip") == [("conversation:trip", 1), ("conversation:trip", 2)]
+    assert versions("--key", "port") == [("layout", 1)]
+    assert versions("-c", "trip", "--cause", "person", "--key", "budget") == [
+        ("conversation:trip", 1)
+    ]
+    assert versions("--since", "1h", "--key", "budget") == [("conversation:trip", 1)]
+    assert versions("--until", "2000-01-01") == []
+    assert versions("--since", "2000-01-01T00:00+00:00", "--key", "port") == [("layout", 1)]
+    code, _, err = run(tmp_path, "log", "--since", "yesterday")
+    assert code == 2 and "'yesterday'" in err and "--since" in err
+
+
+def test_log_shows_each_scope_in_version_order_not_interleaved(tmp_path: Path) -> None:
+    init(tmp_path)
+    init(tmp_path, "trip")
+    run(tmp_path, "remember", "a", "A.", "--expected", "0")
+    run(tmp_path, "remember", "b", "B.", "-c", "trip", "--expected", "0")
+    run(tmp_path, "remember", "c", "C.", "--expected", "1")
+    run(tmp_path, "remember", "d", "D.", "-c", "trip", "--expected", "1")
+    code, out, _ = run(tmp_path, "log")
+    rows = [(line.split()[4], line.split()[0]) for line in out.splitlines()]
+    layout = [v for scope, v in rows if scope == "layout"]
+    trip = [v for scope, v in rows if scope == "conversation:trip"]
+    assert code == 0 and rows == [("layout", v) for v in layout] + [
+        ("conversation:trip", v) for v in trip
+    ]
+    assert layout == sorted(layout, key=lambda v: int(v[1:])) and len(layout) >= 2
+    assert trip == ["v1", "v2"]
+
+
+def test_json_errors_are_json(tmp_path: Path) -> None:
+    init(tmp_path)
+    code, out, err = run(tmp_path, "--json", "forget", "nosuch", "--expected", "0")
+    assert code == EXIT_CONFLICT and out == ""
+    error = json.loads(err)["error"]
+    assert error["kind"] == "conflict" and error["current_version"] == 0
+    assert "nosuch" in error["message"]
+    code, _, err = run(tmp_path, "show", "-c", "nosuch", "--json")
+    assert code == 1 and json.loads(err)["error"]["kind"] == "bad_input"
+    code, _, err = run(tmp_path, "remember", "k", "--json")  # CONTENT missing: a usage error
+    assert code == 2 and json.loads(err)["error"]["kind"] == "usage"
+
+
+def test_help_lists_global_options_once_and_an_example_per_command() -> None:
+    top = CliRunner().invoke(main, ["--help"]).stdout
+    assert top.count("--root DIRECTORY") == 1 and top.count("--namespace TEXT") == 1
+    assert "--version" in top
+    for name in main.list_commands(None):  # type: ignore[arg-type]
+        text = CliRunner().invoke(main, [name, "--help"]).stdout
+        assert "Example:" in text and "sandbox-memory" in text.split("Example:")[1], name
+        assert "--root DIRECTORY" not in text and "--dsn TEXT" not in text, name
+
+
+def test_configure_without_a_switch_is_refused_and_changes_nothing(tmp_path: Path) -> None:
+    init(tmp_path, "trip")
+    code, _, err = run(tmp_path, "configure", "-c", "trip", "--expected", "0")
+    assert code == 2 and "--use" in err and "--generate" in err
+    code, out, _ = run(tmp_path, "--json", "show", "-c", "trip")
+    assert json.loads(out)["version"] == 0
+    code, out, _ = run(tmp_path, "--json", "log", "-c", "trip")
+    assert json.loads(out) == []
+
+
+def test_init_of_a_conversation_prints_no_head_before_it_has_one(tmp_path: Path) -> None:
+    init(tmp_path)
+    code, out, _ = run(tmp_path, "init", "-c", "trip")
+    assert code == 0 and "head" not in out and "conversation trip  version 0" in out
+
+
+def test_python_m_cli_help_lists_every_command() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "sandbox_memory.cli", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    listed = done.stdout.split("Commands:")[1].split()
+    for name in ("export", "import", "get", "show", "log", "remember"):
+        assert name in listed, name

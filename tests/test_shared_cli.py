@@ -66,3 +66,46 @@ def test_dsn_and_namespace_go_together(pg_dsn: str) -> None:
     assert code == EXIT_BAD_INPUT and "--dsn needs --namespace" in err
     code, _, err = cli("show", "--namespace", "acme")
     assert code == EXIT_BAD_INPUT and "--namespace needs --dsn" in err
+
+
+def test_an_explicit_namespace_beats_the_environment_before_or_after_the_subcommand(
+    pg_dsn: str,
+) -> None:
+    env = {"SANDBOX_MEMORY_DSN": pg_dsn, "SANDBOX_MEMORY_NAMESPACE": "invoice"}
+    assert cli("init", env=env)[0] == 0
+    assert cli("--namespace", "acme-eng", "init", env=env)[0] == 0
+    code, out, err = cli(
+        "--namespace",
+        "acme-eng",
+        "remember",
+        "here",
+        "Before the subcommand.",
+        "--expected",
+        "0",
+        env=env,
+    )
+    assert code == 0, err
+    assert "layout memory in namespace acme-eng of " in out.splitlines()[0]
+    code, out, err = cli(
+        "remember", "there", "After it.", "--expected", "1", "--namespace", "acme-eng", env=env
+    )
+    assert code == 0, err
+    assert "namespace acme-eng" in out.splitlines()[0]
+    acme = json.loads(cli("show", "--json", "--namespace", "acme-eng", env=env)[1])
+    assert sorted(acme["entries"]) == ["here", "there"]
+    assert json.loads(cli("show", "--json", env=env)[1])["entries"] == {}  # invoice: untouched
+
+
+def test_an_explicit_dsn_beats_the_environment(pg_dsn: str, tmp_path: Path) -> None:
+    env = {"SANDBOX_MEMORY_DSN": pg_dsn, "SANDBOX_MEMORY_NAMESPACE": "acme"}
+    assert cli("init", env=env)[0] == 0
+    wrong = f"postgresql://bob@/x?host={tmp_path}/nowhere&connect_timeout=1"
+    for args in (["--dsn", wrong, "show"], ["show", "--dsn", wrong]):
+        code, _, err = cli(*args, env=env)
+        assert code == EXIT_UNAVAILABLE and "nowhere" in err, args
+
+
+def test_a_namespace_without_memory_is_reported_as_a_namespace(pg_dsn: str) -> None:
+    code, _, err = cli("show", "--dsn", pg_dsn, "--namespace", "globex")
+    assert code == EXIT_BAD_INPUT and "no memory in namespace globex" in err
+    assert "the namespace holds no memory" in err and "memories/" not in err

@@ -1,15 +1,18 @@
 """The ``sandbox-memory`` command: inspect and correct memory in a workspace folder.
 
-Exit codes: 0 done; 1 bad input (field and value named, an unknown workspace or conversation);
-3 conflict (stale version, unknown key, refused change, no model for Refresh): re-read with
-``show`` and retry; 4 the shared store (``--dsn``) cannot be reached; 2 usage error (from click).
+Exit codes: 0 done; 1 bad input (field and value named, an unknown workspace, conversation or
+key); 2 usage error (a missing or malformed option); 3 conflict (stale version, unknown key,
+refused change, no model for Refresh): re-read with ``show`` and retry; 4 the shared store
+(``--dsn``) cannot be reached. With ``--json`` an error is one JSON object on stderr.
 
-The global options (``--root``, ``--memories-dir``, ``--sessions-dir``, ``--json``, ``-v``) are
-accepted before the subcommand and after it. A new subcommand is declared with
-:func:`command`, which adds them, and reads them with :func:`current`.
+The global options (``--root``, ``--memories-dir``, ``--sessions-dir``, ``--dsn``,
+``--namespace``, ``--json``, ``-v``) are accepted before the subcommand and after it; a flag
+given anywhere beats the environment (``$SANDBOX_MEMORY_DSN``, ``$SANDBOX_MEMORY_NAMESPACE``).
+A new subcommand is declared with :func:`command`, which adds them, and reads them with
+:func:`current`; its docstring ends with an example.
 
-The read commands (``show``, ``log``, ``conversations``) must start fast: nothing here imports
-the Agents SDK at module level, and the modules they use do not either.
+The read commands (``show``, ``get``, ``log``, ``conversations``, ``search``) must start fast:
+nothing here imports the Agents SDK at module level, and the modules they use do not either.
 """
 
 from __future__ import annotations
@@ -17,24 +20,33 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import re
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, get_args
 
 import click
 
+from . import __version__
 from .engines.base import ENTRY_KINDS
 from .errors import MemoryConfigError, MemoryConflict, MemoryStoreUnavailable
+from .store import Cause
 
 if TYPE_CHECKING:
-    from .commands import ConversationView, LayoutView, MemoryClient
+    from .commands import Command, ConversationView, LayoutView, MemoryClient
     from .store import LogRecord
 
 EXIT_BAD_INPUT = 1
+EXIT_USAGE = 2
 EXIT_CONFLICT = 3
 EXIT_UNAVAILABLE = 4
+
+DSN_ENV = "SANDBOX_MEMORY_DSN"
+NAMESPACE_ENV = "SANDBOX_MEMORY_NAMESPACE"
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -44,7 +56,8 @@ _OPTIONS_KEY = "sandbox_memory.cli.options"
 
 @dataclass
 class GlobalOptions:
-    """The options every subcommand takes; the last one given wins."""
+    """The global options given on the command line (before or after the subcommand); the
+    last one given wins. ``None`` is "not given": only then does the environment count."""
 
     root: Path | None = None
     memories_dir: str | None = None
@@ -67,70 +80,36 @@ def _keep(ctx: click.Context, param: click.Parameter, value: Any) -> None:
     setattr(_options(ctx), param.name, value)
 
 
-def global_options(f: F) -> F:
-    """Add the global options to the group or to a subcommand."""
+def global_options(f: F, *, hidden: bool = False) -> F:
+    """Add the global options to the group (listed in its help) or to a subcommand (accepted
+    there too, ``hidden`` so its help does not repeat them)."""
+
+    def option(*decls: str, **attrs: Any) -> Callable[[F], F]:
+        return click.option(
+            *decls, default=None, expose_value=False, callback=_keep, hidden=hidden, **attrs
+        )
 
     decorators = [
-        click.option(
+        option(
             "--root",
             type=click.Path(file_okay=False, path_type=Path),
-            default=None,
-            expose_value=False,
-            callback=_keep,
             help="Workspace folder (a sandbox workspace root or an unpacked snapshot) [.]",
         ),
-        click.option(
-            "--memories-dir",
-            "memories_dir",
-            default=None,
-            expose_value=False,
-            callback=_keep,
-            help="Memory folder inside the workspace [memories]",
-        ),
-        click.option(
-            "--sessions-dir",
-            "sessions_dir",
-            default=None,
-            expose_value=False,
-            callback=_keep,
-            help="Recorded runs inside the workspace [sessions]",
-        ),
-        click.option(
+        option("--memories-dir", "memories_dir", help="Memory folder inside the workspace."),
+        option("--sessions-dir", "sessions_dir", help="Recorded runs inside the workspace."),
+        option(
             "--dsn",
             "dsn",
-            default=None,
-            envvar="SANDBOX_MEMORY_DSN",
-            expose_value=False,
-            callback=_keep,
-            help="A shared store: PostgreSQL DSN [$SANDBOX_MEMORY_DSN]; --root is then a "
-            "working copy (a temporary folder if not given)",
+            help=f"A shared store: PostgreSQL DSN [${DSN_ENV}]; --root is then a working copy "
+            "(a temporary folder if not given).",
         ),
-        click.option(
+        option(
             "--namespace",
             "namespace",
-            default=None,
-            envvar="SANDBOX_MEMORY_NAMESPACE",
-            expose_value=False,
-            callback=_keep,
-            help="The layout's namespace in the shared store [$SANDBOX_MEMORY_NAMESPACE]",
+            help=f"The layout's namespace in the shared store [${NAMESPACE_ENV}].",
         ),
-        click.option(
-            "--json",
-            "as_json",
-            is_flag=True,
-            expose_value=False,
-            callback=_keep,
-            help="Machine-readable output.",
-        ),
-        click.option(
-            "-v",
-            "--verbose",
-            "verbose",
-            is_flag=True,
-            expose_value=False,
-            callback=_keep,
-            help="Log what memory does.",
-        ),
+        option("--json", "as_json", is_flag=True, help="Machine-readable output and errors."),
+        option("-v", "--verbose", "verbose", is_flag=True, help="Log what memory does."),
     ]
     for decorate in reversed(decorators):
         f = decorate(f)
@@ -154,10 +133,10 @@ class Cli:
 
         if self.dsn is None:
             if self.namespace is not None:
-                fail("--namespace needs --dsn (or $SANDBOX_MEMORY_DSN)")
+                fail(f"--namespace needs --dsn (or ${DSN_ENV})")
             return None
         if self.namespace is None:
-            fail("--dsn needs --namespace (or $SANDBOX_MEMORY_NAMESPACE)")
+            fail(f"--dsn needs --namespace (or ${NAMESPACE_ENV})")
         from .stores import PostgresStore
 
         try:
@@ -166,11 +145,13 @@ class Cli:
             fail(str(exc))
 
     def where(self) -> str:
+        """Where a command reads and writes, in words (no password)."""
+
         if self.dsn is not None:
             from .stores import redact_dsn
 
             return f"namespace {self.namespace} of {redact_dsn(self.dsn)}"
-        return str(self.root)
+        return str(self.root.resolve())
 
     def client(self, engine: str = "auto") -> MemoryClient:
         from .commands import MemoryClient
@@ -205,7 +186,11 @@ class Cli:
 
 
 def current() -> Cli:
-    """The global options of this invocation, checked; logging set up."""
+    """The global options of this invocation, checked; logging set up.
+
+    An option given on the command line, before or after the subcommand, is used; the
+    environment only fills in one that was not given anywhere.
+    """
 
     opts = _options(click.get_current_context())
     logging.basicConfig(
@@ -216,8 +201,10 @@ def current() -> Cli:
         memories_dir=opts.memories_dir or "memories",
         sessions_dir=opts.sessions_dir or "sessions",
         as_json=opts.as_json,
-        dsn=opts.dsn,
-        namespace=opts.namespace,
+        dsn=opts.dsn if opts.dsn is not None else os.environ.get(DSN_ENV) or None,
+        namespace=(
+            opts.namespace if opts.namespace is not None else os.environ.get(NAMESPACE_ENV) or None
+        ),
         root_given=opts.root is not None,
     )
     try:
@@ -229,8 +216,46 @@ def current() -> Cli:
     return cli
 
 
-def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
+# ---------------------------------------------------------------------------------- errors
+
+_ERROR_KINDS = {
+    EXIT_BAD_INPUT: "bad_input",
+    EXIT_USAGE: "usage",
+    EXIT_CONFLICT: "conflict",
+    EXIT_UNAVAILABLE: "unavailable",
+}
+
+
+def _wants_json() -> bool:
+    ctx = click.get_current_context(silent=True)
+    return ctx is not None and _options(ctx).as_json
+
+
+def report_error(
+    message: str, code: int, *, current_version: int | None = None, as_json: bool | None = None
+) -> None:
+    """An error on stderr: words, or with ``--json`` one JSON object
+    ``{"error": {"kind", "exit_code", "message", "current_version"}}``."""
+
+    if as_json if as_json is not None else _wants_json():
+        error = {
+            "kind": _ERROR_KINDS.get(code, "error"),
+            "exit_code": code,
+            "message": message,
+            "current_version": current_version,
+        }
+        click.echo(json.dumps({"error": error}), err=True)
+        return
+    if code == EXIT_CONFLICT:
+        click.echo(f"conflict: {message}", err=True)
+        if current_version is not None:
+            click.echo(f"current version: {current_version}", err=True)
+        return
     click.echo(f"error: {message}", err=True)
+
+
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
+    report_error(message, code)
     sys.exit(code)
 
 
@@ -240,14 +265,15 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     try:
         return asyncio.run(coro)
     except MemoryConflict as exc:
-        click.echo(f"conflict: {exc}", err=True)
-        if exc.current_version is not None:
-            click.echo(f"current version: {exc.current_version}", err=True)
+        report_error(str(exc), EXIT_CONFLICT, current_version=exc.current_version)
         sys.exit(EXIT_CONFLICT)
     except MemoryStoreUnavailable as exc:
         fail(str(exc), EXIT_UNAVAILABLE)
     except (MemoryConfigError, ValueError) as exc:
         fail(str(exc))
+
+
+# ---------------------------------------------------------------------------------- output
 
 
 def on_off(value: bool) -> str:
@@ -262,14 +288,22 @@ def format_time(ms: int | None) -> str:
     return fmt(ms)
 
 
-def print_view(cli: Cli, view: ConversationView | LayoutView) -> None:
+def scope_words(conversation: str | None) -> str:
+    return "layout memory" if conversation is None else f"conversation {conversation}"
+
+
+def print_view(cli: Cli, view: ConversationView | LayoutView, *, kinds: Sequence[str] = ()) -> None:
     from .commands import ConversationView
 
+    if kinds:
+        entries = {k: e for k, e in view.entries.items() if e.kind in kinds}
+        view = view.model_copy(update={"entries": entries})
     if cli.as_json:
         click.echo(view.model_dump_json(indent=2))
         return
     if isinstance(view, ConversationView):
-        click.echo(f"conversation {view.rollout_id}  version {view.version}  head {view.head}")
+        head = f"  head {view.head}" if view.head is not None else ""
+        click.echo(f"conversation {view.rollout_id}  version {view.version}{head}")
         settings = ", ".join(f"{k}={on_off(v)}" for k, v in view.settings.items())
         overrides = ", ".join(f"{k}={on_off(v)}" for k, v in view.overrides.items()) or "none"
         click.echo(f"settings: {settings}   overrides: {overrides}")
@@ -277,13 +311,24 @@ def print_view(cli: Cli, view: ConversationView | LayoutView) -> None:
     else:
         click.echo(f"layout memory  version {view.version}")
     if not view.entries:
-        click.echo("(no entries)")
+        click.echo(f"(no {'/'.join(kinds)} entries)" if kinds else "(no entries)")
     for entry in sorted(view.entries.values(), key=lambda e: e.updated_at, reverse=True):
         mark = "" if entry.status == "active" else "  [retracted]"
         owner = f"  [for {entry.person}]" if entry.person else ""
         click.echo(f"- {entry.key} ({entry.kind}){mark}{owner}: {entry.content}")
         refs = ", ".join(f"{s.conversation}#{s.item}" for s in entry.sources)
         click.echo(f"    updated {format_time(entry.updated_at)}; sources: {refs}")
+
+
+def print_write(
+    cli: Cli, verb: str, conversation: str | None, view: ConversationView | LayoutView
+) -> None:
+    """What a write did and where it wrote: stdout in words (before the view), stderr with
+    ``--json`` (stdout is the view)."""
+
+    line = f"{verb}: {scope_words(conversation)} in {cli.where()}, now at version {view.version}"
+    click.echo(line, err=cli.as_json)
+    print_view(cli, view)
 
 
 def describe_change(record: LogRecord) -> str:
@@ -309,20 +354,90 @@ def describe_change(record: LogRecord) -> str:
     return record.detail
 
 
-@click.group()
+def log_line(record: LogRecord) -> str:
+    keys = ", ".join(record.keys) or "-"
+    line = (
+        f"v{record.version:<4} {format_time(record.at)}  {record.cause:<13} "
+        f"{record.scope:<30} {keys}"
+    )
+    what = describe_change(record)
+    return line + (f"  ({what})" if what else "")
+
+
+# ----------------------------------------------------------------------------- the command
+
+
+_ARGV_KEY = "sandbox_memory.cli.argv"
+
+
+class JsonUsageError(click.ClickException):
+    """A usage error shown as the JSON error object (``--json`` was among the arguments)."""
+
+    def __init__(self, exc: click.ClickException) -> None:
+        super().__init__(exc.format_message())
+        self.exit_code = exc.exit_code  # type: ignore[misc]  # the error it stands for
+
+    def show(self, file: Any = None) -> None:
+        report_error(self.message, self.exit_code, as_json=True)
+
+
+def _as_json(ctx: click.Context, exc: click.ClickException) -> click.ClickException:
+    """``exc`` as a JSON error when ``--json`` was asked for, even where it comes after the
+    argument that failed to parse."""
+
+    argv: list[str] = ctx.meta.get(_ARGV_KEY, [])
+    argv = argv[: argv.index("--")] if "--" in argv else argv
+    if isinstance(exc, JsonUsageError) or not (_options(ctx).as_json or "--json" in argv):
+        return exc
+    return JsonUsageError(exc)
+
+
+class MemoryGroup(click.Group):
+    """The ``sandbox-memory`` group: usage errors are reported as JSON under ``--json``."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta[_ARGV_KEY] = list(args)
+        try:
+            return super().parse_args(ctx, args)
+        except click.ClickException as exc:
+            raise _as_json(ctx, exc) from exc
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as exc:
+            raise _as_json(ctx, exc) from exc
+
+
+@click.group(
+    cls=MemoryGroup,
+    epilog="Run `sandbox-memory COMMAND --help` for a command's own options and an example. "
+    "Exit status: 0 done, 1 bad input, 2 usage error, 3 conflict (re-read with `show`), "
+    "4 the shared store cannot be reached.",
+)
+@click.version_option(__version__, "--version", prog_name="sandbox-memory")
 @global_options
 def main() -> None:
-    """Inspect and correct sandbox-agent memory in a workspace folder.
+    """Inspect and correct sandbox-agent memory in a workspace folder or a shared store.
 
-    Global options work before or after the subcommand.
+    The options below are global: they work before or after the command, and a flag given
+    anywhere beats the environment.
     """
+
+
+_GLOBAL_EPILOG = (
+    "Global options (--root, --memories-dir, --sessions-dir, --dsn, --namespace, --json, -v) "
+    "work here too: see `sandbox-memory --help`."
+)
 
 
 def command(*args: Any, **kwargs: Any) -> Callable[[F], click.Command]:
     """Declare a subcommand of ``sandbox-memory``; it takes the global options too."""
 
+    kwargs.setdefault("epilog", _GLOBAL_EPILOG)
+
     def decorate(f: F) -> click.Command:
-        made: click.Command = main.command(*args, **kwargs)(global_options(f))
+        made: click.Command = main.command(*args, **kwargs)(global_options(f, hidden=True))
         return made
 
     return decorate
@@ -337,41 +452,207 @@ conversation_option = click.option(
 expected_option = click.option(
     "--expected",
     type=int,
-    required=True,
-    help="The version you last saw (from `show`); a stale one is a conflict.",
+    default=None,
+    help="The version you last saw (from `show`); a stale one is a conflict. Required from "
+    "a program; at a terminal, left out, the current version is read and the change applies "
+    "only if nothing changed in between.",
 )
+
+
+def at_terminal() -> bool:
+    """Whether a person is typing the command (its input is a terminal)."""
+
+    return sys.stdin.isatty()
+
+
+def apply(
+    cli: Cli,
+    client: MemoryClient,
+    command: Command,
+    *,
+    expected: int | None,
+    conversation: str | None,
+) -> ConversationView | LayoutView:
+    """Apply ``command`` at the version given, or, at a terminal without ``--expected``, at the
+    version read just before: a change made in between is a conflict, as with a stale
+    ``--expected``."""
+
+    if expected is None:
+        if not at_terminal():
+            raise click.UsageError(
+                "--expected is required when the input is not a terminal: pass the version "
+                "you last saw (`sandbox-memory show` prints it)"
+            )
+        expected = run(client.view(conversation)).version
+    return run(client.apply(command, expected=expected, conversation=conversation))
 
 
 @command()
 @conversation_option
-def show(conversation: str | None) -> None:
-    """Entries, settings, overrides and version."""
+@click.option(
+    "--kind",
+    "kinds",
+    type=click.Choice(ENTRY_KINDS),
+    multiple=True,
+    help="Only entries of this kind (repeat for several).",
+)
+def show(conversation: str | None, kinds: tuple[str, ...]) -> None:
+    """Entries, settings, overrides and version.
+
+    \b
+    Example:
+      sandbox-memory --root ws show -c fix-invoice-bug --kind procedure
+    """
 
     cli = current()
     client = cli.open(conversation)
-    print_view(cli, run(client.view(conversation)))
+    print_view(cli, run(client.view(conversation)), kinds=kinds)
 
 
 @command()
-def log() -> None:
-    """Every change: version, time, cause, scope, keys and what changed."""
+@click.argument("key")
+@conversation_option
+def get(key: str, conversation: str | None) -> None:
+    """One entry: its content, sources and every change to it.
+
+    \b
+    Example:
+      sandbox-memory --root ws get test-command
+    """
 
     cli = current()
-    client = cli.open()
-    records = run(client.log())
+    client = cli.open(conversation)
+    view = run(client.view(conversation))
+    entry = view.entries.get(key)
+    if entry is None:
+        known = sorted(view.entries)
+        listed = ", ".join(known[:10]) + (", ..." if len(known) > 10 else "")
+        fail(
+            f"no entry {key!r} in {scope_words(conversation)} (known: {listed or 'none'}; "
+            "`sandbox-memory show` lists them)"
+        )
+    scope = "layout" if conversation is None else f"conversation:{conversation}"
+    history = [r for r in run(client.log()) if r.scope == scope and key in r.keys]
+    if cli.as_json:
+        data = {
+            "scope": scope,
+            "version": view.version,
+            "entry": entry.model_dump(),
+            "history": [r.model_dump() for r in history],
+        }
+        click.echo(json.dumps(data, indent=2))
+        return
+    status = "" if entry.status == "active" else "  [retracted]"
+    owner = f"  [for {entry.person}]" if entry.person else ""
+    click.echo(f"{entry.key} ({entry.kind}){status}{owner} in {scope_words(conversation)}")
+    click.echo(f"  {entry.content}")
+    click.echo(
+        f"updated {format_time(entry.updated_at)}; {scope_words(conversation)} version "
+        f"{view.version}"
+    )
+    click.echo("sources:")
+    for source in entry.sources:
+        click.echo(f"  {source.conversation}#{source.item}")
+    click.echo("history:")
+    for record in history:
+        click.echo(f"  {log_line(record)}")
+    if not history:
+        click.echo("  (no logged change names it)")
+
+
+_RELATIVE = re.compile(r"^(\d+)([smhdw])$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+class When(click.ParamType):  # type: ignore[type-arg]
+    """A point in time: ISO 8601 (``2026-12-01``, ``2026-12-01T14:30``; UTC unless it says
+    otherwise, as the log prints times) or a span back from now (``30m``, ``2h``, ``7d``)."""
+
+    name = "time"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        text = str(value).strip()
+        relative = _RELATIVE.match(text)
+        if relative:
+            span = timedelta(seconds=int(relative.group(1)) * _UNIT_SECONDS[relative.group(2)])
+            return int((datetime.now(tz=timezone.utc) - span).timestamp() * 1000)
+        try:
+            at = datetime.fromisoformat(text)
+        except ValueError:
+            self.fail(
+                f"{text!r} is neither an ISO 8601 time (2026-12-01, 2026-12-01T14:30) nor a "
+                "span back from now (30m, 2h, 7d)",
+                param,
+                ctx,
+            )
+        if at.tzinfo is None:
+            at = at.replace(tzinfo=timezone.utc)
+        return int(at.timestamp() * 1000)
+
+
+def _scope_order(record: LogRecord) -> tuple[int, str, int]:
+    return (0 if record.scope == "layout" else 1, record.scope, record.version)
+
+
+@command()
+@click.option("--conversation", "-c", default=None, help="Only this conversation's changes.")
+@click.option("--key", "-k", default=None, help="Only changes naming this key.")
+@click.option(
+    "--cause",
+    "causes",
+    type=click.Choice(get_args(Cause)),
+    multiple=True,
+    help="Only changes of this cause (repeat for several).",
+)
+@click.option("--since", type=When(), default=None, help="Changes at or after this time.")
+@click.option("--until", type=When(), default=None, help="Changes before this time.")
+def log(
+    conversation: str | None,
+    key: str | None,
+    causes: tuple[str, ...],
+    since: int | None,
+    until: int | None,
+) -> None:
+    """Every change: version, time, cause, scope, keys and what changed.
+
+    Layout memory's changes come first, then each conversation's, each in version order.
+    Times are UTC; --since and --until take ISO 8601 times or spans back from now.
+
+    \b
+    Example:
+      sandbox-memory --root ws log -c fix-invoice-bug --cause person --since 7d
+    """
+
+    cli = current()
+    client = cli.open(conversation)
+    scope = f"conversation:{conversation}" if conversation is not None else None
+    records = [
+        r
+        for r in run(client.log())
+        if (scope is None or r.scope == scope)
+        and (key is None or key in r.keys)
+        and (not causes or r.cause in causes)
+        and (since is None or r.at >= since)
+        and (until is None or r.at < until)
+    ]
+    records.sort(key=_scope_order)
     if cli.as_json:
         click.echo(json.dumps([r.model_dump() for r in records], indent=2))
         return
     for r in records:
-        keys = ", ".join(r.keys) or "-"
-        line = f"v{r.version:<4} {format_time(r.at)}  {r.cause:<13} {r.scope:<30} {keys}"
-        what = describe_change(r)
-        click.echo(line + (f"  ({what})" if what else ""))
+        click.echo(log_line(r))
 
 
 @command()
 def conversations() -> None:
-    """Every conversation: active and retracted entries, version, last update."""
+    """Every conversation: active and retracted entries, version, last update.
+
+    \b
+    Example:
+      sandbox-memory --root ws conversations
+    """
 
     cli = current()
     client = cli.open()
@@ -392,12 +673,17 @@ def conversations() -> None:
 @command()
 @conversation_option
 def init(conversation: str | None) -> None:
-    """Start memory in this workspace (or an empty memory for a conversation)."""
+    """Start memory in this workspace (or an empty memory for a conversation).
+
+    \b
+    Example:
+      sandbox-memory --root ws init -c trip
+    """
 
     cli = current()
     if not cli.root.is_dir():
         fail(f"workspace folder {cli.root} does not exist (check --root)")
-    print_view(cli, run(cli.client().create(conversation)))
+    print_write(cli, "init", conversation, run(cli.client().create(conversation)))
 
 
 @command()
@@ -408,7 +694,12 @@ def init(conversation: str | None) -> None:
 @click.option("--limit", "-n", type=int, default=10, show_default=True, help="Hits to show.")
 @click.option("--person", default=None, help="Include this person's private memory.")
 def search(query: str, conversation: str | None, limit: int, person: str | None) -> None:
-    """Ranked search over entries, rollout summaries and recorded items."""
+    """Ranked search over entries, rollout summaries and recorded items.
+
+    \b
+    Example:
+      sandbox-memory --root ws search "tax rate" -n 5
+    """
 
     from .search import format_hits
 
@@ -429,32 +720,48 @@ def search(query: str, conversation: str | None, limit: int, person: str | None)
 @conversation_option
 @expected_option
 def remember(
-    key: str, content: str, kind: str, person: str | None, conversation: str | None, expected: int
+    key: str,
+    content: str,
+    kind: str,
+    person: str | None,
+    conversation: str | None,
+    expected: int | None,
 ) -> None:
-    """Add a fact, or replace the fact with this key (revives a retracted one)."""
+    """Add a fact, or replace the fact with this key (revives a retracted one).
+
+    \b
+    Example:
+      sandbox-memory --root ws remember invoice-owner "Finance owns the rounding rules." \\
+          -c fix-invoice-bug --expected 1
+    """
 
     from .commands import Remember
 
     cli = current()
     client = cli.open(conversation)
     command = Remember(key=key, content=content, kind=kind, person=person)
-    print_view(cli, run(client.apply(command, expected=expected, conversation=conversation)))
+    view = apply(cli, client, command, expected=expected, conversation=conversation)
+    print_write(cli, f"remember {key}", conversation, view)
 
 
 @command()
 @click.argument("key")
 @conversation_option
 @expected_option
-def forget(key: str, conversation: str | None, expected: int) -> None:
-    """Mark a fact retracted (an unknown key is a conflict)."""
+def forget(key: str, conversation: str | None, expected: int | None) -> None:
+    """Mark a fact retracted (an unknown key is a conflict).
+
+    \b
+    Example:
+      sandbox-memory --root ws forget test-command --expected 3
+    """
 
     from .commands import Forget
 
     cli = current()
     client = cli.open(conversation)
-    print_view(
-        cli, run(client.apply(Forget(key=key), expected=expected, conversation=conversation))
-    )
+    view = apply(cli, client, Forget(key=key), expected=expected, conversation=conversation)
+    print_write(cli, f"forget {key}", conversation, view)
 
 
 def _switch(value: str | None) -> tuple[bool, bool | None]:
@@ -471,11 +778,20 @@ SWITCH = click.Choice(["on", "off", "true", "false", "default"])
 @click.option("--use", type=SWITCH, default=None, help="on/off, or default to drop the override.")
 @click.option("--generate", type=SWITCH, default=None, help="on/off, or default.")
 @expected_option
-def configure(conversation: str, use: str | None, generate: str | None, expected: int) -> None:
-    """Set a conversation's switches; an option you leave out stays as it is."""
+def configure(
+    conversation: str, use: str | None, generate: str | None, expected: int | None
+) -> None:
+    """Set a conversation's switches; an option you leave out stays as it is.
+
+    \b
+    Example:
+      sandbox-memory --root ws configure -c fix-invoice-bug --generate off --expected 3
+    """
 
     from .commands import Configure
 
+    if use is None and generate is None:
+        raise click.UsageError("nothing to configure: give --use, --generate or both")
     cli = current()
     client = cli.open(conversation)
     fields: dict[str, bool | None] = {}
@@ -484,12 +800,12 @@ def configure(conversation: str, use: str | None, generate: str | None, expected
         if given:
             fields[name] = value
     command = Configure(**fields)
-    print_view(cli, run(client.apply(command, expected=expected, conversation=conversation)))
+    view = apply(cli, client, command, expected=expected, conversation=conversation)
+    print_write(cli, "configure", conversation, view)
 
 
 @command()
 @conversation_option
-@click.option("--expected", type=int, required=True, help="Required, but not checked.")
 @click.option(
     "--engine",
     type=click.Choice(["auto", "offline", "model"]),
@@ -497,18 +813,17 @@ def configure(conversation: str, use: str | None, generate: str | None, expected
     show_default=True,
     help="auto: the model where OPENAI_API_KEY is set, else the offline engine.",
 )
-def refresh(conversation: str | None, expected: int, engine: str) -> None:
-    """Learn from unprocessed runs now (does nothing when generate is off)."""
+def refresh(conversation: str | None, engine: str) -> None:
+    """Learn from unprocessed runs now (does nothing when generate is off).
 
-    from .commands import Refresh
+    \b
+    Example:
+      sandbox-memory --root ws refresh -c fix-invoice-bug --engine offline
+    """
 
     cli = current()
     client = cli.open(conversation, engine=engine)
-    print_view(cli, run(client.apply(Refresh(), expected=expected, conversation=conversation)))
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()
+    print_write(cli, "refresh", conversation, run(client.refresh(conversation)))
 
 
 def _shared_runtime(cli: Cli) -> Any:
@@ -518,7 +833,7 @@ def _shared_runtime(cli: Cli) -> Any:
         fail("--root is required: the workspace to move memory from or to")
     store = cli.shared_store()
     if store is None:
-        fail("--dsn and --namespace are required (or $SANDBOX_MEMORY_DSN/_NAMESPACE)")
+        fail(f"--dsn and --namespace are required (or ${DSN_ENV} and ${NAMESPACE_ENV})")
     from .commands import MemoryClient
     from .config import MemoryGenerateConfig, MemoryLayoutConfig
 
@@ -555,6 +870,11 @@ def export_cmd() -> None:
 
     Entries the store already holds in another state are kept as the store has them (each
     is reported as a rejected change).
+
+    \b
+    Example:
+      sandbox-memory export --root ws --dsn "postgresql:///memory?host=/tmp/pg" \\
+          --namespace acme-eng
     """
 
     cli = current()
@@ -570,7 +890,13 @@ def export_cmd() -> None:
 
 @command("import")
 def import_cmd() -> None:
-    """Bring the --dsn store's memory into a workspace folder (created if missing)."""
+    """Bring the --dsn store's memory into a workspace folder (created if missing).
+
+    \b
+    Example:
+      sandbox-memory import --root copy --dsn "postgresql:///memory?host=/tmp/pg" \\
+          --namespace acme-eng
+    """
 
     cli = current()
     cli.root.mkdir(parents=True, exist_ok=True)
@@ -580,3 +906,7 @@ def import_cmd() -> None:
         f"imported {cli.where()} into {cli.root}: {counts['entries']} layout entries, "
         f"{counts['rollouts']} rollouts"
     )
+
+
+if __name__ == "__main__":  # pragma: no cover (after every command, so --help lists them all)
+    main()

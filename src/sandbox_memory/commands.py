@@ -356,12 +356,16 @@ class MemoryClient:
             here = await self.has_memory()
         if not here:
             layout = self.runtime.layout
+            missing = (
+                "the namespace holds no memory (check the namespace and the DSN, or start "
+                "memory there with MemoryClient(store=...).create() or `sandbox-memory init`)"
+                if shared is not None
+                else f"neither {layout.memories_dir}/ nor {layout.sessions_dir}/ is there "
+                "(check the root, or start memory with MemoryClient.create() or "
+                "`sandbox-memory init`)"
+            )
             raise MemoryNotFound(
-                "workspace",
-                self.where(),
-                f"no memory in {self.where()}: neither {layout.memories_dir}/ nor "
-                f"{layout.sessions_dir}/ is there (check the root or the store given, or start "
-                "memory with MemoryClient.create() or `sandbox-memory init`)",
+                "workspace", self.where(), f"no memory in {self.where()}: {missing}"
             )
         if conversation is None or await self.has_conversation(conversation):
             return
@@ -528,7 +532,7 @@ class MemoryClient:
 
         await self._defaults()
         if isinstance(command, Refresh):
-            return await self._refresh(conversation)
+            return await self._refresh(conversation)  # the version is not checked
         rid = safe_rollout_id(conversation) if conversation is not None else None
         if rid is not None:
             await self._require_current(rid)
@@ -702,6 +706,13 @@ class MemoryClient:
                 p.updated_at = str(segment["updated_at"])
 
         await rt.update_progress(rid, unconsolidate)
+
+    async def refresh(self, conversation: str | None = None) -> ConversationView | LayoutView:
+        """Learn from unprocessed runs now: ``Refresh``, which needs no version (it changes
+        memory only as a close would, under the same rules)."""
+
+        await self._defaults()
+        return await self._refresh(conversation)
 
     async def _refresh(self, conversation: str | None) -> ConversationView | LayoutView:
         rt = self.runtime
