@@ -11,7 +11,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from agents.sandbox.capabilities import Memory as SDKMemory  # noqa: E402
 from agents.sandbox.memory.manager import get_or_create_memory_generation_manager  # noqa: E402
 from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient  # noqa: E402
 from models import BuiltinPhaseOneModel, BuiltinPhaseTwoModel, Meter, OursPhaseOneModel  # noqa: E402
+from rows import Row  # noqa: E402, F401  (the scenarios import it from here)
 
 import sandbox_memory  # noqa: E402
 
@@ -32,33 +33,6 @@ SYSTEMS = ("ours", "builtin")
 # Both systems log a line per close at INFO/WARNING; a benchmark has no use for them.
 for _name in ("sandbox_memory", "openai.agents"):
     logging.getLogger(_name).setLevel(logging.ERROR)
-
-
-@dataclass
-class Row:
-    """One measured point: the same figure for both systems, their ratio and the target."""
-
-    name: str
-    metric: str
-    unit: str
-    ours: float | None
-    builtin: float | None
-    target: str
-    met: bool | None
-    ratio: float | None = None
-    note: str = ""
-
-    def __post_init__(self) -> None:
-        if self.ratio is None and self.ours is not None and self.builtin:
-            self.ratio = self.ours / self.builtin
-
-    def as_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data.pop("name")
-        for key in ("ours", "builtin", "ratio"):
-            if isinstance(data[key], float):
-                data[key] = round(data[key], 6 if abs(data[key]) < 1 else 3)
-        return data
 
 
 @dataclass

@@ -1,4 +1,11 @@
-"""Results as JSON, as a text table, as ``docs/benchmarks.md`` and as a plot."""
+"""Results as JSON, as a text table, as ``docs/benchmarks.md``, as the README's figures and as a
+plot.
+
+One full run writes its raw results to ``docs/benchmarks.json``; ``docs/benchmarks.md`` and the
+README's performance figures are both rendered from that file (``python bench/run.py
+--report-from docs/benchmarks.json`` renders them again without running anything), and
+``tests/test_bench_figures.py`` fails when either differs from what it holds.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +14,24 @@ import json
 import os
 import platform
 import subprocess
+import textwrap
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from common import Row
+from rows import Row
 
 REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "docs" / "benchmarks.json"
+"""The raw results of the last full run, what the report and the README figures are made of."""
+README = REPO / "README.md"
+README_BEGIN = (
+    "<!-- bench figures: written by bench/run.py from docs/benchmarks.json; "
+    "tests/test_bench_figures.py checks them -->"
+)
+README_END = "<!-- end of bench figures -->"
+README_WIDTH = 96
+"""The README's line width."""
 
 SCENARIO_NOTES = {
     "record": (
@@ -285,6 +303,17 @@ def text_table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def targets_met(rows: list[Row]) -> str:
+    """``34 of 38 targets met``, counting only rows judged against their target (the
+    pure-Python matcher's rows are shown for information, with no verdict)."""
+
+    judged = [r for r in rows if r.met is not None]
+    met = sum(1 for r in judged if r.met)
+    unjudged = len(rows) - len(judged)
+    extra = f"; {unjudged} row{'s' * (unjudged != 1)} shown for information" if unjudged else ""
+    return f"{met} of {len(judged)} targets met{extra}"
+
+
 def markdown(
     rows: list[Row],
     info: dict[str, str],
@@ -331,9 +360,8 @@ def markdown(
     if notes:
         out += ["", "Notes on rows:", ""]
         out.extend(f"- `{r.name}`: {r.note}" for r in notes)
-    met = sum(1 for r in rows if r.met)
+    out += ["", f"**{targets_met(rows)}.**", ""]
     missed = [r for r in rows if r.met is False]
-    out += ["", f"**{met} of {len(rows)} targets met.**", ""]
     if missed:
         out += ["### Missed targets", ""]
         for r in missed:
@@ -377,7 +405,7 @@ def markdown(
         "rollouts here). It now shows the entries sharing the most words with the transcript, "
         "newest first on ties, within 4,000 characters (`KNOWN_ENTRIES_MAX_CHARS`).",
         "",
-        "- `redact.py`: every string of a segment was scanned on its own by every secret "
+        "- `redact/`: every string of a segment was scanned on its own by every secret "
         "pattern (~100 regex calls per string). `redact_json` now joins a structure's strings "
         "with a separator no rule matches across and scans them once, and a rule whose pattern "
         "starts with a literal is skipped when the literal is absent: building a 9 KB segment "
@@ -414,6 +442,132 @@ def markdown(
     ]
     out.append("")
     return "\n".join(out)
+
+
+def readme_figures(rows: list[Row], info: dict[str, str]) -> str:
+    """The README's performance section, every figure taken from ``rows`` (a full run's)."""
+
+    by = {r.name: r for r in rows}
+
+    def ratio(name: str) -> str:
+        return f"{_num(by[name].ratio)}x"
+
+    def ours(name: str) -> str:
+        return _num(by[name].ours)
+
+    def builtin(name: str) -> str:
+        return _num(by[name].builtin)
+
+    def count(name: str, column: str = "ours") -> str:
+        return f"{getattr(by[name], column):,.0f}"
+
+    def verdict(name: str) -> str:
+        return "met" if by[name].met else "**missed**"
+
+    def figure(row: Row) -> str:
+        if row.ratio is not None:
+            return f"{_num(row.ratio)}x"
+        return f"{_num(row.ours)}{'x' if row.unit == 'x' else ' ' + row.unit}"
+
+    session = by["record.session.n1000"]
+    n1000 = by["record.n1000"]
+    speedup = 1 / n1000.ratio if n1000.ratio else 0.0
+    lines = [
+        "Measured side by side in one process on the same workload (`python bench/run.py`, "
+        f"full mode, {info['date']}, commit {info['commit']}, {info['cores']} cores, load "
+        f"average {info['load average at start'].split(',')[0]} at start and "
+        f"{info.get('load average at end', '?').split(',')[0]} at end; full table, machine and "
+        "caveats in "
+        "[docs/benchmarks.md](docs/benchmarks.md); ratios are ours / built-in; "
+        f"{targets_met(rows)}):",
+        "",
+        "- consolidation: the close that adds one rollout to a memory of 200 costs "
+        f"**{ratio('consolidate.n200.tokens')}** the built-in's model input tokens "
+        f"({count('consolidate.n200.calls')} call instead of "
+        f"{count('consolidate.n200.calls', 'builtin')}; "
+        f"{ratio('consolidate.n200.tokens_small_block')} if the built-in's phase 2 wrote "
+        "200-character blocks instead of the simulated 600), and stays flat as history grows "
+        f"({ours('consolidate.flat.tokens')}x from 10 to 200 rollouts; the built-in grows "
+        f"{builtin('consolidate.flat.tokens')}x);",
+        "- closing with 8 new rollouts at 500 ms per model call: "
+        f"**{ratio('close_latency')}** the wall time ({ours('close_latency')} s against "
+        f"{builtin('close_latency')} s);",
+        "- reading: the summary's entries stay within "
+        f"{ours('read.memory_chars')} characters per turn with 2,000 entries (built-in: "
+        f"{builtin('read.memory_chars')} characters of summary); the first turn with 20,000 "
+        f"entries takes **{ratio('scale.read_first_turn_20k')}** the built-in's time "
+        f"({ours('scale.read_first_turn_20k')} ms; {ours('scale.read_first_turn.growth')}x its "
+        "time with 2,000 entries);",
+        "- recording the 1,000th run of a conversation: "
+        f"**{ratio('record.n1000')}** the time on the local path ({speedup:.0f}x faster), "
+        f"flat in N ({ours('record.flat')}x from the 1st to the 1,000th); redaction at "
+        f"{ours('redact.segment_9k')} ns per byte of a 9 KB segment, "
+        f"{ours('redact.output_1m')} ns/B on 1 MB. Through the session API (other backends): "
+        f"{ratio('record.session.n1000')}, target {session.target.split('<= ')[-1]} "
+        f"{verdict('record.session.n1000')};",
+        "- a 100 MB rollout: "
+        f"**{ratio('big_rollout.growth.100mb')}** the built-in's memory growth of the closing "
+        "process;",
+        "- a close with N pending conversations is linear (time per rollout at 1,000 / at 100: "
+        f"{ours('scale.close_pending.n1000_vs_n100')}x); the pending-work check is "
+        f"{count('scale.pending_check.session_execs')} execs through the session "
+        "API whatever the number stored; the state shrinks when conversations are forgotten "
+        f"({ours('scale.state_when_forgotten')}x its size after 900 of 1,000 are);",
+        "- a close with 10,000 conversations and 20,000 entries stored: "
+        f"{ratio('scale.close_10k.wall')} the built-in's wall time "
+        f"({verdict('scale.close_10k.wall')}) and {ratio('scale.close_10k.memory')} its "
+        f"memory growth ({verdict('scale.close_10k.memory')}).",
+    ]
+    missed = [r for r in rows if r.met is False]
+    if missed:
+        parts = [f"`{r.name}` {figure(r)} (target: {r.target})" for r in missed]
+        lines.append(
+            "- Missed (each explained, with its profile, in docs/benchmarks.md): "
+            + "; ".join(parts)
+            + "."
+        )
+    wrapped = [
+        textwrap.fill(
+            line,
+            width=README_WIDTH,
+            subsequent_indent="  " if line[:2] == "- " else "",
+            break_on_hyphens=False,
+        )
+        for line in lines
+    ]
+    return "\n".join(wrapped)
+
+
+def with_readme_figures(readme: str, figures: str) -> str:
+    """``readme`` with the text between its bench markers replaced by ``figures``."""
+
+    head, sep, rest = readme.partition(README_BEGIN)
+    _, end, tail = rest.partition(README_END)
+    if not sep or not end:
+        raise ValueError(f"README.md lacks the markers {README_BEGIN!r} ... {README_END!r}")
+    return f"{head}{README_BEGIN}\n{figures}\n{README_END}{tail}"
+
+
+def load_results(path: Path = RESULTS) -> dict[str, Any]:
+    """Saved results (``--save``): ``rows`` as :class:`Row`, ``info``, ``mode``, ``seconds``,
+    ``extras``."""
+
+    saved: dict[str, Any] = json.loads(path.read_text())
+    saved["rows"] = [Row(**r) for r in saved["rows"]]
+    return saved
+
+
+def report_markdown(saved: dict[str, Any], *, plot_name: str | None) -> str:
+    """``docs/benchmarks.md`` for saved results."""
+
+    return markdown(
+        saved["rows"],
+        saved["info"],
+        mode=saved["mode"],
+        seconds=saved["seconds"],
+        plot=plot_name,
+        extras=saved["extras"],
+    )
 
 
 def plot(extras: dict[str, Any], path: Path) -> str | None:

@@ -1,7 +1,9 @@
 """Run the benchmarks: sandbox-memory against the SDK's built-in Memory, same workload.
 
     python bench/run.py --quick --json   # every scenario at small sizes (< 2 min on 2 cores)
-    python bench/run.py                  # full sizes; writes docs/benchmarks.md (+ plot)
+    python bench/run.py                  # full sizes; writes docs/benchmarks.{json,md,png}
+                                         # and the README's performance figures
+    python bench/run.py --report-from docs/benchmarks.json   # the same, without running
 
 Progress goes to stderr; ``--json`` prints one JSON object on stdout:
 ``{"scenarios": {"<name>": {"metric", "unit", "ours", "builtin", "ratio", "target", "met"}}}``.
@@ -23,13 +25,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import Row, log  # noqa: E402
 from report import (  # noqa: E402
+    README,
     REPO,
+    RESULTS,
     as_json,
     dump,
+    load_results,
     machine_info,
-    markdown,
     plot,
+    readme_figures,
+    report_markdown,
     text_table,
+    with_readme_figures,
 )
 
 SCENARIOS = (
@@ -123,30 +130,22 @@ async def run_scenarios(mode: str, only: list[str]) -> tuple[list[Row], dict[str
     return rows, extras
 
 
-def _write_report(
-    rows: list[Row],
-    info: dict[str, Any],
-    mode: str,
-    seconds: float,
-    extras: dict[str, Any],
-    args: argparse.Namespace,
-) -> None:
+def _write_report(saved: dict[str, Any], args: argparse.Namespace) -> None:
+    """``docs/benchmarks.md`` and its plot from ``saved`` results; for the default report, the
+    README's performance figures too (both from the same results, so they cannot disagree)."""
+
     out = Path(args.out)
     image = out.with_suffix(".png")
-    skipped = plot(extras, image)
+    skipped = plot(saved["extras"], image)
     if skipped:
         log(skipped)
-    text = markdown(
-        rows,
-        info,
-        mode=mode,
-        seconds=seconds,
-        plot=None if skipped else image.name,
-        extras=extras,
-    )
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
+    out.write_text(report_markdown(saved, plot_name=None if skipped else image.name))
     log(f"wrote {out}" + ("" if skipped else f" and {image}"))
+    if out.resolve() == RESULTS.with_suffix(".md"):
+        figures = readme_figures(saved["rows"], saved["info"])
+        README.write_text(with_readme_figures(README.read_text(), figures))
+        log(f"wrote the performance figures of {README}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -161,12 +160,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-write",
         action="store_true",
-        help="full mode: do not write docs/benchmarks.md and the plot",
+        help="full mode: do not write docs/benchmarks.{json,md,png} and the README figures",
     )
     parser.add_argument(
         "--out",
         default=str(REPO / "docs" / "benchmarks.md"),
-        help="where the full run writes its report (default: docs/benchmarks.md)",
+        help="where the full run writes its report, its results (.json) and plot (.png); the "
+        "README's figures are written with the default one only (default: docs/benchmarks.md)",
     )
     parser.add_argument(
         "--save", default=None, help="also save the raw results (JSON) to this file"
@@ -174,14 +174,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--report-from",
         default=None,
-        help="write the report from results saved with --save, without running anything",
+        help="write the report (and, for the default one, the README figures) from saved "
+        "results (docs/benchmarks.json, or a --save file), without running anything",
     )
     args = parser.parse_args(argv)
     if args.report_from:
-        saved = json.loads(Path(args.report_from).read_text())
-        rows = [Row(**r) for r in saved["rows"]]
-        _write_report(rows, saved["info"], saved["mode"], saved["seconds"], saved["extras"], args)
-        print(text_table(rows))
+        saved = load_results(Path(args.report_from))
+        _write_report(saved, args)
+        print(text_table(saved["rows"]))
         return 0
     only = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = [s for s in only if s not in SCENARIOS]
@@ -196,21 +196,21 @@ def main(argv: list[str] | None = None) -> int:
     log(f"all scenarios done in {seconds:.0f}s")
     info["load average at end"] = machine_info()["load average at start"]
 
-    if args.save:
-        Path(args.save).write_text(
-            json.dumps(
-                {
-                    "rows": [dataclasses.asdict(r) for r in rows],
-                    "info": info,
-                    "mode": mode,
-                    "seconds": seconds,
-                    "extras": extras,
-                },
-                default=str,
-            )
-        )
-    if mode == "full" and not args.no_write:
-        _write_report(rows, info, mode, seconds, extras, args)
+    saved = {
+        "rows": [dataclasses.asdict(r) for r in rows],
+        "info": info,
+        "mode": mode,
+        "seconds": seconds,
+        "extras": extras,
+    }
+    writes = mode == "full" and not args.no_write
+    targets = [Path(args.save)] if args.save else []
+    if writes:
+        targets.append(Path(args.out).with_suffix(".json"))  # what the report is made of
+    for target in targets:
+        target.write_text(json.dumps(saved, default=str, indent=1) + "\n")
+    if writes:
+        _write_report(load_results(targets[-1]), args)
 
     if args.json:
         print(dump(as_json(rows)))
