@@ -300,3 +300,24 @@ async def test_multi_agent_example_keeps_its_workspace_for_the_cli(tmp_path: Pat
         CliRunner().invoke, cli, [*args, "--sessions-dir", "sessions/gtm", "conversations"]
     )
     assert result.exit_code == 0 and result.stdout.startswith("gtm-q2-pipeline-review  ")
+
+
+def test_the_readme_offline_snippet_runs_and_prints_what_it_says(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    after = readme.split("<!-- offline snippet:", 1)[1]
+    code = after.split("```python\n", 1)[1].split("```", 1)[0]
+    shown = after.split("```text\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "snippet.py").write_text(code)
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY",)}
+    env.pop("OPENAI_AGENTS_DISABLE_TRACING", None)  # the snippet turns tracing off itself
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "snippet.py")],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == shown.strip()
+    assert "OPENAI_API_KEY" not in done.stderr

@@ -125,6 +125,15 @@ def test_sdk_contract_holds_for_the_pinned_sdk() -> None:
     _sdk.check_sdk()
 
 
+def test_the_sdk_check_is_public_as_the_readme_presents_it() -> None:
+    import sandbox_memory
+    from sandbox_memory import UnsupportedSDK, check_sdk
+
+    assert check_sdk is _sdk.check_sdk and UnsupportedSDK is _sdk.UnsupportedSDK
+    assert {"check_sdk", "UnsupportedSDK"} <= set(sandbox_memory.__all__)
+    assert issubclass(UnsupportedSDK, sandbox_memory.SandboxMemoryError)
+
+
 def test_sdk_contract_fails_loudly_when_the_registry_is_gone(monkeypatch) -> None:
     from agents.sandbox.memory import manager
 

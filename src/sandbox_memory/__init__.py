@@ -10,6 +10,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # `X as X`: an explicit re-export, for type checkers
+    from ._sdk import UnsupportedSDK as UnsupportedSDK
+    from ._sdk import check_sdk as check_sdk
     from .capability import Memory as Memory
     from .capability import for_person as for_person
     from .commands import Configure as Configure
@@ -45,6 +47,8 @@ if TYPE_CHECKING:  # `X as X`: an explicit re-export, for type checkers
 __version__ = "0.1.0"
 
 _WHERE: dict[str, str] = {
+    "UnsupportedSDK": "_sdk",
+    "check_sdk": "_sdk",
     "Memory": "capability",
     "for_person": "capability",
     "Configure": "commands",
