@@ -302,6 +302,7 @@ async def test_multi_agent_example_keeps_its_workspace_for_the_cli(tmp_path: Pat
     assert result.exit_code == 0 and result.stdout.startswith("gtm-q2-pipeline-review  ")
 
 
+@pytest.mark.slow
 def test_the_readme_offline_snippet_runs_and_prints_what_it_says(tmp_path: Path) -> None:
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     after = readme.split("<!-- offline snippet:", 1)[1]
