@@ -508,3 +508,15 @@ def test_python_m_cli_help_lists_every_command() -> None:
     listed = done.stdout.split("Commands:")[1].split()
     for name in ("export", "import", "get", "show", "log", "remember"):
         assert name in listed, name
+
+
+def test_log_and_get_find_a_conversation_by_the_id_it_was_given(tmp_path: Path) -> None:
+    raw = "Trip 2026/ü"  # not file-safe: memory keeps it under a derived id
+    init(tmp_path, raw)
+    run(tmp_path, "remember", "budget", "1500 EUR", "-c", raw, "--expected", "0")
+    code, out, err = run(tmp_path, "--json", "log", "-c", raw)
+    assert code == 0, err
+    assert [r["keys"] for r in json.loads(out)] == [["budget"]]
+    code, out, err = run(tmp_path, "--json", "get", "budget", "-c", raw)
+    assert code == 0, err
+    assert [r["version"] for r in json.loads(out)["history"]] == [1]

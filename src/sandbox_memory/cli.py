@@ -531,7 +531,9 @@ def get(key: str, conversation: str | None) -> None:
             f"no entry {key!r} in {scope_words(conversation)} (known: {listed or 'none'}; "
             "`sandbox-memory show` lists them)"
         )
-    scope = "layout" if conversation is None else f"conversation:{conversation}"
+    from .commands import ConversationView
+
+    scope = f"conversation:{view.rollout_id}" if isinstance(view, ConversationView) else "layout"
     history = [r for r in run(client.log()) if r.scope == scope and key in r.keys]
     if cli.as_json:
         data = {
@@ -627,7 +629,9 @@ def log(
 
     cli = current()
     client = cli.open(conversation)
-    scope = f"conversation:{conversation}" if conversation is not None else None
+    from .rollouts import safe_rollout_id
+
+    scope = f"conversation:{safe_rollout_id(conversation)}" if conversation is not None else None
     records = [
         r
         for r in run(client.log())
