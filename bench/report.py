@@ -158,8 +158,9 @@ MISSED_EXPLANATIONS = {
         "The command reads and writes one shard, the head and the log (a commit record "
         "first, naming the keys it changes), the search index syncs only those keys (it "
         "compared every layout entry before), and its phase 2 renders only the changed entry "
-        "and writes `MEMORY.md` without reading it back. Full run: 35 -> 203 ms (5.7x) "
-        "last session, 31 -> 74 ms (2.4x) now. What is left grows because `MEMORY.md` is one "
+        "and writes `MEMORY.md` without reading it back: full runs on 2026-12-01 gave 35 -> "
+        "203 ms (5.7x) before that change and 31 -> 74 ms (2.4x) after it (this run's figures "
+        "are in the row's note). What is left grows because `MEMORY.md` is one "
         "file holding every entry: cProfile of 3 Remembers on an idle machine, 61 ms at 2,000 "
         "entries against 121 ms at 20,000; the extra is joining the 15,000 entry lines of "
         "`MEMORY.md` (`render.memory_md`, about 16 ms a Remember), checking the layout of the "
@@ -170,8 +171,9 @@ MISSED_EXPLANATIONS = {
     ),
     "scale.forget.": (
         "As `scale.remember.growth`: the Forget reads one shard and only the conversations "
-        "that held the key (`store/held/<key>`), and the index syncs only the named key. Full "
-        "run: 38 -> 203 ms (5.3x) last session, 30 -> 76 ms (2.5x) now; what is left is the "
+        "that held the key (`store/held/<key>`), and the index syncs only the named key: full "
+        "runs on 2026-12-01 gave 38 -> 203 ms (5.3x) before that change and 30 -> 76 ms "
+        "(2.5x) after it; what is left is the "
         "whole `MEMORY.md` rebuilt and written, and the shard-layout check, as for Remember."
     ),
     "scale.phase2_idle.": (
