@@ -736,6 +736,21 @@ def render(results: dict[str, Any], tallies: dict[int, Tally], coding: list[dict
     return "\n".join(lines).rstrip() + "\n"
 
 
+_SECTION_RE = re.compile(
+    r"^<!-- (?P<name>[a-z_]+): begin .*?-->$.*?^<!-- (?P=name): end -->$", re.M | re.S
+)
+"""A section of ``docs/quality.md`` another script generates (``bench/quality_coding.py``)."""
+
+
+def kept_sections() -> str:
+    """The sections other scripts wrote into ``docs/quality.md``, kept when this one rewrites
+    the file."""
+
+    if not DOC.is_file():
+        return ""
+    return "".join("\n" + m.group(0) + "\n" for m in _SECTION_RE.finditer(DOC.read_text()))
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="locomo-dev.zip")
@@ -819,7 +834,7 @@ async def main() -> None:
     else:
         print(report)
     if not args.no_write:
-        DOC.write_text(report)
+        DOC.write_text(report + kept_sections())
         log(f"wrote {DOC.relative_to(REPO)}")
 
 
