@@ -21,7 +21,7 @@ from agents.sandbox.session.base_sandbox_session import BaseSandboxSession
 from agents.tool import Tool
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
-from . import _sdk
+from . import _sdk, spans
 from .config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
 from .engines.base import ExtractionEngine
 from .errors import MemoryConfigError
@@ -147,6 +147,7 @@ class Memory(_SDKMemory):
         self._fingerprint = history_fingerprint(context)
         return context
 
+    @spans.traced(spans.READ)
     async def instructions(self, manifest: Manifest) -> str | None:
         if self.read is None:
             return None
@@ -167,6 +168,7 @@ class Memory(_SDKMemory):
         person = _sdk.current_person.get() or self.person
         cache_key = (runtime.generation, id(runtime), self._rollout_id, self._fingerprint, person)
         if self._cache is not None and self._cache[0] == cache_key:
+            spans.note(cached=True, prompt_chars=len(self._cache[1] or ""))
             return self._cache[1]
         try:
             text = await self._build_prompt(runtime, manifest, person)
@@ -177,6 +179,7 @@ class Memory(_SDKMemory):
                 exc,
             )
             return None
+        spans.note(prompt_chars=len(text or ""))
         self._cache = (cache_key, text)
         return text
 
@@ -204,6 +207,7 @@ class Memory(_SDKMemory):
                 person=person,
                 budget=budget,
             )
+        spans.note(summary_chars=len(summary), entries=spans.entry_lines(summary))
         if not summary and not person:
             return None  # with a person, the privacy rules are given every turn regardless
         memory_dir = self.layout.memories_dir

@@ -12,6 +12,7 @@ from collections.abc import Coroutine, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from . import spans
 from .engines.base import Candidate, Extraction, ExtractionRequest, KnownEntry
 from .engines.transcript import item_text, segment_id_of, segment_items
 from .phase_two import ItemIndex, apply_to_conversation, check_candidates, plausible_ms
@@ -172,6 +173,7 @@ def normalize_slug(raw: str) -> str:
     return slug or "rollout"
 
 
+@spans.traced(spans.EXTRACT, result=lambda changed: {"changed": changed}, model_calls=0)
 async def extract_rollout(
     rt: LayoutState,
     rollout_id: str,
@@ -272,6 +274,7 @@ async def _extract(
         external_tools=rt.generate.external_tools,
     )
     new_bytes = parsed.end_offset - prog.offset
+    spans.note(engine=rt.engine.name, segments=len(segments), new_bytes=new_bytes)
     estimated = min(new_bytes, rt.generate.max_rollout_chars) // CHARS_PER_TOKEN
     index = ItemIndex.from_segments(segments, external_tools=rt.generate.external_tools)
     started = time.monotonic()
@@ -326,6 +329,7 @@ async def _extract(
         if accepted:
             break
         feedback = "\n".join(f"- {r.key}: {r.reason}" for r in rejected)[:FEEDBACK_CHARS]
+        spans.note(asked_again_with_reasons=len(rejected))
         logger.info(
             "every candidate of rollout %s was rejected; asking the model once more with the "
             "reasons",
@@ -386,6 +390,7 @@ async def _record_failure(
     ``time.time()``; at most :data:`MAX_BACKOFF_SECONDS` away)."""
 
     error = rt.redactor.redact_text(message)[:500]
+    spans.note(failed=True)
     max_attempts = rt.generate.max_attempts
 
     def fail(p: RolloutProgress) -> None:
@@ -605,6 +610,7 @@ async def _apply(
         existing=existing,
         redactor=rt.redactor,
     )
+    spans.changes(len(accepted), rejected, rt.redactor)
     for cand in accepted:
         if cand.action == "forget" and cand.key not in conversation.entries:
             # Retracting a shared entry: the conversation records the retraction, and phase 2

@@ -62,6 +62,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from . import spans
 from .engines.transcript import item_text, output_call_id, segment_id_of, segment_items
 from .errors import MemoryConfigError
 from .rollouts import read_new_segments, rollout_path
@@ -1162,6 +1163,7 @@ class SearchIndex:
 
     # -------------------------------------------------------------------- query
 
+    @spans.traced(spans.SEARCH, result=spans.hit_figures)
     async def search(
         self,
         query: str,
@@ -1177,6 +1179,7 @@ class SearchIndex:
             raise MemoryConfigError("query", query, "must be a string")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
             raise MemoryConfigError("limit", limit, f"must be an integer from 1 to {MAX_LIMIT}")
+        spans.note(query_chars=len(query), limit=limit, one_conversation=conversation is not None)
         expression = fts_query(query)
         if not expression:
             raise MemoryConfigError("query", query, "has no words to search for")

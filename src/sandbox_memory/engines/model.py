@@ -30,6 +30,7 @@ from agents.run import RunConfig
 from agents.strict_schema import ensure_strict_json_schema
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from .. import spans
 from ..errors import SandboxMemoryError
 from ..render import load_prompt
 from .base import Candidate, EntryKind, Extraction, ExtractionRequest
@@ -238,6 +239,7 @@ class ModelEngine:
         while True:
             attempt += 1
             self.calls += 1
+            spans.add(model_calls=1)
             try:
                 run_config = RunConfig(tracing_disabled=True, workflow_name="sandbox-memory")
                 provider = self._provider_for_this_loop()
@@ -245,6 +247,10 @@ class ModelEngine:
                     run_config.model_provider = provider
                 result = await Runner.run(agent, message, max_turns=1, run_config=run_config)
                 out = result.final_output_as(_ExtractionParsed)
+                spans.add(
+                    input_tokens=result.context_wrapper.usage.input_tokens,
+                    output_tokens=result.context_wrapper.usage.output_tokens,
+                )
                 break
             except Exception as exc:  # noqa: BLE001 - classified and re-raised with its cause
                 failure = describe_failure(exc, self.model_settings)

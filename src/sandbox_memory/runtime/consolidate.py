@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from .. import spans
 from ..phase_two import forget_conversations, promote, select_rollouts
 from ..search import SearchIndex
 from ..store import LONG_LIVED_KINDS, Defaults, LogRecord, RolloutProgress, now_ms
@@ -39,6 +40,7 @@ class Consolidator:
         self.live_edits = live_edits
         self.renderer = renderer
 
+    @spans.traced(spans.CONSOLIDATE)
     async def consolidate_layout(self) -> None:
         """Phase 2: select, forget, promote, take in live edits, render. Caller holds the lock.
 
@@ -126,6 +128,12 @@ class Consolidator:
         # to write it. Forgetting conversations changes what memory shows even when no layout
         # entry goes.
         layout_changed = await edit.commit(changes, force=rebuild)
+        spans.note(
+            selected=len(selection.selected),
+            promoted=len(set(promoted)),
+            forgotten_conversations=len(forgotten_ids),
+            log_records=len(changes),
+        )
         if forgotten_ids:
             await store.forget_citations(forgotten_ids)
 

@@ -14,6 +14,7 @@ import time
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
+from .. import spans
 from ..phase_one import Budget, extract_rollout
 from ..search import SearchIndex
 from .index import save_index, sync_index
@@ -80,6 +81,7 @@ class Extractor:
             )
         return changed
 
+    @spans.traced(spans.CLOSE, result=spans.close_figures)
     async def close(
         self,
         *,

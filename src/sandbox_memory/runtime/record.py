@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from .. import spans
 from ..offload import Recording
 from ..phase_one import note_items, parse_item_notes
 from ..rollouts import read_new_segments, rollout_path, safe_rollout_id
@@ -30,6 +31,7 @@ class Recorder:
         self._item_digests: dict[str, dict[str, list[str]]] = {}
         """Per conversation: digests of its recorded items (see ``recorded_items``)."""
 
+    @spans.traced(spans.RECORD)
     async def record(
         self,
         payload: dict[str, Any],
@@ -65,6 +67,7 @@ class Recorder:
                 known = await self.recorded_items(rid)
                 line, replayed, digests, fp = await recording.finish(rid, known)
                 redacted = st.redactor.total - before
+                spans.note(bytes=len(line), redacted=redacted, replayed_items=replayed)
                 if redacted:
                     logger.info(
                         "redacted %d secret(s) from a run of conversation %s", redacted, rid
