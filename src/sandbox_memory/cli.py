@@ -912,5 +912,34 @@ def import_cmd() -> None:
     )
 
 
+@command("mcp")
+@click.option(
+    "--allow-writes",
+    is_flag=True,
+    help="Also serve memory_remember, memory_forget and memory_configure (read-only without).",
+)
+@click.option(
+    "--person",
+    default=None,
+    help="Whom the server acts for: their private entries are visible, and private Remember "
+    "is theirs. Without it, shared memory only. No tool can change it.",
+)
+def mcp_cmd(allow_writes: bool, person: str | None) -> None:
+    """Serve this memory to MCP clients over stdio: Claude Desktop, Codex, the Agents SDK's
+    MCPServerStdio (docs/mcp.md).
+
+    \b
+    Example:
+      sandbox-memory --root ./workspace mcp --person ann --allow-writes
+    """
+
+    from .mcp_server import serve_stdio
+
+    cli = current()
+    if cli.dsn is None and not cli.root.is_dir():
+        fail(f"workspace folder {cli.root} does not exist (check --root)")
+    run(serve_stdio(cli.client(), person=person, allow_writes=allow_writes))
+
+
 if __name__ == "__main__":  # pragma: no cover (after every command, so --help lists them all)
     main()

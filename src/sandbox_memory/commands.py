@@ -127,6 +127,14 @@ class ConversationSummary(BaseModel):
     """Whether ``sessions/<rollout_id>.jsonl`` exists."""
 
 
+def visible_to(entry: Entry, person: str | None) -> bool:
+    """Whether ``person`` (``None``: no one in particular) may see ``entry``, active or
+    retracted: shared entries and their own private ones. Another person's private entry does
+    not exist for them (:meth:`MemoryClient.view_for`, :meth:`MemoryClient.apply_for`)."""
+
+    return entry.person is None or entry.person == person
+
+
 def _edit(
     entries: dict[str, Entry] | EditedEntries,
     command: Remember | Forget,
@@ -474,6 +482,54 @@ class MemoryClient:
                 found.append(rid)
         return found
 
+    async def view_for(
+        self, conversation: str | None = None, *, person: str | None
+    ) -> ConversationView | LayoutView:
+        """:meth:`view` as ``person`` sees it (``None``: no one in particular): another
+        person's private entries are not there (:func:`visible_to`)."""
+
+        view = await self.view(conversation)
+        entries = {k: e for k, e in view.entries.items() if visible_to(e, person)}
+        return view.model_copy(update={"entries": entries})
+
+    async def log_for(self, *, person: str | None) -> list[LogRecord]:
+        """:meth:`log` as ``person`` sees it: a record keeps only the keys that are not another
+        person's private entries in its scope, and goes when it had only such keys or was a
+        command for another person; prose (rejection reasons, forgotten conversations, which
+        can name such keys) keeps its first clause ("2 change(s) rejected")."""
+
+        records = await self.log()
+        hidden: set[tuple[str, str]] = set()
+        layout = await self.store.layout_for_reading()
+        hidden.update(("layout", k) for k, e in layout.entries.items() if not visible_to(e, person))
+        for rid in await self.store.list_conversations():
+            memory = await self.store.load_conversation(rid)
+            scope = f"conversation:{rid}"
+            hidden.update(
+                (scope, k) for k, e in memory.entries.items() if not visible_to(e, person)
+            )
+        out: list[LogRecord] = []
+        for record in records:
+            keys = [k for k in record.keys if (record.scope, k) not in hidden]
+            if record.keys and not keys:
+                continue
+            detail = record.detail
+            try:
+                data = json.loads(detail) if detail else None
+            except ValueError:
+                data = None
+            if isinstance(data, dict):
+                command = data.get("command")
+                owner = command.get("person") if isinstance(command, dict) else None
+                if owner is not None and owner != person:
+                    continue
+                if len(keys) != len(record.keys):
+                    detail = None
+            elif detail is not None:
+                detail = detail.split(":", 1)[0]
+            out.append(record.model_copy(update={"keys": keys, "detail": detail}))
+        return out
+
     async def log(self) -> list[LogRecord]:
         """Every change, oldest first (:class:`~sandbox_memory.errors.MemoryNotFound` where
         there is no memory)."""
@@ -538,6 +594,11 @@ class MemoryClient:
             await self._require_current(rid)
         if isinstance(command, Remember):
             validate_key(command.key)
+            if command.kind == "preference" and cause == "live_update":
+                raise MemoryConflict(
+                    f"Remember of {command.key!r} refused: a preference is learned from the "
+                    "person's own words at the end of a run; an agent's edit may not make one"
+                )
             if not command.content.strip():
                 raise MemoryConfigError("content", command.content, "must not be empty")
             if len(command.content) > MAX_CONTENT_CHARS:
@@ -570,6 +631,42 @@ class MemoryClient:
                 await rt.consolidate_layout()
         rt.bump()
         return await self._local_view(rid)
+
+    async def apply_for(
+        self,
+        command: Command,
+        *,
+        person: str | None,
+        expected: int,
+        conversation: str | None = None,
+        cause: Literal["person", "live_update"] = "live_update",
+    ) -> ConversationView | LayoutView:
+        """:meth:`apply` on behalf of ``person`` (``None``: no one in particular), for a door
+        that acts for one person (the MCP server): another person's private entry does not
+        exist for them, so Forget does not find it and Remember may not take its key; a
+        private Remember is theirs only. Checked at version ``expected``, which
+        :meth:`apply` then requires, so nothing can change in between."""
+
+        if isinstance(command, Remember) and command.person not in (None, person):
+            raise MemoryConfigError(
+                "person", command.person, f"must be None or the person acting ({person!r})"
+            )
+        if isinstance(command, Remember | Forget):
+            view = await self.view(conversation)
+            entry = view.entries.get(command.key)
+            if view.version == expected and entry is not None and not visible_to(entry, person):
+                where = "layout memory" if conversation is None else f"conversation {conversation}"
+                if isinstance(command, Forget):
+                    raise MemoryConflict(
+                        f"Forget: no entry with key {command.key!r} in {where}",
+                        current_version=view.version,
+                    )
+                raise MemoryConflict(
+                    f"Remember refused: key {command.key!r} is not available in {where}; "
+                    "choose another key",
+                    current_version=view.version,
+                )
+        return await self.apply(command, expected=expected, conversation=conversation, cause=cause)
 
     async def _apply_layout(self, command: Command, *, expected: int, cause: Cause) -> None:
         """One command on layout memory: the entry it names is read and written, with its
