@@ -88,6 +88,7 @@ async def _memory(root: Path) -> MemoryClient:
     return client
 
 
+@pytest.mark.slow  # a server process
 async def test_read_only_server_lists_no_write_tool_and_refuses_a_write(tmp_path: Path) -> None:
     await _memory(tmp_path)
     async with served(tmp_path) as client:
@@ -102,6 +103,7 @@ async def test_read_only_server_lists_no_write_tool_and_refuses_a_write(tmp_path
     assert [e["key"] for e in shown["entries"]] == ["deploy-day"]
 
 
+@pytest.mark.slow  # a server process
 async def test_no_tool_takes_a_person(tmp_path: Path) -> None:
     await _memory(tmp_path)
     async with served(tmp_path, "--allow-writes", "--person", "ann") as client:
@@ -111,6 +113,7 @@ async def test_no_tool_takes_a_person(tmp_path: Path) -> None:
         assert "person" not in tool.input_schema.get("properties", {}), tool.name
 
 
+@pytest.mark.slow  # a server process
 async def test_a_stale_version_is_a_conflict_that_names_the_current_version(
     tmp_path: Path,
 ) -> None:
@@ -143,6 +146,7 @@ async def test_a_stale_version_is_a_conflict_that_names_the_current_version(
     assert view.entries["deploy-day"].content == "Deploys go out on Mondays."
 
 
+@pytest.mark.slow  # a server process
 async def test_another_persons_private_entries_do_not_exist_for_the_server(
     tmp_path: Path,
 ) -> None:
@@ -172,6 +176,7 @@ async def test_another_persons_private_entries_do_not_exist_for_the_server(
     assert any(h["key"] == "bob-diet" for h in hits["hits"])
 
 
+@pytest.mark.slow  # a server process
 async def test_private_remember_belongs_to_the_server_person_only(tmp_path: Path) -> None:
     await _memory(tmp_path)
     async with served(tmp_path, "--allow-writes", "--person", "ann") as client:
@@ -198,6 +203,7 @@ async def test_private_remember_belongs_to_the_server_person_only(tmp_path: Path
         assert "--person" in _error(refused)
 
 
+@pytest.mark.slow  # a server process
 async def test_a_secret_in_remember_is_refused_and_lands_nowhere(tmp_path: Path) -> None:
     await _memory(tmp_path)
     errlog = tmp_path.parent / "server-stderr.txt"
@@ -221,6 +227,7 @@ async def test_a_secret_in_remember_is_refused_and_lands_nowhere(tmp_path: Path)
     assert SECRET not in errlog.read_text()
 
 
+@pytest.mark.slow  # a server process
 async def test_configure_switches_a_conversation_and_needs_a_switch(tmp_path: Path) -> None:
     await _memory(tmp_path)
     async with served(tmp_path, "--allow-writes") as client:
@@ -238,6 +245,7 @@ async def test_configure_switches_a_conversation_and_needs_a_switch(tmp_path: Pa
     assert done["overrides"] == {"generate": False} and done["version"] == 1
 
 
+@pytest.mark.slow  # a server process
 async def test_log_and_conversations_tools(tmp_path: Path) -> None:
     client = await _memory(tmp_path)
     await client.apply(Forget(key="deploy-day"), expected=2)
@@ -260,6 +268,7 @@ def test_mcp_on_a_missing_workspace_fails_before_serving(tmp_path: Path) -> None
     assert result.exit_code == 1 and "no memory in" in result.stderr
 
 
+@pytest.mark.slow  # a server process
 async def test_the_agents_sdk_mcp_server_stdio_snippet_works(tmp_path: Path) -> None:
     """docs/mcp.md's snippet: an SDK agent searches memory through MCPServerStdio."""
 
@@ -294,6 +303,7 @@ async def test_an_agents_edit_may_not_make_a_preference(tmp_path: Path) -> None:
     assert "ann-tea" not in (await client.view()).entries
 
 
+@pytest.mark.slow  # a server process
 async def test_two_servers_share_one_postgres_namespace_with_versions(pg_dsn: str) -> None:
     env = {"SANDBOX_MEMORY_DSN": pg_dsn, "SANDBOX_MEMORY_NAMESPACE": "acme"}
     result = await asyncio.to_thread(CliRunner().invoke, main, ["init"], env=env)
