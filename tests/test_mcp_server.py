@@ -279,9 +279,15 @@ async def test_the_agents_sdk_mcp_server_stdio_snippet_works(tmp_path: Path) -> 
             [assistant_message("We deploy on Fridays.")],
         ]
     )
+    # The command by name, as the snippet has it, found on PATH (this environment's first).
+    path = f"{Path(SCRIPT).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     async with MCPServerStdio(
         name="memory",
-        params={"command": SCRIPT, "args": ["--root", str(tmp_path), "mcp"], "env": _env()},
+        params={
+            "command": "sandbox-memory",
+            "args": ["--root", str(tmp_path), "mcp"],
+            "env": {**_env(), "PATH": path},
+        },
     ) as memory:
         agent = Agent(name="helper", model=model, mcp_servers=[memory])
         result = await Runner.run(agent, "When do we deploy?")

@@ -17,7 +17,7 @@ from agents.tracing import Span, Trace, TracingProcessor
 from agents.tracing.processors import default_processor
 from agents.usage import Usage
 
-from helpers import extraction_reply, read_segments, shell
+from helpers import bug_fix_script, extraction_reply, read_segments, shell
 from sandbox_memory import Memory, MemoryClient, MemoryGenerateConfig, spans
 
 SECRET = "ghp_" + "Zq7Lm2Xc9Vb4Nn8Kk3Jj6Hh1Gg5Ff0Dd2Ss9A"
@@ -242,3 +242,21 @@ async def test_no_memory_span_when_tracing_is_disabled(
     await _two_runs(client, manifest, workspace_root, disabled=True)
     assert not recorder.of_memory()
     assert (workspace_root / "memories" / "MEMORY.md").is_file()  # memory itself still works
+
+
+async def test_the_offline_engine_extracts_with_no_model_call(
+    recorder: Recorder, client, manifest, workspace_root: Path
+) -> None:
+    memory = Memory(generate=MemoryGenerateConfig(engine="offline"))
+    sandbox = await client.create(manifest=manifest)
+    with trace("offline"):
+        async with sandbox:
+            await Runner.run(
+                _agent(ScriptedModel(bug_fix_script()), memory),
+                "The invoice tests fail. Fix the bug.",
+                run_config=RunConfig(sandbox=SandboxRunConfig(session=sandbox)),
+            )
+    extracts = [s["span_data"]["data"] for s in recorder.memory(spans.EXTRACT)]
+    assert extracts and all(e["engine"] == "offline" for e in extracts)
+    assert all(e["model_calls"] == e["input_tokens"] == e["output_tokens"] == 0 for e in extracts)
+    assert sum(e["accepted"] for e in extracts) >= 1

@@ -173,7 +173,7 @@ def normalize_slug(raw: str) -> str:
     return slug or "rollout"
 
 
-@spans.traced(spans.EXTRACT, result=lambda changed: {"changed": changed}, model_calls=0)
+@spans.traced(spans.EXTRACT, result=spans.extract_figures, **spans.EXTRACT_START)
 async def extract_rollout(
     rt: LayoutState,
     rollout_id: str,

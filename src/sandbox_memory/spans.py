@@ -130,6 +130,22 @@ def add(**counts: int) -> None:
             fields[name] = int(fields.get(name, 0)) + int(value)
 
 
+EXTRACT_START: dict[str, Any] = {
+    "model_calls": 0,
+    "input_tokens": 0,
+    "output_tokens": 0,
+    "accepted": 0,
+    "rejected": 0,
+}
+"""An extraction's counters before it runs (the offline engine calls no model)."""
+
+
+def extract_figures(changed: bool) -> dict[str, Any]:
+    """What an extraction returned: whether memory changed."""
+
+    return {"changed": changed}
+
+
 def changes(accepted: int, rejected: list[Any], redactor: Redactor) -> None:
     """Count the changes accepted and rejected, and keep the reasons of the rejected ones,
     each without the key it was about (a key can be private, or be what held a secret) and
