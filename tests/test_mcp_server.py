@@ -192,13 +192,22 @@ async def test_private_remember_belongs_to_the_server_person_only(tmp_path: Path
             )
         )
         assert made["entries"][0]["private"] is True
-    assert (await MemoryClient(tmp_path).view()).entries["ann-editor"].person == "ann"
+        # Changing her own private entry keeps it hers, even without private=true.
+        changed = _data(
+            await client.call_tool(
+                "memory_remember",
+                {"key": "ann-editor", "content": "Ann reviews in helix.", "expected_version": 3},
+            )
+        )
+        assert changed["entries"][0]["private"] is True
+    entry = (await MemoryClient(tmp_path).view()).entries["ann-editor"]
+    assert entry.person == "ann" and entry.content == "Ann reviews in helix."
     async with served(tmp_path, "--allow-writes") as client:  # no person: shared memory only
         shown = _data(await client.call_tool("memory_show", {}))
         assert "ann-editor" not in {e["key"] for e in shown["entries"]}
         refused = await client.call_tool(
             "memory_remember",
-            {"key": "k", "content": "Something.", "expected_version": 3, "private": True},
+            {"key": "k", "content": "Something.", "expected_version": 4, "private": True},
         )
         assert "--person" in _error(refused)
 

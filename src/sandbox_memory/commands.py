@@ -644,8 +644,9 @@ class MemoryClient:
         """:meth:`apply` on behalf of ``person`` (``None``: no one in particular), for a door
         that acts for one person (the MCP server): another person's private entry does not
         exist for them, so Forget does not find it and Remember may not take its key; a
-        private Remember is theirs only. Checked at version ``expected``, which
-        :meth:`apply` then requires, so nothing can change in between."""
+        private Remember is theirs only, and a Remember of their own private entry keeps it
+        private (an agent acting for them does not make it shared). Checked at version
+        ``expected``, which :meth:`apply` then requires, so nothing can change in between."""
 
         if isinstance(command, Remember) and command.person not in (None, person):
             raise MemoryConfigError(
@@ -666,6 +667,8 @@ class MemoryClient:
                     "choose another key",
                     current_version=view.version,
                 )
+            if isinstance(command, Remember) and entry is not None and entry.person is not None:
+                command = command.model_copy(update={"person": entry.person})
         return await self.apply(command, expected=expected, conversation=conversation, cause=cause)
 
     async def _apply_layout(self, command: Command, *, expected: int, cause: Cause) -> None:
