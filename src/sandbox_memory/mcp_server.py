@@ -38,7 +38,12 @@ from .commands import (
     MemoryClient,
     Remember,
 )
-from .errors import MemoryConfigError, MemoryConflict, MemoryStoreUnavailable
+from .errors import (
+    MemoryConfigError,
+    MemoryConflict,
+    MemoryStoreUnavailable,
+    SandboxMemoryError,
+)
 from .search import DEFAULT_LIMIT, MAX_LIMIT
 from .store import MAX_CONTENT_CHARS, Entry, LogRecord
 
@@ -92,7 +97,7 @@ def _import_mcp() -> type[MCPServer]:
     return MCPServer
 
 
-def _tool_error(exc: Exception) -> Exception:
+def _tool_error(exc: SandboxMemoryError) -> Exception:
     """The MCP tool error for a memory error: what was wrong, and the version to retry at."""
 
     from mcp.server.mcpserver.exceptions import ToolError
@@ -185,7 +190,7 @@ def build_server(
 
         try:
             hits = await client.search(query, conversation=conversation, limit=limit, person=person)
-        except (MemoryConfigError, MemoryConflict, MemoryStoreUnavailable) as exc:
+        except SandboxMemoryError as exc:
             raise _tool_error(exc) from exc
         return {"hits": [h.model_dump() for h in hits]}
 
@@ -201,7 +206,7 @@ def build_server(
 
         try:
             view = await client.view_for(conversation, person=person)
-        except (MemoryConfigError, MemoryConflict, MemoryStoreUnavailable) as exc:
+        except SandboxMemoryError as exc:
             raise _tool_error(exc) from exc
         return _view(view, kind)
 
@@ -228,7 +233,7 @@ def build_server(
                 for r in await client.log_for(person=person)
                 if r.scope == scope and key in r.keys
             ]
-        except (MemoryConfigError, MemoryConflict, MemoryStoreUnavailable) as exc:
+        except SandboxMemoryError as exc:
             raise _tool_error(exc) from exc
         return {"version": view.version, "entry": _entry(entry), "history": history}
 
@@ -250,7 +255,7 @@ def build_server(
             records = await client.log_for(person=person)
             if conversation is not None:
                 await client.require(conversation)
-        except (MemoryConfigError, MemoryConflict, MemoryStoreUnavailable) as exc:
+        except SandboxMemoryError as exc:
             raise _tool_error(exc) from exc
         if conversation is not None:
             from .rollouts import safe_rollout_id
@@ -266,7 +271,7 @@ def build_server(
 
         try:
             found = await client.conversations()
-        except (MemoryConfigError, MemoryConflict, MemoryStoreUnavailable) as exc:
+        except SandboxMemoryError as exc:
             raise _tool_error(exc) from exc
         return {"conversations": [c.model_dump() for c in found]}
 
@@ -345,7 +350,7 @@ def build_server(
                 command, person=person, expected=expected, conversation=conversation
             )
             view = await client.view_for(conversation, person=person)
-        except (MemoryConfigError, MemoryConflict, MemoryStoreUnavailable) as exc:
+        except SandboxMemoryError as exc:
             raise _tool_error(exc) from exc
         return _view(view)
 
