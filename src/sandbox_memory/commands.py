@@ -592,13 +592,13 @@ class MemoryClient:
         rid = safe_rollout_id(conversation) if conversation is not None else None
         if rid is not None:
             await self._require_current(rid)
+        if isinstance(command, Remember) and command.kind == "preference" and cause != "person":
+            raise MemoryConflict(
+                f"Remember of {command.key!r} refused: a preference is learned from the "
+                "person's own words at the end of a run; an agent's edit may not make one"
+            )
         if isinstance(command, Remember):
             validate_key(command.key)
-            if command.kind == "preference" and cause == "live_update":
-                raise MemoryConflict(
-                    f"Remember of {command.key!r} refused: a preference is learned from the "
-                    "person's own words at the end of a run; an agent's edit may not make one"
-                )
             if not command.content.strip():
                 raise MemoryConfigError("content", command.content, "must not be empty")
             if len(command.content) > MAX_CONTENT_CHARS:
