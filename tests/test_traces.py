@@ -171,8 +171,7 @@ async def test_each_step_of_memory_is_a_span_with_figures(
 
     # The second run reads what the first taught: one entry injected.
     reads = [s["span_data"]["data"] for s in recorder.memory(spans.READ)]
-    assert any(r.get("entries") == 1 and r["summary_chars"] > 0 for r in reads)
-    assert all(r["prompt_chars"] >= r.get("summary_chars", 0) for r in reads)
+    assert any(r.get("entries") == 1 and r["prompt_chars"] > 0 for r in reads)
 
     consolidate = recorder.memory(spans.CONSOLIDATE)[-1]["span_data"]["data"]
     assert consolidate["selected"] == 1 and "promoted" in consolidate

@@ -168,7 +168,7 @@ class Memory(_SDKMemory):
         person = _sdk.current_person.get() or self.person
         cache_key = (runtime.generation, id(runtime), self._rollout_id, self._fingerprint, person)
         if self._cache is not None and self._cache[0] == cache_key:
-            spans.note(cached=True, prompt_chars=len(self._cache[1] or ""))
+            spans.note(cached=True, **spans.prompt_figures(self._cache[1]))
             return self._cache[1]
         try:
             text = await self._build_prompt(runtime, manifest, person)
@@ -179,7 +179,7 @@ class Memory(_SDKMemory):
                 exc,
             )
             return None
-        spans.note(prompt_chars=len(text or ""))
+        spans.note(**spans.prompt_figures(text))
         self._cache = (cache_key, text)
         return text
 
@@ -207,7 +207,6 @@ class Memory(_SDKMemory):
                 person=person,
                 budget=budget,
             )
-        spans.note(summary_chars=len(summary), entries=spans.entry_lines(summary))
         if not summary and not person:
             return None  # with a person, the privacy rules are given every turn regardless
         memory_dir = self.layout.memories_dir

@@ -186,7 +186,10 @@ def close_figures(report: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def entry_lines(text: str) -> int:
-    """How many entries a rendered summary holds (one ``- **key**`` line each)."""
+def prompt_figures(text: str | None) -> dict[str, Any]:
+    """A memory prompt's figures: its characters and the entries it injects (one ``- **key**``
+    line each in its summary; no fixed line of the prompt starts so)."""
 
-    return sum(1 for line in text.splitlines() if line.startswith("- **"))
+    text = text or ""
+    entries = sum(1 for line in text.splitlines() if line.startswith("- **"))
+    return {"prompt_chars": len(text), "entries": entries}
