@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+from importlib.metadata import version
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
@@ -158,8 +159,6 @@ def build_server(
 
     who = f" for {person}" if person else ""
     mode = "read and write" if allow_writes else "read-only"
-    from importlib.metadata import version
-
     server = server_cls(
         SERVER_NAME,
         version=version("sandbox-memory"),
