@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -529,6 +530,119 @@ async def _share_folder(root: str, conversation: str, barrier: str, runs: str) -
     print(json.dumps({"report": report, "model_calls": len(model.calls)}), flush=True)
 
 
+async def _one_conversation_race(base: str, who: str, workers: str, trials: str, runs: str) -> None:
+    """One of ``workers`` processes that, in each of ``trials`` fresh workspaces under ``base``,
+    all at once record ``runs`` runs of one conversation (each extracted after it, as the SDK
+    bridge does) and close. Trials run one after the other: every worker waits for all of them
+    at a gate before a trial and after it."""
+
+    from sandbox_memory.config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
+    from sandbox_memory.runtime import LayoutRuntime
+    from sandbox_memory.workspace import LocalWorkspace
+
+    async def gate(folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / who).touch()
+        while len(list(folder.iterdir())) < int(workers):
+            await asyncio.sleep(0.005)
+
+    async def slow(text: str) -> dict[str, Any]:
+        await asyncio.sleep(random.uniform(0, 0.05))  # a model call takes its time
+        return each_run_learned(text)
+
+    import logging
+
+    logging.basicConfig(level=logging.WARNING, format="%(process)d %(message)s")
+    logging.getLogger("sandbox_memory").setLevel(logging.INFO)
+    model = PhaseOneModel(slow)
+    failures: list[str] = []
+    for t in range(int(trials)):
+        root = Path(base, f"trial-{t}")
+        root.mkdir(parents=True, exist_ok=True)
+        await gate(Path(base, f"gate-{t}-start"))
+        rt = LayoutRuntime(
+            LocalWorkspace(root),
+            layout=MemoryLayoutConfig(),
+            generate=MemoryGenerateConfig(
+                engine="model", phase_one_model=model, lock_timeout_seconds=60
+            ),
+            read=MemoryReadConfig(),
+        )
+        background: list[asyncio.Task[bool]] = []
+        try:
+            for n in range(int(runs)):
+                await rt.record(race_run(who, t, n), rollout_id="shared")
+                background.append(asyncio.create_task(rt.consolidate_conversation("shared")))
+                await asyncio.sleep(random.uniform(0, 0.02))
+            await asyncio.gather(*background)
+            await rt.close()
+        except Exception as exc:  # noqa: BLE001 - reported to the test, which fails on it
+            failures.append(f"trial {t}: {type(exc).__name__}: {exc}")
+        await gate(Path(base, f"gate-{t}-end"))
+    print(json.dumps({"failures": failures}), flush=True)
+
+
+RACE_MARKER_RE = re.compile(r"Run (w\d+t\d+r\d+):")
+
+
+def each_run_learned(text: str) -> dict[str, Any]:
+    """A phase-1 answer with one fact per user message of :func:`race_run`: each run leaves a
+    lesson of its own (``run-<marker>``), so a lost one is seen."""
+
+    lines = text.splitlines()
+    candidates = []
+    for item, label in transcript_items(text):
+        line = next(x for x in lines if x.startswith(f"[{item}] {label}"))
+        found = RACE_MARKER_RE.search(line) if label.startswith("user") else None
+        if found:
+            marker = found.group(1)
+            candidates.append(
+                {
+                    "key": f"run-{marker}",
+                    "content": f"Run {marker}: we decided to deploy {marker} with make ship.",
+                    "kind": "fact",
+                    "sources": [item],
+                }
+            )
+    return extraction(candidates)
+
+
+def run_markers(text: str) -> list[str]:
+    """Markers of the :func:`race_run` runs whose user message is an item of a transcript (not
+    the context around it)."""
+
+    lines = text.splitlines()
+    found: list[str] = []
+    for item, label in transcript_items(text):
+        line = next(x for x in lines if x.startswith(f"[{item}] {label}"))
+        marker = RACE_MARKER_RE.search(line) if label.startswith("user") else None
+        if marker:
+            found.append(marker.group(1))
+    return found
+
+
+def race_run(who: str, trial: int, n: int) -> dict[str, Any]:
+    """A run of the race above with a lesson of its own: a decision naming the run."""
+
+    marker = f"w{who}t{trial}r{n}"
+    return {
+        "input": [
+            {
+                "role": "user",
+                "content": f"Run {marker}: we decided to deploy {marker} with make ship.",
+            }
+        ],
+        "generated_items": [
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": f"Noted for {marker}."}],
+            }
+        ],
+        "final_output": f"Noted for {marker}.",
+    }
+
+
 async def _crash_mid_extraction(root: str) -> None:
     """Run once, then die (SIGKILL) while the memory model is still working."""
 
@@ -936,6 +1050,7 @@ SCENARIOS: dict[str, Callable[..., Awaitable[None]]] = {
     "nearly-full-disk": _nearly_full_disk,
     "write-loop": _write_loop,
     "share-folder": _share_folder,
+    "one-conversation-race": _one_conversation_race,
     "crash-mid-extraction": _crash_mid_extraction,
     "read-only-close": _read_only_close,
 }

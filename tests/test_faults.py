@@ -32,13 +32,16 @@ from agents.testing import ScriptedModel, assistant_message
 from faultlib import (
     PhaseOneModel,
     cite_user,
+    each_run_learned,
     figure,
     is_leftover,
     kill_when_ready,
     manager_of,
     progress,
+    race_run,
     rc,
     record_conversations,
+    run_markers,
     run_scenario,
     runtime,
     sandbox_agent,
@@ -153,6 +156,50 @@ def test_two_processes_closing_over_one_memory_folder_keep_both_conversations(
     assert "alpha" in memory_md and "beta" in memory_md
     assert not (root / STORE / "lock").exists()
     assert all(r["report"]["deferred"] == [] for r in results)
+
+
+async def test_an_extraction_that_loses_the_race_for_progress_extracts_what_is_left(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Process A reads run 1 and works on it; run 2 is recorded and process B's close reads
+    runs 1-2; A applies first (offset after run 1). B's extraction rests on an offset that is
+    gone: it is not applied, and run 2 is extracted from A's offset, so nothing is left."""
+
+    caplog.set_level(logging.INFO, logger="sandbox_memory")
+    gates = {"a": asyncio.Event(), "b": asyncio.Event()}
+    working = {"a": asyncio.Event(), "b": asyncio.Event()}
+
+    def gated(name: str) -> PhaseOneModel:
+        async def answer(text: str) -> dict[str, Any]:
+            working[name].set()
+            await gates[name].wait()
+            return each_run_learned(text)
+
+        return PhaseOneModel(answer)
+
+    a_model, b_model = gated("a"), gated("b")
+    a = runtime(tmp_path, engine="model", phase_one_model=a_model)
+    b = runtime(tmp_path, engine="model", phase_one_model=b_model)
+    await a.record(race_run("0", 0, 1), rollout_id="shared")
+    a_task = asyncio.create_task(a.consolidate_conversation("shared"))
+    await asyncio.wait_for(working["a"].wait(), 10)
+    await b.record(race_run("1", 0, 2), rollout_id="shared")
+    b_task = asyncio.create_task(b.close())
+    await asyncio.wait_for(working["b"].wait(), 10)
+    gates["a"].set()
+    await asyncio.wait_for(a_task, 10)
+    gates["b"].set()
+    await asyncio.wait_for(b_task, 10)
+
+    rollout = tmp_path / "sessions/shared.jsonl"
+    assert progress(tmp_path)["shared"]["offset"] == rollout.stat().st_size
+    conversation = json.loads((tmp_path / STORE / "conversations/shared.json").read_text())
+    assert {"run-w0t0r1", "run-w1t0r2"} <= set(conversation["entries"])
+    # B's second call was sent run 2 alone: the part A had not extracted.
+    assert len(b_model.calls) == 2
+    sent = [c.input for c in b_model.calls]
+    assert [run_markers(text) for text in sent] == [["w0t0r1", "w1t0r2"], ["w1t0r2"]]
+    assert any("is not applied" in r.getMessage() for r in caplog.records)
 
 
 async def test_a_lock_whose_holder_died_long_ago_is_taken_over(

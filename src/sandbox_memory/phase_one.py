@@ -184,18 +184,45 @@ async def extract_rollout(
     """Extract the unprocessed segments of ``rollout_id``; return True when memory changed.
 
     The engine works without the layout lock; its changes are then applied under the lock to
-    the latest memory, so edits made meanwhile are kept. If another process extracted the same
-    segments first, this extraction is dropped (logged). Failures are recorded in the progress
-    file with a backoff and logged at WARNING; they never propagate.
+    the latest memory, so edits made meanwhile are kept. If another process moved the
+    rollout's progress meanwhile, this extraction is not applied (it rests on bytes read from
+    an offset that is no longer the rollout's): the range is worked out again from the new
+    offset and what is left of it is extracted, up to :data:`MAX_RACE_ROUNDS` times (each
+    round lost means another process extracted a part). Failures are recorded in the
+    progress file with a backoff and logged at WARNING; they never propagate.
     """
 
     async with rt.rollout_lock(rollout_id):
-        return await _extract(rt, rollout_id, budget=budget, search=search)
+        for _ in range(MAX_RACE_ROUNDS):
+            outcome = await _extract(rt, rollout_id, budget=budget, search=search)
+            if not isinstance(outcome, _Raced):
+                return outcome
+    logger.warning(
+        "rollout %s was extracted by other processes in each of %d rounds while this one "
+        "worked; what they left stays pending for the next run or close",
+        rollout_id,
+        MAX_RACE_ROUNDS,
+    )
+    return False
+
+
+MAX_RACE_ROUNDS = 16
+"""Rounds of extraction of one rollout when other processes keep moving its progress first.
+Each lost round means another process applied an extraction of it meanwhile, so rounds run out
+only with more processes than this extracting one conversation at once; what is still left
+then stays pending for the next close (logged)."""
+
+
+class _Raced:
+    """The rollout's progress moved while this extraction worked: do it again from there."""
+
+
+_RACED = _Raced()
 
 
 async def _extract(
     rt: LayoutState, rollout_id: str, *, budget: Budget | None, search: SearchIndex | None
-) -> bool:
+) -> bool | _Raced:
     store = rt.store
     prog = await store.get_progress(rollout_id) or RolloutProgress()
     if prog.status == "failed":
@@ -254,6 +281,9 @@ async def _extract(
                 p.tail = tail
 
             async with rt.write_lock():
+                current = await store.get_progress(rollout_id)
+                if _moved(current, prog):
+                    return _RACED  # never move another process's progress back
                 await rt.update_progress(rollout_id, skip)
         return False
 
@@ -339,12 +369,17 @@ async def _extract(
 
     async with rt.write_lock():
         current = await store.get_progress(rollout_id)
-        if current is not None and current.offset != prog.offset:
+        if _moved(current, prog):
+            assert current is not None
             logger.info(
-                "rollout %s was extracted by another process meanwhile; this result is dropped",
+                "rollout %s was extracted up to byte %d by another process while this one "
+                "read it up to byte %d; this result is not applied and what is left is "
+                "extracted again",
                 rollout_id,
+                current.offset,
+                parsed.end_offset,
             )
-            return False
+            return _RACED
         changed = await _apply(
             rt,
             rollout_id,
@@ -358,6 +393,12 @@ async def _extract(
     if budget is not None:
         budget.extracted.append(rollout_id)
     return changed
+
+
+def _moved(current: RolloutProgress | None, read: RolloutProgress) -> bool:
+    """Whether another process moved the rollout's progress since ``read`` was read."""
+
+    return current is not None and current.offset != read.offset
 
 
 FEEDBACK_CHARS = 2_000
