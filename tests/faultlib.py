@@ -765,7 +765,7 @@ async def _nearly_full_disk(root: str, path_kind: str, free: str) -> None:
     )
 
 
-WRITE_OPS = ("write_atomic", "append_line", "remove", "rename", "create_exclusive")
+WRITE_OPS = ("write_atomic", "append_line", "remove", "rename", "create_exclusive", "swap")
 
 
 def killing_workspace(root: str, kill_at: int) -> Any:

@@ -202,6 +202,45 @@ async def test_an_extraction_that_loses_the_race_for_progress_extracts_what_is_l
     assert any("is not applied" in r.getMessage() for r in caplog.records)
 
 
+async def test_a_holder_whose_lock_was_taken_over_cannot_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fencing: a close that stalls past its lock's lease while another process takes the
+    lock over has its layout commit and progress writes refused (``MemoryLeaseLost``), so two
+    writers never change layout memory at once; the one that holds the lock goes on."""
+
+    import threading
+
+    from sandbox_memory import MemoryLeaseLost
+    from sandbox_memory.runtime import state as state_module
+    from sandbox_memory.store import Entry, RolloutProgress, Source
+
+    monkeypatch.setattr(state_module, "DEFAULT_LOCK_LEASE_SECONDS", 0.3)
+    a = runtime(tmp_path, engine="offline")
+    b = runtime(tmp_path, engine="offline")
+    entry = Entry(
+        key="deploy",
+        content="Deploy with make ship.",
+        kind="fact",
+        sources=[Source(conversation="c", item="s:0")],
+    )
+    head = tmp_path / STORE / "layout" / "head.json"
+    async with a.write_lock():
+        other = b.lock()
+        thread = threading.Thread(target=lambda: asyncio.run(other.acquire()))
+        thread.start()
+        time.sleep(0.6)  # this process stalls past its lease; the other takes the lock
+        thread.join()
+        with pytest.raises(MemoryLeaseLost, match="taken over"):
+            await a.store.commit_layout(version=1, put={"deploy": entry})
+        with pytest.raises(MemoryLeaseLost):
+            await a.store.put_progress("c", RolloutProgress(offset=10))
+    assert not head.exists()
+    assert not (tmp_path / STORE / "progress" / "c.json").exists()
+    # The lock is the other process's, and stays when this holder lets go.
+    assert json.loads((tmp_path / STORE / "lock").read_text())["owner"] == other.token
+
+
 async def test_a_lock_whose_holder_died_long_ago_is_taken_over(
     client, manifest, workspace_root, caplog
 ) -> None:
@@ -214,7 +253,7 @@ async def test_a_lock_whose_holder_died_long_ago_is_taken_over(
     assert time.monotonic() - started < 10
     assert progress(workspace_root)["now"]["consolidated"] is True
     assert not (workspace_root / STORE / "lock").exists()
-    assert any("taking it over" in m for m in warnings_from(caplog))
+    assert any("took it over" in m for m in warnings_from(caplog))
 
 
 async def test_a_lock_of_a_process_that_is_gone_is_taken_over_before_its_lease_ends(
@@ -242,7 +281,7 @@ async def test_a_lock_of_a_process_that_is_gone_is_taken_over_before_its_lease_e
     )
     assert time.monotonic() - started < 5
     assert progress(workspace_root)["now"]["consolidated"] is True
-    assert any("taking it over" in m for m in warnings_from(caplog))
+    assert any("took it over" in m for m in warnings_from(caplog))
 
 
 async def test_waiting_for_a_held_lock_raises_lock_timeout_after_the_configured_time(
@@ -771,6 +810,11 @@ def test_a_close_killed_at_any_write_point_then_closed_again_equals_an_uninterru
     points, results = out["points"], out["results"]
     assert len(points) >= 30, points  # the close writes notes, progress, layout, views
     assert {p.split()[0] for p in points} >= {"write_atomic", "append_line", "remove"}
+    # The lock's steps too: taken (created whole), renewed at each commit, released (swaps).
+    assert {p for p in points if p.endswith("/store/lock")} == {
+        "create_exclusive memories/store/lock",
+        "swap memories/store/lock",
+    }, points
     assert all(r["killed"] for r in results), [r for r in results if not r["killed"]]
     lost = [(r["k"], r["point"], r["differs"], r["detail"]) for r in results if r["differs"]]
     assert lost == [], lost
@@ -788,6 +832,7 @@ def test_a_command_killed_at_any_write_point_is_whole_or_absent_after_the_next_c
     # The change (entry shard, head, log, citations) and its phase 2 (views, skills).
     assert {p.split()[0] for p in points} >= {"write_atomic", "append_line", "remove"}
     assert any("/layout/shard-" in p for p in points), points
+    assert "swap memories/store/lock" in points  # the lock's renewal at the commit, its release
     assert all(r["killed"] for r in results), [r for r in results if not r["killed"]]
     torn = [r for r in results if r["like"] is None]
     assert torn == [], torn
@@ -875,7 +920,7 @@ async def test_a_lock_stamped_years_ahead_is_taken_over_and_the_log_says_why(
     with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
         await runtime(workspace_root, engine="offline", lock_timeout_seconds=1).close()
     assert progress(workspace_root)["later"]["consolidated"] is True
-    taken = [w for w in warnings_from(caplog) if "taking it over" in w]
+    taken = [w for w in warnings_from(caplog) if "took it over" in w]
     assert len(taken) == 1 and "beyond the longest lease" in taken[0], taken
 
 

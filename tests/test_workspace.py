@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -91,6 +93,141 @@ async def test_lease_lock_excludes_a_second_holder_until_released(ws: Workspace)
     third = LeaseLock(ws, "store/lock", timeout=5, lease=60)
     await asyncio.wait_for(third.acquire(), 5)
     await third.release()
+
+
+def test_a_lock_file_is_never_seen_empty_while_it_is_created(tmp_path: Path) -> None:
+    """A waiter reading the lock while a holder creates it sees no file or the whole lease,
+    never an empty file (the old create-then-write showed it empty, taken as expired)."""
+
+    import threading
+
+    ws = LocalWorkspace(tmp_path)
+    lock = tmp_path / "store" / "lock"
+    payload = json.dumps({"owner": "1-holder", "expires_at": 4e9}).encode()
+    done = threading.Event()
+    seen: dict[bytes, int] = {}
+
+    def read() -> None:
+        while not done.is_set():
+            try:
+                data = lock.read_bytes()
+            except FileNotFoundError:
+                continue
+            seen[data] = seen.get(data, 0) + 1
+
+    async def create_and_remove() -> None:
+        for _ in range(3000):
+            assert await ws.create_exclusive("store/lock", payload)
+            await ws.remove("store/lock")
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        asyncio.run(create_and_remove())
+    finally:
+        done.set()
+        reader.join()
+    assert set(seen) <= {payload}, {k[:20]: n for k, n in seen.items()}
+    assert seen.get(payload, 0) > 0
+    assert [p.name for p in lock.parent.iterdir()] == []  # no temporary left
+
+
+async def test_swap_replaces_or_removes_only_the_bytes_it_expects(ws: Workspace) -> None:
+    await ws.write_atomic("store/lock", b"one")
+    assert await ws.swap("store/lock", b"two", b"three") is False
+    assert await ws.swap("store/lock", b"on", b"three") is False  # a prefix is not the file
+    assert await ws.read_bytes("store/lock") == b"one"
+    assert await ws.swap("store/lock", b"one", b"three") is True
+    assert await ws.read_bytes("store/lock") == b"three"
+    assert await ws.swap("store/lock", b"one", None) is False
+    assert await ws.swap("store/lock", b"three", None) is True
+    assert await ws.read_bytes("store/lock") is None
+    assert await ws.swap("store/lock", b"three", b"four") is False  # missing: nothing made
+    assert await ws.read_bytes("store/lock") is None
+    assert [n for n in await ws.listdir("store") if "tmp" in n] == []
+
+
+async def test_a_waiter_never_takes_over_a_lock_its_holder_is_still_writing(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    """An empty lock is a holder between creating and writing it (an older version), not an
+    expired one: the waiter waits, and the holder's lease, once written, is respected."""
+
+    (tmp_path / "ws" / "store").mkdir()
+    (tmp_path / "ws" / "store" / "lock").write_bytes(b"")
+    lease = json.dumps({"owner": "1-holder", "expires_at": time.time() + 60}).encode()
+
+    async def holder_writes() -> None:
+        await asyncio.sleep(0.2)
+        (tmp_path / "ws" / "store" / "lock").write_bytes(lease)
+
+    writing = asyncio.create_task(holder_writes())
+    waiter = LeaseLock(ws, "store/lock", timeout=1.0, lease=60, poll=0.02)
+    with pytest.raises(MemoryLockTimeout):
+        await waiter.acquire()
+    await writing
+    assert await ws.read_bytes("store/lock") == lease
+
+
+async def test_an_unreadable_lock_is_taken_over_after_its_grace(
+    ws: Workspace, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "ws" / "store").mkdir()
+    (tmp_path / "ws" / "store" / "lock").write_bytes(b"")  # a writer died between the two
+    waiter = LeaseLock(ws, "store/lock", timeout=1.0, lease=60, poll=0.02)
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
+        await waiter.acquire()
+    assert 0.5 <= time.monotonic() - started < 1.0  # the grace: half the waiter's timeout
+    assert json.loads(await ws.read_bytes("store/lock") or b"")["owner"] == waiter.token
+    assert any("unreadable" in r.getMessage() for r in caplog.records)
+    await waiter.release()
+    assert await ws.read_bytes("store/lock") is None
+
+
+async def test_two_waiters_taking_over_one_stale_lock_leave_one_holder(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    (tmp_path / "ws" / "store").mkdir()
+    stale = json.dumps({"owner": "1-gone", "expires_at": time.time() - 600}).encode()
+    (tmp_path / "ws" / "store" / "lock").write_bytes(stale)
+    waiters = [LeaseLock(ws, "store/lock", timeout=1.0, lease=60, poll=0.02) for _ in range(2)]
+    outcomes = await asyncio.gather(*(w.acquire() for w in waiters), return_exceptions=True)
+    held = [w for w, out in zip(waiters, outcomes, strict=True) if out is None]
+    assert len(held) == 1, outcomes
+    assert [type(o) for o in outcomes if o is not None] == [MemoryLockTimeout]
+    assert json.loads(await ws.read_bytes("store/lock") or b"")["owner"] == held[0].token
+    await held[0].release()
+
+
+async def test_a_holder_that_outlived_its_lease_never_overwrites_the_lock_taken_from_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Holder A stalls past its lease; B takes the lock over. A's renewal, when A runs again,
+    must not write over B's lock (two holders at once), nor A's release remove it."""
+
+    import threading
+
+    ws = LocalWorkspace(tmp_path)
+    a = LeaseLock(ws, "store/lock", timeout=5, lease=0.3)
+    await a.acquire()
+    b = LeaseLock(LocalWorkspace(tmp_path), "store/lock", timeout=5, lease=60, poll=0.02)
+    taken = threading.Event()
+
+    def other_process() -> None:
+        asyncio.run(b.acquire())
+        taken.set()
+
+    thread = threading.Thread(target=other_process)
+    thread.start()
+    time.sleep(0.6)  # A's event loop stalls: no renewal while its lease runs out
+    thread.join()
+    assert taken.is_set()
+    with caplog.at_level(logging.ERROR, logger="sandbox_memory"):
+        await asyncio.sleep(0.3)  # A runs again: its renewal is due
+        await a.release()
+    assert json.loads((tmp_path / "store" / "lock").read_text())["owner"] == b.token
+    assert any("taken over by another process" in r.getMessage() for r in caplog.records)
 
 
 async def test_whole_flow_through_the_generic_session_path(

@@ -72,7 +72,8 @@ class MemoryPathError(SandboxMemoryError, PermissionError):
 
 
 class MemoryLeaseLost(MemoryConflict):
-    """The caller's lease on a shared store's layout ran out or was taken over (fencing).
+    """The caller's lease on a shared store's layout, or its layout lock in the workspace, ran
+    out or was taken over (fencing).
 
     A holder that lost its lease cannot write: its write is refused and nothing changed.
     """

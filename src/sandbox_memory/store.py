@@ -804,6 +804,10 @@ class Store(MemoryStore):
         self.retract_copies: Callable[[Entry, CopyRetraction], Awaitable[None]] | None = None
         """Set by the runtime: retracts a layout entry's copies in conversation memory, each
         logged before it is saved (done again after a crash, it changes nothing twice)."""
+        self.fence: Callable[[], Awaitable[None]] | None = None
+        """Set while the layout lock is held (:meth:`LayoutState.write_lock`): checks that the
+        lock is still this holder's before the writes only it may make (a layout commit, a
+        progress record); raises :class:`~sandbox_memory.errors.MemoryLeaseLost` if not."""
         self.shared_copy: bool | None = None
         """Whether this folder is a shared store's working copy (``store/shared.json``;
         looked up once, or set by the copy): then each record about to change is noted first
@@ -1306,6 +1310,8 @@ class Store(MemoryStore):
         copies: Iterable[CopyRetraction] = (),
         whole: bool = False,
     ) -> LayoutHead:
+        if self.fence is not None:
+            await self.fence()
         await self.recover_layout()
         commit = LayoutCommit(
             whole=whole,
@@ -1527,6 +1533,8 @@ class Store(MemoryStore):
         return gone
 
     async def put_progress(self, rollout_id: str, progress: RolloutProgress) -> None:
+        if self.fence is not None:
+            await self.fence()
         revived = progress.forgotten
         data = progress.model_copy(update={"forgotten": False})
         await self.write_state(

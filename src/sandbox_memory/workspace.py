@@ -38,7 +38,7 @@ from pathlib import Path, PurePosixPath
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .errors import MemoryConfigError, MemoryLockTimeout, MemoryPathError
+from .errors import MemoryConfigError, MemoryLeaseLost, MemoryLockTimeout, MemoryPathError
 
 if TYPE_CHECKING:
     from agents.sandbox.session.base_sandbox_session import BaseSandboxSession
@@ -70,6 +70,25 @@ def _check_rel(path: str) -> str:
     if p.is_absolute() or ".." in p.parts or not p.parts:
         raise MemoryConfigError("path", path, "must be a relative path inside the workspace")
     return str(p)
+
+
+SWAP_GUARD_SUFFIX = ".guard-sbm"
+
+SWAP_GUARD_WAIT_SECONDS = 10.0
+"""Longest wait for another swap of the same file to finish (each holds the guard for one
+read and one rename: microseconds); past it the swap raises ``TimeoutError``."""
+
+_NO_HARD_LINKS = frozenset(
+    {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS, errno.EMLINK, errno.EXDEV}
+)
+"""``link(2)`` errors of a file system that cannot hard-link (FAT, some FUSE mounts)."""
+
+
+def swap_guard(rel: str) -> str:
+    """The hidden sibling whose ``flock`` every :meth:`Workspace.swap` of ``rel`` holds."""
+
+    parent, name = posixpath.split(rel)
+    return posixpath.join(parent, f".{name}{SWAP_GUARD_SUFFIX}")
 
 
 class ShortWriteError(OSError):
@@ -143,7 +162,25 @@ class Workspace(abc.ABC):
 
     @abc.abstractmethod
     async def create_exclusive(self, path: str, data: bytes) -> bool:
-        """Create ``path`` with ``data`` only if it does not exist; ``True`` when created."""
+        """Create ``path`` with ``data`` only if it does not exist; ``True`` when created.
+
+        The file appears whole: ``data`` is written to a temporary sibling that is then
+        hard-linked to ``path`` (``link(2)`` fails when ``path`` exists), so no reader ever
+        sees it empty or half written. Only on a file system without hard links is it created
+        empty and then written (readers of a lease give an unreadable one a grace period).
+        """
+
+    @abc.abstractmethod
+    async def swap(self, path: str, expected: bytes, data: bytes | None) -> bool:
+        """Compare and swap: replace the file with ``data`` (remove it when ``None``) only if
+        it holds exactly ``expected``; ``True`` when swapped, ``False`` when it held something
+        else or was missing.
+
+        Every swap of ``path`` holds an exclusive ``flock`` of a hidden sibling
+        (:func:`swap_guard`) while it compares and replaces, so two swaps (another process's,
+        another machine's on the same kernel's file system) never interleave; the replacement
+        is atomic (a temporary sibling renamed into place).
+        """
 
     @abc.abstractmethod
     async def rename(self, source: str, destination: str) -> bool:
@@ -222,16 +259,20 @@ class _Walk:
                 raise MemoryPathError(self.rel, "goes through a symbolic link") from None
             raise
 
-    def open(self, flags: int, mode: int = 0o644) -> int:
-        """Open the last component (never through a link)."""
+    def open(self, flags: int, mode: int = 0o644, *, name: str | None = None) -> int:
+        """Open the last component, or its sibling ``name`` (never through a link)."""
 
+        name = self.name if name is None else name
         try:
-            return os.open(self.name, flags | os.O_NOFOLLOW | _O_CLOEXEC, mode, dir_fd=self.fd)
+            return os.open(name, flags | os.O_NOFOLLOW | _O_CLOEXEC, mode, dir_fd=self.fd)
         except OSError as exc:
-            if exc.errno == errno.ELOOP or (
-                exc.errno == errno.ENOTDIR and _is_link(self.name, self.fd)
-            ):
-                raise MemoryPathError(self.rel, "is a symbolic link") from None
+            if exc.errno == errno.ELOOP or (exc.errno == errno.ENOTDIR and _is_link(name, self.fd)):
+                rel = (
+                    self.rel
+                    if name == self.name
+                    else posixpath.join(posixpath.dirname(self.rel), name)
+                )
+                raise MemoryPathError(rel, "is a symbolic link") from None
             raise
 
     def lstat(self) -> os.stat_result:
@@ -458,14 +499,89 @@ class LocalWorkspace(Workspace):
 
     async def create_exclusive(self, path: str, data: bytes) -> bool:
         with self._walk(path, create=True) as walk:
+            tmp = self._write_tmp(walk, data)
             try:
-                fd = walk.open(os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+                os.link(tmp, walk.name, src_dir_fd=walk.fd, dst_dir_fd=walk.fd)
             except FileExistsError:
                 return False
+            except OSError as exc:
+                if exc.errno not in _NO_HARD_LINKS:
+                    raise
+                return self._create_then_write(walk, data)
+            finally:
+                os.unlink(tmp, dir_fd=walk.fd)
+        return True
+
+    @staticmethod
+    def _write_tmp(walk: _Walk, data: bytes) -> str:
+        """A new temporary sibling of ``walk``'s file holding ``data``; its name."""
+
+        tmp = f".{walk.name}.{secrets.token_hex(4)}{TMP_SUFFIX}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_CLOEXEC, 0o644, dir_fd=walk.fd)
         try:
-            os.write(fd, data)
+            written, failure = _write_all(fd, data)
         finally:
             os.close(fd)
+        if failure is not None or written != len(data):
+            os.unlink(tmp, dir_fd=walk.fd)
+            if failure is not None:
+                raise failure
+            raise ShortWriteError(errno.ENOSPC, f"short write of {walk.rel}")
+        return tmp
+
+    @staticmethod
+    def _create_then_write(walk: _Walk, data: bytes) -> bool:
+        """Where hard links are not supported: an exclusive create, then the write."""
+
+        try:
+            fd = walk.open(os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        except FileExistsError:
+            return False
+        try:
+            _write_all(fd, data)
+        finally:
+            os.close(fd)
+        return True
+
+    async def swap(self, path: str, expected: bytes, data: bytes | None) -> bool:
+        deadline = time.monotonic() + SWAP_GUARD_WAIT_SECONDS
+        with self._walk(path, create=True) as walk:
+            guard = walk.open(os.O_RDWR | os.O_CREAT, name=posixpath.basename(swap_guard(path)))
+            try:
+                while True:
+                    try:
+                        fcntl.flock(guard, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        if time.monotonic() > deadline:
+                            raise TimeoutError(
+                                f"another swap of {walk.rel} held its guard for more than "
+                                f"{SWAP_GUARD_WAIT_SECONDS:.0f}s"
+                            ) from None
+                        await asyncio.sleep(0.001)
+                return self._swap_locked(walk, expected, data)
+            finally:
+                os.close(guard)  # releases the flock
+
+    def _swap_locked(self, walk: _Walk, expected: bytes, data: bytes | None) -> bool:
+        try:
+            fd = walk.open(os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            if _read_fd(fd, len(expected) + 1) != expected:
+                return False
+        finally:
+            os.close(fd)
+        if data is None:
+            os.unlink(walk.name, dir_fd=walk.fd)
+            return True
+        tmp = self._write_tmp(walk, data)
+        try:
+            os.replace(tmp, walk.name, src_dir_fd=walk.fd, dst_dir_fd=walk.fd)
+        except BaseException:
+            os.unlink(tmp, dir_fd=walk.fd)
+            raise
         return True
 
     async def rename(self, source: str, destination: str) -> bool:
@@ -827,13 +943,58 @@ class SessionWorkspace(Workspace):
         if code != 0:
             raise OSError(f"could not create folder {path} (exit code {code})")
 
+    def _tmp_of(self, rel: str) -> str:
+        return posixpath.join(
+            posixpath.dirname(rel), f".{posixpath.basename(rel)}.{secrets.token_hex(4)}{TMP_SUFFIX}"
+        )
+
     async def create_exclusive(self, path: str, data: bytes) -> bool:
         rel = _check_rel(path)
         await self._mkparent(rel)
-        # noclobber makes the shell open the file with O_EXCL: atomic on POSIX filesystems.
+        # The content goes to a temporary sibling, which ln (link(2): fails if the name
+        # exists) puts in place whole. Where ln cannot link (no hard links), noclobber makes
+        # the shell create the file with O_EXCL, then write it.
         code, _ = await self._sh(
-            'set -C; printf "%s" "$2" > "$1" 2>/dev/null', rel, extra=(data.decode("utf-8"),)
+            '{ [ -e "$1" ] || [ -L "$1" ]; } && exit 1; '
+            'printf %s "$3" > "$2" || { rm -f -- "$2"; exit 28; }; '
+            'ln -- "$2" "$1" 2>/dev/null; c=$?; rm -f -- "$2"; [ $c = 0 ] && exit 0; '
+            '{ [ -e "$1" ] || [ -L "$1" ]; } && exit 1; '
+            'set -C; printf %s "$3" > "$1" 2>/dev/null',
+            rel,
+            self._tmp_of(rel),
+            extra=(data.decode("utf-8"),),
         )
+        if code == 28:
+            raise ShortWriteError(errno.ENOSPC, f"short write of {rel} (disk full?)")
+        return code == 0
+
+    async def swap(self, path: str, expected: bytes, data: bytes | None) -> bool:
+        rel = _check_rel(path)
+        await self._mkparent(rel)
+        # One shell, under flock of the guard where flock exists (util-linux, BusyBox);
+        # without it the compare and the rename are still one command, microseconds apart.
+        code, _ = await self._sh(
+            "if command -v flock >/dev/null 2>&1; then "
+            'exec 9>>"$3" && flock -w "$7" 9 || exit 5; fi; '
+            '[ -f "$1" ] && [ ! -L "$1" ] || exit 1; '
+            'cur=$(cat -- "$1"; printf .) || exit 1; [ "$cur" = "$4." ] || exit 1; '
+            '[ "$6" = remove ] && { rm -f -- "$1"; exit 0; }; '
+            'printf %s "$5" > "$2" || { rm -f -- "$2"; exit 28; }; mv -f -- "$2" "$1"',
+            rel,
+            self._tmp_of(rel),
+            swap_guard(rel),
+            extra=(
+                expected.decode("utf-8"),
+                (data or b"").decode("utf-8"),
+                "remove" if data is None else "put",
+                f"{SWAP_GUARD_WAIT_SECONDS:.0f}",
+            ),
+        )
+        if code == 5:
+            raise TimeoutError(
+                f"another swap of {rel} held its guard for more than {SWAP_GUARD_WAIT_SECONDS:.0f}s"
+            )
+        _check_write(0 if code == 1 else code, rel)
         return code == 0
 
     async def rename(self, source: str, destination: str) -> bool:
@@ -922,12 +1083,41 @@ def _holder_dead(info: dict[str, object]) -> bool:
     return False
 
 
+UNREADABLE_LOCK_GRACE_SECONDS = 5.0
+"""How long a lock file that does not parse (empty, cut short, not a lease) is respected before
+it is taken over, counted from when a waiter first saw those bytes. Memory's own locks are
+never seen so (:meth:`Workspace.create_exclusive` puts them in place whole); a holder of an
+older version writes its lock within microseconds of creating it. Bounded by half of the
+waiter's timeout, so a waiter with a short one takes such a lock over too."""
+
+
+def _lease_of(raw: bytes) -> dict[str, Any] | None:
+    """The lease a lock file holds, or ``None`` when it is not one (empty, torn, junk)."""
+
+    try:
+        info = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(info, dict) or not isinstance(info.get("owner"), str):
+        return None
+    expires = info.get("expires_at")
+    if not isinstance(expires, (int, float)) or isinstance(expires, bool):
+        return None
+    return info
+
+
 class LeaseLock:
     """A per-layout lock held as a file inside the workspace, with a lease.
 
-    It works for any backend and for a folder several sandboxes share. The holder renews the
-    lease while it works; a lock whose lease ran out (its holder died) is taken over. Waiting
-    is bounded by ``timeout`` and logged.
+    It works for any backend and for a folder several sandboxes share. The lock file appears
+    whole (:meth:`Workspace.create_exclusive`); every later change of it (renewal, takeover,
+    release) is a compare-and-swap against the exact bytes last seen
+    (:meth:`Workspace.swap`), so a holder never overwrites a lock another process took, and
+    a waiter takes over only the stale lock it judged, never a live one written meanwhile.
+    A lock whose lease ran out, whose holder process is gone, or which stays unreadable for
+    :data:`UNREADABLE_LOCK_GRACE_SECONDS` is taken over (logged). A holder that finds its
+    lock taken (its renewal came after the lease ran out) is :attr:`lost` and says so.
+    Waiting is bounded by ``timeout`` and logged.
     """
 
     def __init__(
@@ -946,7 +1136,11 @@ class LeaseLock:
         self.poll = poll
         self.token = f"{os.getpid()}-{secrets.token_hex(6)}"
         self._renewer: asyncio.Task[None] | None = None
+        self._written: bytes | None = None
+        """The lock file's bytes as this holder last wrote them (what a swap expects)."""
         self.held = False
+        self.lost = False
+        """Another process took the lock over while this one held it (logged at ERROR)."""
 
     def _payload(self) -> bytes:
         info: dict[str, object] = {"owner": self.token, "expires_at": time.time() + self.lease}
@@ -954,15 +1148,23 @@ class LeaseLock:
             info["pid_space"] = _PID_SPACE
         return json.dumps(info).encode()
 
+    def _hold(self, payload: bytes) -> None:
+        self.held = True
+        self.lost = False
+        self._written = payload
+        self._renewer = asyncio.create_task(self._renew())
+
     async def acquire(self) -> None:
         start = time.monotonic()
         warned = False
+        unreadable: tuple[bytes, float] | None = None
+        """Bytes of an unreadable lock and when this waiter first saw them."""
         while True:
-            if await self.workspace.create_exclusive(self.path, self._payload()):
-                self.held = True
-                self._renewer = asyncio.create_task(self._renew())
-                waited = time.monotonic() - start
+            payload = self._payload()
+            if await self.workspace.create_exclusive(self.path, payload):
+                self._hold(payload)
                 if warned:
+                    waited = time.monotonic() - start
                     logger.warning("took memory lock %s after waiting %.1fs", self.path, waited)
                 return
             try:
@@ -970,18 +1172,25 @@ class LeaseLock:
             except IsADirectoryError:
                 await set_aside_folder(self.workspace, self.path)
                 continue
+            if raw is None:
+                continue  # released meanwhile: try again at once
             why = self._why_stale(raw)
-            if why is not None and raw is not None:
-                stale = f"{self.path}.stale-{secrets.token_hex(4)}"
-                if await self.workspace.rename(self.path, stale):
-                    moved = await self.workspace.read_bytes(stale)
-                    if moved is not None and moved != raw:
-                        # Another waiter took the stale lock over first: this is its live lock.
-                        await self.workspace.create_exclusive(self.path, moved)
-                    await self.workspace.remove(stale)
-                    if moved == raw:
-                        logger.warning("memory lock %s %s; taking it over", self.path, why)
-                    continue
+            if why is None and _lease_of(raw) is None:
+                now = time.monotonic()
+                if unreadable is None or unreadable[0] != raw:
+                    unreadable = (raw, now)
+                elif now - unreadable[1] >= min(UNREADABLE_LOCK_GRACE_SECONDS, self.timeout / 2):
+                    why = (
+                        f"has been unreadable for {now - unreadable[1]:.1f}s (a holder that "
+                        "died while writing it, or a bad write)"
+                    )
+            if why is not None:
+                payload = self._payload()
+                if await self.workspace.swap(self.path, raw, payload):
+                    self._hold(payload)
+                    logger.warning("memory lock %s %s; took it over", self.path, why)
+                    return
+                continue  # it changed since it was read: look again
             waited = time.monotonic() - start
             if waited > self.timeout:
                 raise MemoryLockTimeout(
@@ -994,21 +1203,19 @@ class LeaseLock:
                 warned = True
             await asyncio.sleep(self.poll)
 
-    def _why_stale(self, raw: bytes | None) -> str | None:
-        """Why the lock in ``raw`` may be taken over, or ``None`` while its holder has it.
+    def _why_stale(self, raw: bytes) -> str | None:
+        """Why the lease in ``raw`` may be taken over, or ``None`` while its holder has it
+        (or when ``raw`` holds no lease: see :meth:`acquire`).
 
         Times read from disk are bounded by what is plausible: a lease never runs longer than
         ``lease`` seconds from now, so an expiry further ahead (a clock far off, a bad write)
         is not trusted to block memory for years.
         """
 
-        if raw is None:
+        info = _lease_of(raw)
+        if info is None:
             return None
-        try:
-            info = json.loads(raw or b"{}")
-            expires = float(info.get("expires_at", 0))
-        except (ValueError, TypeError, AttributeError):
-            return "is unreadable (a torn write by a holder that died)"
+        expires = float(info["expires_at"])
         now = time.time()
         if not math.isfinite(expires):
             return f"has an expiry that is not a time ({expires})"
@@ -1026,10 +1233,46 @@ class LeaseLock:
     async def _renew(self) -> None:
         while True:
             await asyncio.sleep(self.lease / 3)
-            try:
-                await self.workspace.write_atomic(self.path, self._payload())
-            except Exception as exc:  # noqa: BLE001 - a failed renewal must not kill the holder
-                logger.warning("could not renew memory lock %s: %s", self.path, exc)
+            if not await self.renew():
+                return
+
+    async def renew(self) -> bool:
+        """Extend the lease (a swap of the bytes this holder last wrote); ``False`` when the
+        lock was taken over meanwhile (then :attr:`lost`, logged at ERROR)."""
+
+        if self._written is None or self.lost:
+            return False
+        payload = self._payload()
+        try:
+            swapped = await self.workspace.swap(self.path, self._written, payload)
+        except Exception as exc:  # noqa: BLE001 - a failed renewal must not kill the holder
+            logger.warning("could not renew memory lock %s: %s", self.path, exc)
+            return True
+        if swapped:
+            self._written = payload
+            return True
+        self.lost = True
+        logger.error(
+            "memory lock %s was taken over by another process while this one held it (it "
+            "was not renewed within its %.0fs lease); this holder no longer owns it",
+            self.path,
+            self.lease,
+        )
+        return False
+
+    async def check(self) -> None:
+        """Fencing before a write that must be this holder's alone: renew the lease (a swap of
+        the bytes this holder last wrote, so the check and the extension are one step);
+        :class:`~sandbox_memory.errors.MemoryLeaseLost` when the lock was taken over."""
+
+        if not self.held:
+            raise MemoryLeaseLost(f"memory lock {self.path} is not held by this process")
+        if self.lost or not await self.renew():
+            raise MemoryLeaseLost(
+                f"memory lock {self.path} was taken over by another process (this holder was "
+                f"not heard from within its {self.lease:.0f}s lease); this write is refused, "
+                "nothing was changed, and the work is done again at the next close"
+            )
 
     async def release(self) -> None:
         if self._renewer is not None:
@@ -1040,14 +1283,11 @@ class LeaseLock:
                 pass
             self._renewer = None
         if self.held:
-            raw = await self.workspace.read_bytes(self.path)
-            try:
-                owner = json.loads(raw or b"{}").get("owner")
-            except ValueError:
-                owner = None
-            if owner == self.token:
-                await self.workspace.remove(self.path)
             self.held = False
+            if not self.lost and self._written is not None:
+                # Only this holder's lock goes: one another process took over stays.
+                await self.workspace.swap(self.path, self._written, None)
+            self._written = None
 
     async def __aenter__(self) -> LeaseLock:
         await self.acquire()

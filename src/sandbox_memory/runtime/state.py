@@ -143,8 +143,13 @@ class LayoutState:
     async def write_lock(self) -> AsyncIterator[None]:
         """Exclusive right to change this layout's state: in-process, then across processes."""
 
-        async with self._local_lock, self.lock():
-            yield
+        async with self._local_lock, self.lock() as lease:
+            # Fencing: the store checks the lock is still this holder's before it commits.
+            self.store.fence = lease.check
+            try:
+                yield
+            finally:
+                self.store.fence = None
 
     def lock(self) -> Lease:
         return self.store.lease(
