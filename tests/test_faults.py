@@ -681,6 +681,71 @@ async def test_a_link_placed_beforehand_never_takes_memory_out_of_the_workspace(
     figure(f"workspace.link_{path_kind}_{target.replace('/', '_')}_paths_escaped", 0)
 
 
+@pytest.mark.parametrize("path_kind", ["local", "session"])
+@pytest.mark.parametrize("target", ["memories/skills/run-tests", "memories/MEMORY.md"])
+async def test_a_remember_refused_for_a_link_where_it_renders_applies_nothing(
+    client: Any, manifest: Any, workspace_root: Path, tmp_path: Path, path_kind: str, target: str
+) -> None:
+    """A ``Remember`` whose skill folder (or ``MEMORY.md``) is a link raises
+    ``MemoryPathError`` before its commit: the version and the entries are as they were
+    (before: the change was applied, version 0 -> 1, and then the error raised)."""
+
+    from sandbox_memory import MemoryClient, MemoryPathError, Remember
+    from sandbox_memory.workspace import LocalWorkspace, SessionWorkspace
+
+    outside = outside_tree(tmp_path)
+    before = tree_bytes(outside)
+    sandbox = await client.create(manifest=manifest)
+    async with sandbox:
+        ws = LocalWorkspace(workspace_root) if path_kind == "local" else SessionWorkspace(sandbox)
+        memory = MemoryClient(ws, generate=MemoryGenerateConfig(engine="offline"))
+        await memory.create()
+        place_link(workspace_root, target, outside)
+        view = await memory.view(None)
+        remember = Remember(
+            key="run-tests", content="Run the tests with `make check`.", kind="procedure"
+        )
+        with pytest.raises(MemoryPathError, match="symbolic link"):
+            await memory.apply(remember, expected=view.version)
+        fresh = MemoryClient(ws, generate=MemoryGenerateConfig(engine="offline"))
+        after = await fresh.view(None)
+    assert (after.version, sorted(after.entries)) == (view.version, sorted(view.entries))
+    assert tree_bytes(outside) == before
+
+
+async def test_a_remember_whose_rendering_fails_after_its_commit_returns_what_was_applied(
+    workspace_root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Once committed, a command is applied: a rendering that fails after it (a folder where
+    ``memory_summary.md`` belongs) does not tell the caller it failed; the view returned holds
+    the change, the failure is logged once at ERROR, and the next close renders the files."""
+
+    from sandbox_memory import MemoryClient, Remember
+    from sandbox_memory.workspace import LocalWorkspace
+
+    memory = MemoryClient(
+        LocalWorkspace(workspace_root), generate=MemoryGenerateConfig(engine="offline")
+    )
+    await memory.create()
+    summary = workspace_root / "memories" / "memory_summary.md"
+    summary.unlink()
+    summary.mkdir()
+    (summary / "kept").write_text("not memory's")
+    view = await memory.view(None)
+    remember = Remember(
+        key="run-tests", content="Run the tests with `make check`.", kind="procedure"
+    )
+    with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
+        after = await memory.apply(remember, expected=view.version)
+    assert after.version == view.version + 1 and "run-tests" in after.entries
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and "memory applied Remember of 'run-tests'" in errors[0], errors
+    shutil.rmtree(summary)
+    await runtime(workspace_root, engine="offline").close()
+    assert "make check" in (workspace_root / "memories/MEMORY.md").read_text()
+    assert "make check" in summary.read_text()
+
+
 def memory_text_inside(root: Path) -> str:
     parts: list[str] = []
     for d in ("memories", "sessions"):

@@ -584,6 +584,13 @@ class MemoryClient:
         one this workspace knows (see :meth:`require`): a command changes a conversation's
         memory, it never starts one (:meth:`create` does), so a mistyped rollout id creates
         nothing.
+
+        Every error comes before the change is committed, so an error means nothing was
+        applied: a symbolic link where the change would be rendered (``MEMORY.md``, the
+        summary, ``skills/<key>/``) raises :class:`~sandbox_memory.errors.MemoryPathError`
+        first. Once committed, the command has been applied and its view is returned; a
+        rendering that still fails (a full disk) is logged at ERROR and done again at the
+        next close.
         """
 
         await self._defaults()
@@ -624,11 +631,23 @@ class MemoryClient:
                         f"{rt.shared.store.describe()} is unreachable; the command was not applied"
                     )
             async with rt.write_lock():
+                keys = [command.key] if isinstance(command, Remember | Forget) else []
+                await rt.ws.check_paths(rt.render_paths(keys))  # before the commit, not after
                 if rid is None:
                     await self._apply_layout(command, expected=expected, cause=cause)
                 else:
                     await self._apply_conversation(command, rid, expected=expected, cause=cause)
-                await rt.consolidate_layout()
+                try:
+                    await rt.consolidate_layout()
+                except Exception as exc:  # noqa: BLE001 - the command is applied: say so
+                    logger.error(
+                        "memory applied %s%s, but rendering memory's files after it failed "
+                        "(%s: %s); they are rendered again at the next close",
+                        type(command).__name__,
+                        f" of {keys[0]!r}" if keys else "",
+                        type(exc).__name__,
+                        exc,
+                    )
         rt.bump()
         return await self._local_view(rid)
 

@@ -145,6 +145,12 @@ class Workspace(abc.ABC):
         """
 
     @abc.abstractmethod
+    async def check_paths(self, paths: list[str]) -> None:
+        """Raise :class:`~sandbox_memory.errors.MemoryPathError` when any of ``paths`` (a
+        file or folder, present or not) is, or goes through, a symbolic link: what a write of
+        it would refuse, found before anything is written (one command through a session)."""
+
+    @abc.abstractmethod
     async def listdir(self, path: str) -> list[str]:
         """Names in a folder (not recursive); ``[]`` when it does not exist."""
 
@@ -456,6 +462,10 @@ class LocalWorkspace(Workspace):
             if not flagged:
                 _flag_failed(path, flag)
         return was_empty
+
+    async def check_paths(self, paths: list[str]) -> None:
+        for path in paths:
+            self._size(path, dirs=True)  # a link on the way or at the end raises
 
     async def listdir(self, path: str) -> list[str]:
         try:
@@ -904,6 +914,10 @@ class SessionWorkspace(Workspace):
         if flag is not None and flagged != b"1":
             _flag_failed(rel, flag)
         return new == b"1"
+
+    async def check_paths(self, paths: list[str]) -> None:
+        if paths:
+            await self._sh(":", *paths)  # every path goes through nolink first
 
     async def listdir(self, path: str) -> list[str]:
         code, out = await self._sh('[ -d "$1" ] || exit 0; ls -1A -- "$1"', path)

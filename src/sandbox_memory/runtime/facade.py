@@ -10,7 +10,7 @@ and a shared store's copy (``stores/sync.py``) all go through it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -215,6 +215,11 @@ class LayoutRuntime:
         return await self.extractor.close(only=only, deadline=deadline)
 
     # ------------------------------------------------------------ consolidate
+
+    def render_paths(self, keys: Iterable[str]) -> list[str]:
+        """What phase 2 may write after a change of ``keys`` (checked before a command)."""
+
+        return self.renderer.targets(keys)
 
     async def consolidate_layout(self) -> None:
         """Phase 2: select, forget, promote, take in live edits, render. Caller holds the lock."""

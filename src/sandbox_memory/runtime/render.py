@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from ..phase_two import select_rollouts
 from ..render import (
@@ -32,6 +32,9 @@ from ..workspace import Workspace
 from .state import LayoutState
 
 logger = logging.getLogger("sandbox_memory")
+
+RENDERED_FILES = ("MEMORY.md", "memory_summary.md", "raw_memories.md", "phase_two_selection.json")
+"""The views phase 2 renders under ``memories/`` (besides ``skills/``)."""
 
 SKILL_MARK = "\nLearned from: "
 """In every ``SKILL.md`` rendered from the store: hand-written skills (or the SDK's) lack it."""
@@ -96,6 +99,19 @@ class Renderer:
         """Layout memory's stamp the rendering model holds."""
         self.memory_md_checked = False
         """Set by the live-edit check of this phase 2: ``MEMORY.md`` is what was rendered."""
+
+    def targets(self, keys: Iterable[str]) -> list[str]:
+        """The paths a rendering after a change of ``keys`` may write: the views, their
+        records, and the skills of those keys (a skill of another key is written only when
+        its own procedure changes)."""
+
+        mdir = self.state.layout.memories_dir
+        return [
+            *(f"{mdir}/{name}" for name in RENDERED_FILES),
+            self.stamp_path,
+            self.skills_path,
+            *(f"{mdir}/skills/{key}/SKILL.md" for key in keys),
+        ]
 
     @property
     def stamp_path(self) -> str:
