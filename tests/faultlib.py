@@ -571,8 +571,13 @@ async def _one_conversation_race(base: str, who: str, workers: str, trials: str,
         background: list[asyncio.Task[bool]] = []
         try:
             for n in range(int(runs)):
+                # Runs end at different moments: one process records while others close.
+                await asyncio.sleep(random.uniform(0, 0.3))
                 await rt.record(race_run(who, t, n), rollout_id="shared")
-                background.append(asyncio.create_task(rt.consolidate_conversation("shared")))
+                # The bridge extracts after a run in the background, unless the session closes
+                # before that work starts (the close clears its queue): half the time here.
+                if random.random() < 0.5:
+                    background.append(asyncio.create_task(rt.consolidate_conversation("shared")))
                 await asyncio.sleep(random.uniform(0, 0.02))
             await asyncio.gather(*background)
             await rt.close()
