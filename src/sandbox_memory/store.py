@@ -308,6 +308,11 @@ class Lease(Protocol):
 
     async def release(self) -> None: ...
 
+    async def check(self) -> None:
+        """Fencing, before a write only the holder may make: raise
+        :class:`~sandbox_memory.errors.MemoryLeaseLost` when the lease was lost (taken over
+        after it ran out); nothing when it is still held."""
+
     async def __aenter__(self) -> Any: ...
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> Any: ...

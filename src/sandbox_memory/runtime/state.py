@@ -143,7 +143,8 @@ class LayoutState:
     async def write_lock(self) -> AsyncIterator[None]:
         """Exclusive right to change this layout's state: in-process, then across processes."""
 
-        async with self._local_lock, self.lock() as lease:
+        lease = self.lock()
+        async with self._local_lock, lease:
             # Fencing: the store checks the lock is still this holder's before it commits.
             self.store.fence = lease.check
             try:

@@ -65,6 +65,9 @@ class InMemoryLease:
             self._held = False
             self._lock.release()
 
+    async def check(self) -> None:
+        """Held until released: a lock of this process cannot be taken over."""
+
     async def __aenter__(self) -> InMemoryLease:
         await self.acquire()
         return self
