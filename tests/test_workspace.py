@@ -200,6 +200,22 @@ async def test_two_waiters_taking_over_one_stale_lock_leave_one_holder(
     await held[0].release()
 
 
+async def test_checks_and_renewals_of_one_holder_never_take_each_other_for_a_takeover(
+    ws: Workspace,
+) -> None:
+    """The holder's renewal (every lease/3) and its checks before commits each swap the bytes
+    it last wrote: one at a time, or the second would find the first's and think it lost."""
+
+    lock = LeaseLock(ws, "store/lock", timeout=5, lease=0.15)
+    await lock.acquire()
+    for _ in range(25):
+        await lock.check()
+        await asyncio.sleep(0.005)
+    assert not lock.lost
+    await lock.release()
+    assert await ws.read_bytes("store/lock") is None
+
+
 async def test_a_holder_that_outlived_its_lease_never_overwrites_the_lock_taken_from_it(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

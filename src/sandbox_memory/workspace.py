@@ -75,8 +75,9 @@ def _check_rel(path: str) -> str:
 SWAP_GUARD_SUFFIX = ".guard-sbm"
 
 SWAP_GUARD_WAIT_SECONDS = 10.0
-"""Longest wait for another swap of the same file to finish (each holds the guard for one
-read and one rename: microseconds); past it the swap raises ``TimeoutError``."""
+"""Longest wait, on the local folder, for another swap of the same file to finish (each holds
+the guard for one read and one rename: microseconds); past it the swap raises
+``TimeoutError``. Through a session the guard is a plain ``flock``, like the append's."""
 
 _NO_HARD_LINKS = frozenset(
     {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS, errno.EMLINK, errno.EXDEV}
@@ -988,8 +989,8 @@ class SessionWorkspace(Workspace):
         # One shell, under flock of the guard where flock exists (util-linux, BusyBox);
         # without it the compare and the rename are still one command, microseconds apart.
         code, _ = await self._sh(
-            "if command -v flock >/dev/null 2>&1; then "
-            'exec 9>>"$3" && flock -w "$7" 9 || exit 5; fi; '
+            # The guard is held for one compare and one rename; like the append's, a plain flock.
+            'if command -v flock >/dev/null 2>&1; then exec 9>>"$3" && flock 9 || exit 5; fi; '
             '[ -f "$1" ] && [ ! -L "$1" ] || exit 1; '
             'cur=$(cat -- "$1"; printf .) || exit 1; [ "$cur" = "$4." ] || exit 1; '
             '[ "$6" = remove ] && { rm -f -- "$1"; exit 0; }; '
@@ -1001,13 +1002,10 @@ class SessionWorkspace(Workspace):
                 expected.decode("utf-8"),
                 (data or b"").decode("utf-8"),
                 "remove" if data is None else "put",
-                f"{SWAP_GUARD_WAIT_SECONDS:.0f}",
             ),
         )
         if code == 5:
-            raise TimeoutError(
-                f"another swap of {rel} held its guard for more than {SWAP_GUARD_WAIT_SECONDS:.0f}s"
-            )
+            raise OSError(f"could not lock {swap_guard(rel)} to swap {rel}")
         _check_write(0 if code == 1 else code, rel)
         return code == 0
 
@@ -1154,7 +1152,8 @@ class LeaseLock:
         """The lock file's bytes as this holder last wrote them (what a swap expects)."""
         self.held = False
         self.lost = False
-        """Another process took the lock over while this one held it (logged at ERROR)."""
+        """Another process took the lock over while this one held it."""
+        self._swapping = asyncio.Lock()
 
     def _payload(self) -> bytes:
         info: dict[str, object] = {"owner": self.token, "expires_at": time.time() + self.lease}
@@ -1250,22 +1249,31 @@ class LeaseLock:
             if not await self.renew():
                 return
 
+    async def _swap(self, data: bytes | None) -> bool:
+        """Swap the bytes this holder last wrote for ``data`` (``None``: remove the lock).
+        Called under ``_swapping``: a renewal, a check and the release never overlap, so each
+        expects the bytes the one before it wrote."""
+
+        assert self._written is not None
+        swapped = await self.workspace.swap(self.path, self._written, data)
+        if swapped:
+            self._written = data
+        return swapped
+
     async def renew(self) -> bool:
         """Extend the lease (a swap of the bytes this holder last wrote); ``False`` when the
         lock was taken over meanwhile (then :attr:`lost`, logged at ERROR)."""
 
-        if self._written is None or self.lost:
-            return False
-        payload = self._payload()
-        try:
-            swapped = await self.workspace.swap(self.path, self._written, payload)
-        except Exception as exc:  # noqa: BLE001 - a failed renewal must not kill the holder
-            logger.warning("could not renew memory lock %s: %s", self.path, exc)
-            return True
-        if swapped:
-            self._written = payload
-            return True
-        self.lost = True
+        async with self._swapping:
+            if self._written is None or self.lost:
+                return False
+            try:
+                if await self._swap(self._payload()):
+                    return True
+            except Exception as exc:  # noqa: BLE001 - a failed renewal must not kill the holder
+                logger.warning("could not renew memory lock %s: %s", self.path, exc)
+                return True
+            self.lost = True
         logger.error(
             "memory lock %s was taken over by another process while this one held it (it "
             "was not renewed within its %.0fs lease); this holder no longer owns it",
@@ -1277,31 +1285,37 @@ class LeaseLock:
     async def check(self) -> None:
         """Fencing before a write that must be this holder's alone: renew the lease (a swap of
         the bytes this holder last wrote, so the check and the extension are one step);
-        :class:`~sandbox_memory.errors.MemoryLeaseLost` when the lock was taken over."""
+        :class:`~sandbox_memory.errors.MemoryLeaseLost` when the lock was taken over. A swap
+        that fails (an I/O error) raises too: the write waits for a lease known to be held."""
 
         if not self.held:
             raise MemoryLeaseLost(f"memory lock {self.path} is not held by this process")
-        if self.lost or not await self.renew():
-            raise MemoryLeaseLost(
-                f"memory lock {self.path} was taken over by another process (this holder was "
-                f"not heard from within its {self.lease:.0f}s lease); this write is refused, "
-                "nothing was changed, and the work is done again at the next close"
-            )
+        async with self._swapping:
+            if not self.lost and self._written is not None:
+                if await self._swap(self._payload()):
+                    return
+                self.lost = True
+        raise MemoryLeaseLost(
+            f"memory lock {self.path} was taken over by another process (this holder was "
+            f"not heard from within its {self.lease:.0f}s lease); this write is refused, "
+            "nothing was changed, and the work is done again at the next close"
+        )
 
     async def release(self) -> None:
-        if self._renewer is not None:
-            self._renewer.cancel()
-            try:
-                await self._renewer
-            except (asyncio.CancelledError, Exception):
-                pass
-            self._renewer = None
-        if self.held:
-            self.held = False
-            if not self.lost and self._written is not None:
-                # Only this holder's lock goes: one another process took over stays.
-                await self.workspace.swap(self.path, self._written, None)
-            self._written = None
+        async with self._swapping:  # never while a renewal's swap is under way
+            if self._renewer is not None:
+                self._renewer.cancel()
+                try:
+                    await self._renewer
+                except (asyncio.CancelledError, Exception):
+                    pass
+                self._renewer = None
+            if self.held:
+                self.held = False
+                if not self.lost and self._written is not None:
+                    # Only this holder's lock goes: one another process took over stays.
+                    await self._swap(None)
+                self._written = None
 
     async def __aenter__(self) -> LeaseLock:
         await self.acquire()
