@@ -1180,15 +1180,20 @@ class LeaseLock:
                     waited = time.monotonic() - start
                     logger.warning("took memory lock %s after waiting %.1fs", self.path, waited)
                 return
+            waited = time.monotonic() - start
+            if waited > self.timeout:
+                raise MemoryLockTimeout(
+                    f"memory lock {self.path} is held by another process for more than "
+                    f"{self.timeout:.0f}s (generate.lock_timeout_seconds); the work stays "
+                    "recorded and will be done at the next close"
+                )
             try:
                 raw = await self.workspace.read_bytes(self.path)
             except IsADirectoryError:
                 await set_aside_folder(self.workspace, self.path)
                 continue
-            if raw is None:
-                continue  # released meanwhile: try again at once
-            why = self._why_stale(raw)
-            if why is None and _lease_of(raw) is None:
+            why = None if raw is None else self._why_stale(raw)  # None: released meanwhile
+            if raw is not None and why is None and _lease_of(raw) is None:
                 now = time.monotonic()
                 if unreadable is None or unreadable[0] != raw:
                     unreadable = (raw, now)
@@ -1197,20 +1202,13 @@ class LeaseLock:
                         f"has been unreadable for {now - unreadable[1]:.1f}s (a holder that "
                         "died while writing it, or a bad write)"
                     )
-            if why is not None:
+            if why is not None and raw is not None:
                 payload = self._payload()
                 if await self.workspace.swap(self.path, raw, payload):
                     self._hold(payload)
                     logger.warning("memory lock %s %s; took it over", self.path, why)
                     return
                 continue  # it changed since it was read: look again
-            waited = time.monotonic() - start
-            if waited > self.timeout:
-                raise MemoryLockTimeout(
-                    f"memory lock {self.path} is held by another process for more than "
-                    f"{self.timeout:.0f}s (generate.lock_timeout_seconds); the work stays "
-                    "recorded and will be done at the next close"
-                )
             if not warned and waited > 1.0:
                 logger.warning("waiting for memory lock %s held by another process", self.path)
                 warned = True
