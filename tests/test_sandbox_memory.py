@@ -72,7 +72,7 @@ def memory_text(model: ScriptedModel, call: int = 0) -> str:
 
 
 def test_memory_with_neither_read_nor_generate_is_a_value_error() -> None:
-    with pytest.raises(ValueError, match="read or generate"):
+    with pytest.raises(ValueError, match="at least one of `read` or `generate`"):
         Memory(read=None, generate=None)
 
 
@@ -95,7 +95,7 @@ def test_bad_layout_path_is_a_value_error_naming_field_and_value(field: str, val
 def test_bad_generate_setting_is_an_error_naming_it() -> None:
     with pytest.raises(MemoryConfigError, match="max_raw_memories_for_consolidation.*0"):
         MemoryGenerateConfig(max_raw_memories_for_consolidation=0)
-    with pytest.raises(MemoryConfigError, match="generate.engine"):
+    with pytest.raises(MemoryConfigError, match="MemoryGenerateConfig.engine"):
         MemoryGenerateConfig(engine="gpt")  # type: ignore[arg-type]
 
 

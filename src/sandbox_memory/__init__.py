@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # `X as X`: an explicit re-export, for type checkers
     from .engines.base import ExtractionEngine as ExtractionEngine
     from .engines.base import ExtractionRequest as ExtractionRequest
     from .errors import MemoryConfigError as MemoryConfigError
+    from .errors import MemoryConfigTypeError as MemoryConfigTypeError
     from .errors import MemoryConflict as MemoryConflict
     from .errors import MemoryLeaseLost as MemoryLeaseLost
     from .errors import MemoryLockTimeout as MemoryLockTimeout
@@ -68,6 +69,7 @@ _WHERE: dict[str, str] = {
     "ExtractionEngine": "engines.base",
     "ExtractionRequest": "engines.base",
     "MemoryConfigError": "errors",
+    "MemoryConfigTypeError": "errors",
     "MemoryConflict": "errors",
     "MemoryNotFound": "errors",
     "MemoryLeaseLost": "errors",

@@ -22,7 +22,12 @@ from agents.tool import Tool
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from . import _sdk, spans
-from .config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
+from .config import (
+    MemoryGenerateConfig,
+    MemoryLayoutConfig,
+    MemoryReadConfig,
+    _bind_sdk_type_names,
+)
 from .engines.base import ExtractionEngine
 from .errors import MemoryConfigError
 from .phase_two import displayed_entries
@@ -100,9 +105,7 @@ class Memory(_SDKMemory):
         _ = context
         if self.read is None and self.generate is None:
             raise MemoryConfigError(
-                "Memory(read=..., generate=...)",
-                None,
-                "needs at least one of read or generate; both are None",
+                "Memory", None, "requires at least one of `read` or `generate`; both are None"
             )
         if not isinstance(self.layout, MemoryLayoutConfig):
             raise MemoryConfigError(
@@ -253,5 +256,7 @@ class Memory(_SDKMemory):
 
 
 # config.py names the SDK's Model and ModelSettings for type checkers only (the command line
-# imports it without the SDK); pydantic needs them to validate Memory's config fields.
+# imports it without the SDK); pydantic needs them to validate Memory's config fields, and
+# typing.get_type_hints on the config classes finds them once bound.
+_bind_sdk_type_names()
 Memory.model_rebuild(_types_namespace={"Model": Model, "ModelSettings": ModelSettings})

@@ -6,11 +6,12 @@ SDK's classes of the same names accept, so a user can swap imports; the extra fi
 
 from __future__ import annotations
 
-import posixpath
+import sys
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
-from .errors import MemoryConfigError
+from .errors import MemoryConfigError, MemoryConfigTypeError
 
 if TYPE_CHECKING:
     # Types only: the command line imports this module and must not pay for the SDK.
@@ -57,49 +58,124 @@ DEFAULT_LOCK_LEASE_SECONDS = 120.0
 EngineChoice = Literal["auto", "model", "offline"]
 
 
+MAX_LAYOUT_PATH_CHARS = 1_024
+"""Longest ``memories_dir``/``sessions_dir``. Memory adds its own names below them (up to
+about 300 characters: ``store/conversations/<id>.json``); Linux refuses paths over 4,096 bytes,
+so a much longer folder could not be created and memory would stop without a clear cause."""
+
+MAX_PATH_NAME_BYTES = 255
+"""Longest folder name (one path component) in UTF-8 bytes: ``NAME_MAX`` on Linux and macOS."""
+
+
 def validate_relative_dir(name: str, value: object) -> str:
-    """Return ``value`` normalised, or raise naming ``name`` if it is not a safe relative dir."""
+    """Return ``value`` as given, or raise naming ``name`` if it is not a safe relative folder.
+
+    The SDK's three rules with its wording (``must be relative``, ``must not escape root``,
+    ``must be non-empty``), and ours: no control characters (a newline would reach the system
+    prompt, a NUL no file system accepts), no leading or trailing spaces, a bounded length.
+    The spelling is kept as the SDK keeps it (``team\\memory`` is one folder name on POSIX);
+    :meth:`MemoryLayoutConfig.normalized` gives the form memory's own paths use.
+    """
 
     if not isinstance(value, str):
-        raise MemoryConfigError(name, value, "must be a string")
-    text = value.strip()
-    if not text or text in {".", "./"}:
-        raise MemoryConfigError(name, value, "must be a non-empty path relative to the workspace")
-    if text.startswith("/") or (len(text) > 1 and text[1] == ":"):
+        raise MemoryConfigTypeError(name, value, "must be a string")
+    for index, char in enumerate(value):
+        if ord(char) < 32 or ord(char) == 127:
+            raise MemoryConfigError(
+                name,
+                value,
+                f"must not contain control characters (found {char!r} at {index}): a file "
+                "name cannot hold a NUL and a line break would reach the model's prompt",
+            )
+    path = PurePosixPath(value)
+    if path.is_absolute():
         raise MemoryConfigError(name, value, "must be relative to the sandbox workspace root")
-    parts = text.replace("\\", "/").split("/")
-    if ".." in parts:
+    if ".." in path.parts:
+        raise MemoryConfigError(name, value, "must not escape root (no '..' parts)")
+    if path.parts in [(), (".",)] or not value.strip():
+        raise MemoryConfigError(name, value, "must be non-empty (a folder below the workspace)")
+    if value != value.strip():
+        raise MemoryConfigError(name, value, "must not begin or end with spaces")
+    if len(value) > MAX_LAYOUT_PATH_CHARS:
         raise MemoryConfigError(
-            name, value, "must not contain '..' (it would escape the workspace)"
+            name,
+            f"{value[:40]}...",
+            f"must be at most {MAX_LAYOUT_PATH_CHARS} characters, got {len(value)}",
         )
-    return posixpath.normpath(text.replace("\\", "/"))
+    for part in path.parts:
+        if len(part.encode("utf-8", "surrogatepass")) > MAX_PATH_NAME_BYTES:
+            raise MemoryConfigError(
+                name,
+                f"{value[:40]}...",
+                f"has a folder name longer than {MAX_PATH_NAME_BYTES} bytes, which no file "
+                "system accepts",
+            )
+    return value
 
 
-def model_settings(name: str, value: object) -> ModelSettings | None:
-    """``value`` as ``ModelSettings``; a dict with a key ``ModelSettings`` lacks is refused."""
+def _parts(value: str) -> tuple[str, ...]:
+    return tuple(part for part in PurePosixPath(value).parts if part != ".")
+
+
+def _bind_sdk_type_names() -> None:
+    """Put the SDK's ``Model`` and ``ModelSettings`` in this module's globals, where
+    ``typing.get_type_hints`` resolves the config classes' annotations.
+
+    Not imported at module level: the command line imports this module and must not pay about
+    a second for the SDK. Called whenever the SDK is loaded anyway (by ``capability.py``, by
+    model settings being checked, or at import when the SDK is already in the process).
+    """
+
+    if "ModelSettings" in globals():
+        return
+    from agents.model_settings import ModelSettings
+    from agents.models.interface import Model
+
+    globals().update(Model=Model, ModelSettings=ModelSettings)
+
+
+def model_settings(
+    name: str, value: object, declared: type[ModelSettings] | None = None
+) -> ModelSettings | None:
+    """``value`` as ``ModelSettings`` (or the subclass ``declared``), as the SDK coerces it.
+
+    A wrong type is a :class:`MemoryConfigTypeError` (a ``TypeError``, as in the SDK), with
+    the SDK's wording and ours (the field, the value, the accepted names).
+    """
 
     import dataclasses
 
     if value is None:
         return None
-    from agents.model_settings import ModelSettings
+    _bind_sdk_type_names()
+    from agents.model_settings import ModelSettings, _coerce_model_settings
 
+    settings_type = declared or ModelSettings
     if isinstance(value, ModelSettings):
         return value
     if not isinstance(value, dict):
-        raise MemoryConfigError(name, value, "must be a ModelSettings or a dict of its fields")
-    accepted = sorted(f.name for f in dataclasses.fields(ModelSettings))
+        raise MemoryConfigTypeError(
+            name, value, "must be a ModelSettings instance or a dict of its fields"
+        )
+    accepted = sorted(f.name for f in dataclasses.fields(settings_type))
     for key in value:
         if key not in accepted:
-            raise MemoryConfigError(
+            raise MemoryConfigTypeError(
                 f"{name}[{key!r}]",
                 value[key],
-                f"is not a ModelSettings field (accepted: {', '.join(accepted)})",
+                f"is not a {settings_type.__name__} field: Unknown model settings: {key} "
+                f"(accepted: {', '.join(accepted)})",
             )
     try:
-        return ModelSettings(**value)
-    except (TypeError, ValueError) as exc:
-        raise MemoryConfigError(name, value, f"is not valid ModelSettings ({exc})") from None
+        return _coerce_model_settings(value, parameter_name=name, model_settings_type=settings_type)
+    except TypeError as exc:
+        raise MemoryConfigTypeError(
+            name, value, f"is not valid {settings_type.__name__} ({exc})"
+        ) from None
+    except ValueError as exc:
+        raise MemoryConfigError(
+            name, value, f"is not valid {settings_type.__name__} ({exc})"
+        ) from None
 
 
 @dataclass
@@ -115,12 +191,38 @@ class MemoryLayoutConfig:
     def __post_init__(self) -> None:
         self.memories_dir = validate_relative_dir("layout.memories_dir", self.memories_dir)
         self.sessions_dir = validate_relative_dir("layout.sessions_dir", self.sessions_dir)
-        if self.memories_dir == self.sessions_dir:
+        memories, sessions = _parts(self.memories_dir), _parts(self.sessions_dir)
+        if memories == sessions:
             raise MemoryConfigError(
                 "layout.sessions_dir",
                 self.sessions_dir,
                 "must differ from layout.memories_dir",
             )
+        # Memory keeps its own files below memories_dir (store/, raw_memories/, ...): a
+        # sessions folder among them would append runs into those files, and the other way.
+        if sessions[: len(memories)] == memories:
+            raise MemoryConfigError(
+                "layout.sessions_dir",
+                self.sessions_dir,
+                f"must not be inside layout.memories_dir ({self.memories_dir!r}), where memory "
+                "keeps its own files",
+            )
+        if memories[: len(sessions)] == sessions:
+            raise MemoryConfigError(
+                "layout.memories_dir",
+                self.memories_dir,
+                f"must not be inside layout.sessions_dir ({self.sessions_dir!r}), whose files "
+                "are read as recorded runs",
+            )
+
+    def normalized(self) -> MemoryLayoutConfig:
+        """The same folders in the form memory's own paths use (``team//memory`` ->
+        ``team/memory``); the prompt keeps the spelling given, as the SDK's does."""
+
+        return MemoryLayoutConfig(
+            memories_dir=PurePosixPath(self.memories_dir).as_posix(),
+            sessions_dir=PurePosixPath(self.sessions_dir).as_posix(),
+        )
 
 
 @dataclass
@@ -136,7 +238,9 @@ class MemoryReadConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.max_summary_chars, int) or self.max_summary_chars < 200:
             raise MemoryConfigError(
-                "read.max_summary_chars", self.max_summary_chars, "must be an int >= 200"
+                "MemoryReadConfig.max_summary_chars",
+                self.max_summary_chars,
+                "must be an int >= 200",
             )
 
 
@@ -153,17 +257,18 @@ class MemoryGenerateConfig:
     phase_one_model: str | Model = "gpt-5.4-mini"
     """Model used for phase-1 extraction by the model engine (any ``agents.Model`` or name)."""
 
-    phase_one_model_settings: ModelSettings | dict[str, Any] | None = None
+    phase_one_model_settings: ModelSettings | None = None
     """Model settings for phase 1, on top of the defaults (``timeout=60`` seconds per attempt,
-    the OpenAI client's hidden retries off: see docs/configuration.md). A dict must use
-    ``ModelSettings`` field names."""
+    the OpenAI client's hidden retries off: see docs/configuration.md). Accepts a
+    ``ModelSettings`` or a dict of its fields (normalised to ``ModelSettings``, or to the
+    subclass a config subclass declares for this field, as in the SDK)."""
 
     phase_two_model: str | Model = "gpt-5.5"
     """Accepted for compatibility with the SDK; not used: phase 2 here is code, not a model loop
     (see docs/configuration.md)."""
 
-    phase_two_model_settings: ModelSettings | dict[str, Any] | None = None
-    """Model settings for phase 2 (see ``phase_two_model``)."""
+    phase_two_model_settings: ModelSettings | None = None
+    """Model settings for phase 2 (see ``phase_two_model``); a dict is normalised likewise."""
 
     extra_prompt: str | None = None
     """Guidance appended to the model engine's phase-1 prompt (what signals matter for your use
@@ -208,17 +313,47 @@ class MemoryGenerateConfig:
     wait_for_extraction_seconds: float = DEFAULT_WAIT_FOR_EXTRACTION_SECONDS
     """Longest a run waits at its start for the previous run's extraction to finish."""
 
+    if TYPE_CHECKING:  # what the constructor accepts: dicts for the model settings too
+
+        def __init__(
+            self,
+            max_raw_memories_for_consolidation: int = DEFAULT_MAX_RAW_MEMORIES,
+            phase_one_model: str | Model = "gpt-5.4-mini",
+            phase_one_model_settings: ModelSettings | dict[str, Any] | None = None,
+            phase_two_model: str | Model = "gpt-5.5",
+            phase_two_model_settings: ModelSettings | dict[str, Any] | None = None,
+            extra_prompt: str | None = None,
+            phase_two_max_turns: int = 500,
+            engine: EngineChoice = "auto",
+            max_rollout_chars: int = DEFAULT_MAX_ROLLOUT_CHARS,
+            phase_one_concurrency: int = DEFAULT_PHASE_ONE_CONCURRENCY,
+            max_model_calls_per_close: int = DEFAULT_MAX_MODEL_CALLS_PER_CLOSE,
+            max_input_tokens_per_close: int = DEFAULT_MAX_INPUT_TOKENS_PER_CLOSE,
+            max_seconds_per_close: float = DEFAULT_MAX_SECONDS_PER_CLOSE,
+            max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+            external_tools: tuple[str, ...] = (),
+            redact_patterns: dict[str, str] = ...,
+            redact_allowlist: tuple[str, ...] = (),
+            lock_timeout_seconds: float = DEFAULT_LOCK_TIMEOUT_SECONDS,
+            wait_for_extraction_seconds: float = DEFAULT_WAIT_FOR_EXTRACTION_SECONDS,
+        ) -> None: ...
+
     def __post_init__(self) -> None:
         n = self.max_raw_memories_for_consolidation
-        if not isinstance(n, int) or n <= 0 or n > MAX_RAW_MEMORIES_LIMIT:
+        field_name = "MemoryGenerateConfig.max_raw_memories_for_consolidation"
+        if not isinstance(n, int) or isinstance(n, bool):
+            raise MemoryConfigTypeError(
+                field_name, n, f"must be an int between 1 and {MAX_RAW_MEMORIES_LIMIT}"
+            )
+        if n <= 0:
+            raise MemoryConfigError(field_name, n, "must be greater than 0")
+        if n > MAX_RAW_MEMORIES_LIMIT:
             raise MemoryConfigError(
-                "generate.max_raw_memories_for_consolidation",
-                n,
-                f"must be an int between 1 and {MAX_RAW_MEMORIES_LIMIT}",
+                field_name, n, f"must be less than or equal to {MAX_RAW_MEMORIES_LIMIT}"
             )
         if self.engine not in ("auto", "model", "offline"):
             raise MemoryConfigError(
-                "generate.engine", self.engine, "must be 'auto', 'model' or 'offline'"
+                "MemoryGenerateConfig.engine", self.engine, "must be 'auto', 'model' or 'offline'"
             )
         for name in (
             "max_rollout_chars",
@@ -228,19 +363,43 @@ class MemoryGenerateConfig:
             "max_attempts",
         ):
             value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise MemoryConfigError(f"generate.{name}", value, "must be a positive int")
-        for name in ("max_seconds_per_close", "lock_timeout_seconds"):
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise MemoryConfigTypeError(
+                    f"MemoryGenerateConfig.{name}", value, "must be a positive int"
+                )
+            if value <= 0:
+                raise MemoryConfigError(
+                    f"MemoryGenerateConfig.{name}", value, "must be greater than 0"
+                )
+        for name in (
+            "max_seconds_per_close",
+            "lock_timeout_seconds",
+            "wait_for_extraction_seconds",
+        ):
             value = getattr(self, name)
-            if not isinstance(value, int | float) or value <= 0:
-                raise MemoryConfigError(f"generate.{name}", value, "must be a positive number")
-        for name in ("wait_for_extraction_seconds",):
-            value = getattr(self, name)
-            if not isinstance(value, int | float) or value <= 0:
-                raise MemoryConfigError(f"generate.{name}", value, "must be a positive number")
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                raise MemoryConfigTypeError(
+                    f"MemoryGenerateConfig.{name}", value, "must be a positive number"
+                )
+            if not value > 0:
+                raise MemoryConfigError(
+                    f"MemoryGenerateConfig.{name}", value, "must be greater than 0"
+                )
         if self.extra_prompt is not None and not isinstance(self.extra_prompt, str):
-            raise MemoryConfigError("generate.extra_prompt", self.extra_prompt, "must be a str")
+            raise MemoryConfigTypeError(
+                "MemoryGenerateConfig.extra_prompt", self.extra_prompt, "must be a str"
+            )
         for name in ("phase_one_model_settings", "phase_two_model_settings"):
-            setattr(self, name, model_settings(f"generate.{name}", getattr(self, name)))
+            value = getattr(self, name)
+            if value is not None:
+                _bind_sdk_type_names()  # a subclass's declared settings type is looked up
+                from agents.model_settings import _declared_model_settings_type
+
+                declared = _declared_model_settings_type(type(self), name)
+                setattr(self, name, model_settings(f"MemoryGenerateConfig.{name}", value, declared))
         self.external_tools = tuple(self.external_tools)
         self.redact_allowlist = tuple(self.redact_allowlist)
+
+
+if "agents.model_settings" in sys.modules and "agents.models.interface" in sys.modules:
+    _bind_sdk_type_names()  # the SDK is loaded already: nothing to pay

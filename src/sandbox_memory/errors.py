@@ -4,6 +4,8 @@
 
     MemoryError_ (base, subclass of Exception)
     ├── MemoryConfigError (also ValueError)   bad configuration or argument; names field and value
+    │   ├── MemoryConfigTypeError (also TypeError) a value of the wrong type (where the SDK
+    │   │                                     raises TypeError: model settings, limits)
     │   └── MemoryNotFound                    no memory at that root, or no such conversation
     ├── MemoryConflict                        stale version, unknown key, refused command (409)
     │   └── MemoryLeaseLost                   a shared store's lease ran out or was taken over
@@ -28,6 +30,15 @@ class MemoryConfigError(SandboxMemoryError, ValueError):
         self.field = field
         self.value = value
         super().__init__(f"{field} {problem}, got: {value!r}")
+
+
+class MemoryConfigTypeError(MemoryConfigError, TypeError):
+    """A configuration value of the wrong type: a ``TypeError`` where the SDK's own config
+    raises one (``except TypeError`` keeps working after the import swap), and a
+    ``MemoryConfigError`` naming the field and the value.
+
+    .. versionadded:: 0.1
+    """
 
 
 class MemoryNotFound(MemoryConfigError):

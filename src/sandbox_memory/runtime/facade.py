@@ -48,6 +48,7 @@ class LayoutRuntime:
         engine: ExtractionEngine | None = None,
         store: PostgresStore | None = None,
     ) -> None:
+        layout = layout.normalized()  # memory's own paths; the prompt keeps the user's spelling
         self.state = LayoutState(
             workspace, layout=layout, generate=generate, read=read, engine=engine
         )
