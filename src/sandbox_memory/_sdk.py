@@ -417,6 +417,23 @@ _READ_RUNTIMES: weakref.WeakKeyDictionary[Any, dict[tuple[str, str], LayoutRunti
 )
 
 
+def sdk_read_prompt(*, memory_dir: str, summary: str, live_update: bool) -> str | None:
+    """The memory prompt the SDK's own ``Memory`` gives for ``summary`` (its template and its
+    token cut, read at call time), for memory the SDK left and sandbox-memory has not taken in
+    yet (``runtime/carryover.py``); ``None`` when nothing is left after the cut."""
+
+    from agents.sandbox.capabilities import memory as sdk_memory
+    from agents.sandbox.memory.prompts import render_memory_read_prompt
+    from agents.sandbox.util.token_truncation import TruncationPolicy, truncate_text
+
+    text = truncate_text(summary, TruncationPolicy.tokens(sdk_memory._MEMORY_SUMMARY_MAX_TOKENS))
+    if not text:
+        return None
+    return render_memory_read_prompt(
+        memory_dir=memory_dir, memory_summary=text, live_update=live_update
+    )
+
+
 def runtime_for(session: BaseSandboxSession, memory: Memory) -> LayoutRuntime:
     """The session's runtime when generation is on, else one read-only runtime per session."""
 

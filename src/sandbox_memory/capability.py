@@ -33,6 +33,7 @@ from .errors import MemoryConfigError
 from .phase_two import displayed_entries
 from .render import render_read_prompt, render_summary_text
 from .rollouts import history_fingerprint, safe_rollout_id
+from .runtime.carryover import sdk_summary
 from .tools import live_update_tools, search_tool
 
 logger = logging.getLogger("sandbox_memory")
@@ -210,15 +211,30 @@ class Memory(_SDKMemory):
                 person=person,
                 budget=budget,
             )
-        if not summary and not person:
-            return None  # with a person, the privacy rules are given every turn regardless
-        memory_dir = self.layout.memories_dir
+        memory_dir = self.layout.memories_dir  # as spelled, as the SDK shows it
         if self.workspace_scope.cwd is not None:
             from pathlib import Path
 
             memory_dir = self.workspace_scope.model_resource_path(
                 workspace_root=manifest.root, workspace_relative_path=Path(memory_dir)
             ).as_posix()
+        if use and not summary:
+            # Memory the SDK's Memory left, not taken in yet: given as the SDK gives it.
+            left = await sdk_summary(runtime.state)
+            sdk_prompt = (
+                _sdk.sdk_read_prompt(
+                    memory_dir=memory_dir, summary=left, live_update=self.read.live_update
+                )
+                if left
+                else None
+            )
+            if sdk_prompt is not None:
+                privacy = render_read_prompt(
+                    memory_dir=memory_dir, summary="", live_update=False, person=person
+                )
+                return "\n\n".join(p for p in (privacy, sdk_prompt) if p)
+        if not summary and not person:
+            return None  # with a person, the privacy rules are given every turn regardless
         return render_read_prompt(
             memory_dir=memory_dir,
             summary=summary,

@@ -63,7 +63,7 @@ MAX_CONTENT_CHARS = 2_000
 LONG_LIVED_KINDS: frozenset[str] = frozenset({"procedure", "preference", "decision"})
 """Kinds promoted from conversation memory to layout memory (the specification's agent memory)."""
 
-Cause = Literal["consolidation", "person", "promotion", "live_update", "forgetting"]
+Cause = Literal["consolidation", "person", "promotion", "live_update", "forgetting", "migration"]
 
 
 def now_ms() -> int:

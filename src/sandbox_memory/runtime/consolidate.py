@@ -14,6 +14,7 @@ from .. import spans
 from ..phase_two import forget_conversations, promote, select_rollouts
 from ..search import SearchIndex
 from ..store import LONG_LIVED_KINDS, Defaults, LogRecord, RolloutProgress, now_ms
+from .carryover import carry_over
 from .index import sync_index
 from .state import LayoutState
 
@@ -64,6 +65,8 @@ class Consolidator:
         )
         changes: list[LogRecord] = []
 
+        # Before the first render here: what the SDK's Memory left is kept and taken in.
+        await carry_over(st, edit, changes)
         await self.live_edits.collect(edit, changes)
 
         registry = await store.load_registry()

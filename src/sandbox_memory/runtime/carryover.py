@@ -1,0 +1,224 @@
+"""Memory the SDK's own ``Memory`` left in a layout, carried over (see docs/migrating.md).
+
+Read: until sandbox-memory has rendered memory in a layout (``store/rendered.json`` absent),
+a ``memory_summary.md`` there is the SDK's, and a run is given it as the SDK gives it (its
+prompt and its token cut, ``_sdk.sdk_read_prompt``).
+
+Generate: the first consolidation takes it in before anything is rendered over it. The SDK's
+rendered files are kept verbatim under ``<memories_dir>/store/sdk/``, and each block (a
+paragraph or a list item, under its headings) of its ``memory_summary.md`` and ``MEMORY.md``
+becomes a shared layout entry of kind ``fact``, logged with cause ``migration``, whose source
+points to the kept file and line (``sdk-memory`` / ``store/sdk/MEMORY.md:12``). Its
+``rollout_summaries/`` and ``raw_memories/`` files stay where they are, and its ``sessions/``
+are extracted again like every rollout not extracted yet. Nothing the SDK left is lost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from typing import TYPE_CHECKING
+
+from ..store import MAX_CONTENT_CHARS, Entry, LogRecord, Source, now_ms
+
+if TYPE_CHECKING:
+    from ..store import LayoutEdit
+    from .state import LayoutState
+
+logger = logging.getLogger("sandbox_memory")
+
+SDK_RENDERED_FILES = (
+    "memory_summary.md",
+    "MEMORY.md",
+    "raw_memories.md",
+    "phase_two_selection.json",
+)
+"""The SDK's files at the top of ``memories_dir`` that our rendering writes over."""
+
+TAKEN_IN = ("memory_summary.md", "MEMORY.md")
+"""Of those, the ones whose text becomes entries (the other two are derived notes)."""
+
+KEPT_DIR = "sdk"
+"""Under ``<memories_dir>/store/``: the SDK's files as they were, kept before our first render."""
+
+SOURCE_CONVERSATION = "sdk-memory"
+"""The source conversation of a carried-over entry (its item is the kept file and line)."""
+
+MAX_SDK_FILE_BYTES = 4 << 20
+"""Largest SDK file read (4 MiB, far above the SDK's own 15,000-token summary): a bigger one is
+kept on disk whole and taken in up to this size, logged."""
+
+MAX_ENTRY_CHARS = MAX_CONTENT_CHARS - 200
+"""A block longer than this is taken in as several entries, cut at line ends (room left for
+redaction markers, which can be longer than what they replace)."""
+
+_BULLET = re.compile(r"^\s{0,3}(?:[-*+]|\d{1,3}[.)])\s+")
+_HEADING = re.compile(r"^(#{1,6})\s+(.*\S)\s*$")
+
+
+async def sdk_summary(state: LayoutState) -> str | None:
+    """The SDK's ``memory_summary.md`` of this layout while sandbox-memory has not rendered
+    here yet (then the file is the SDK's), decoded as the SDK decodes it; else ``None``."""
+
+    if await state.store.read_state(f"{state.store.dir}/rendered.json") is not None:
+        return None
+    raw = await state.ws.read_range(
+        f"{state.layout.memories_dir}/memory_summary.md", 0, MAX_SDK_FILE_BYTES
+    )
+    if raw is None:
+        return None
+    text = raw.decode("utf-8", errors="replace").strip()
+    return text or None
+
+
+def blocks(text: str) -> list[tuple[int, str]]:
+    """``(first line number, text)`` of each paragraph or list item, prefixed with the headings
+    it stands under (``Build > Tests: ...``)."""
+
+    found: list[tuple[int, str]] = []
+    headings: list[tuple[int, str]] = []
+    current: list[str] = []
+    start = 0
+
+    def close() -> None:
+        body = "\n".join(current).strip()
+        if body:
+            trail = " > ".join(h for _, h in headings)
+            found.append((start, f"{trail}: {body}" if trail else body))
+        current.clear()
+
+    for number, line in enumerate(text.splitlines(), 1):
+        heading = _HEADING.match(line)
+        if heading:
+            close()
+            level = len(heading.group(1))
+            headings[:] = [h for h in headings if h[0] < level] + [(level, heading.group(2))]
+            continue
+        if not line.strip():
+            close()
+            continue
+        if _BULLET.match(line) and current:
+            close()
+        if not current:
+            start = number
+        current.append(line.rstrip())
+    close()
+    pieces: list[tuple[int, str]] = []
+    for number, body in found:
+        while len(body) > MAX_ENTRY_CHARS:
+            cut = body.rfind("\n", 0, MAX_ENTRY_CHARS)
+            cut = cut if cut > 0 else MAX_ENTRY_CHARS
+            pieces.append((number, body[:cut].strip()))
+            number += body[:cut].count("\n")
+            body = body[cut:].strip()
+        if body:
+            pieces.append((number, body))
+    return pieces
+
+
+def entry_key(name: str, body: str) -> str:
+    """A stable key: the file, the first words, a digest of the text (the same text, the same
+    key, so a block in both files is one entry)."""
+
+    words = re.sub(r"[^a-z0-9]+", "-", body.lower()).strip("-")[:30].strip("-")
+    digest = hashlib.sha256(body.encode("utf-8")).hexdigest()[:10]
+    _ = name
+    return f"sdk-{words}-{digest}" if words else f"sdk-{digest}"
+
+
+async def carry_over(state: LayoutState, edit: LayoutEdit, changes: list[LogRecord]) -> int:
+    """Before the first render in this layout: keep the SDK's files and take their text in as
+    entries (see the module docstring). Returns how many entries were added; 0 when there is
+    nothing of the SDK's or it was carried over already. Caller holds the layout lock."""
+
+    st = state
+    mdir = st.layout.memories_dir
+    if await st.store.read_state(f"{st.store.dir}/rendered.json") is not None:
+        return 0  # rendered here already: these files are ours
+    kept_dir = f"{st.store.dir}/{KEPT_DIR}"
+    found: dict[str, bytes] = {}
+    for name in SDK_RENDERED_FILES:
+        kept = await st.ws.read_range(f"{kept_dir}/{name}", 0, MAX_SDK_FILE_BYTES)
+        if kept is not None:  # a close that died after keeping them: the kept copy is the SDK's
+            found[name] = kept
+            continue
+        raw = await st.ws.read_range(f"{mdir}/{name}", 0, MAX_SDK_FILE_BYTES)
+        if raw is None:
+            continue
+        size = await st.ws.size(f"{mdir}/{name}") or 0
+        if size > len(raw):
+            logger.warning(
+                "the SDK's %s/%s holds %d bytes; the first %d are taken in as memory, the "
+                "whole file is kept in %s/",
+                mdir,
+                name,
+                size,
+                len(raw),
+                kept_dir,
+            )
+            whole = await st.ws.read_bytes(f"{mdir}/{name}") or raw
+            await st.store.write_state(f"{kept_dir}/{name}", whole)
+        else:
+            await st.store.write_state(f"{kept_dir}/{name}", raw)
+        found[name] = raw
+    if not found:
+        return 0
+    redactor = st.redactor
+    stamp = now_ms()
+    added: list[str] = []
+    # memory_summary.md is what the SDK injected: its entries are the newest, shown first,
+    # and each file's blocks keep their order (the first one the newest).
+    for order, name in enumerate(TAKEN_IN):
+        raw = found.get(name)
+        if raw is None:
+            continue
+        text = raw.decode("utf-8", errors="replace")
+        for index, (number, body) in enumerate(blocks(text)):
+            content = redactor.redact_text(body)[:MAX_CONTENT_CHARS]
+            key = entry_key(name, content)
+            if key in added:
+                continue
+            await edit.load([key])
+            if key in edit.entries:
+                continue
+            edit.entries[key] = Entry(
+                key=key,
+                content=content,
+                kind="fact",
+                sources=[
+                    Source(
+                        conversation=SOURCE_CONVERSATION,
+                        item=f"store/{KEPT_DIR}/{name}:{number}",
+                    )
+                ],
+                updated_at=stamp - order * 1_000_000 - index,
+            )
+            added.append(key)
+    edit.version += 1
+    changes.append(
+        LogRecord(
+            version=edit.version,
+            at=stamp,
+            cause="migration",
+            scope="layout",
+            keys=added,
+            detail=json.dumps(
+                {
+                    "carried_over": sorted(found),
+                    "kept_in": f"{mdir}/store/{KEPT_DIR}/",
+                    "bytes": sum(len(v) for v in found.values()),
+                }
+            ),
+        )
+    )
+    logger.info(
+        "memory took in what the SDK's Memory left in %s/: %d entries from %s; the files are "
+        "kept as they were in %s/",
+        mdir,
+        len(added),
+        ", ".join(n for n in TAKEN_IN if n in found) or "no text file",
+        kept_dir,
+    )
+    return len(added)
