@@ -23,6 +23,7 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .datapolicy import exc_text
 from .errors import SandboxMemoryError
 from .phase_one import CANCEL_GRACE_SECONDS, stray_cancel
 from .rollouts import display_id
@@ -209,6 +210,18 @@ def build_payload(
     return payload
 
 
+def _log_record_failure(message: str, exc: BaseException) -> None:
+    """An ERROR about a run the SDK handed memory, through the SDK's own helper for its data
+    policies: the exception's text and traceback only when both allow them."""
+
+    if not getattr(type(exc), "quotes_data", True):  # memory's own words (a full disk, a link)
+        logger.error("%s: %s", message, exc_text(exc), stacklevel=3)
+        return
+    from agents.logger import log_model_and_tool_action_error
+
+    log_model_and_tool_action_error(logger, message, exc, stacklevel=4)
+
+
 class SessionMemoryManager:
     """Sits in the SDK's registry for one sandbox session and layout; receives every run."""
 
@@ -243,10 +256,9 @@ class SessionMemoryManager:
         try:
             payload = build_payload(result, exception=exception, input_override=input_override)
         except Exception as exc:  # noqa: BLE001
-            logger.error(
-                "could not serialise the run of conversation %s for memory (%s); recording "
-                "its input and final output only",
-                display_id(rollout_id),
+            _log_record_failure(
+                f"could not serialise the run of conversation {display_id(rollout_id)} for "
+                "memory; recording its input and final output only",
                 exc,
             )
             payload = {
@@ -270,12 +282,11 @@ class SessionMemoryManager:
                 break
             except Exception as exc:  # noqa: BLE001
                 if attempt == 2:
-                    logger.error(
-                        "memory could not record a run of conversation %s: %s. The run is "
-                        "not in %s; nothing else was changed",
-                        display_id(rollout_id),
+                    _log_record_failure(
+                        f"memory could not record a run of conversation "
+                        f"{display_id(rollout_id)}. The run is not in "
+                        f"{self.memory.layout.sessions_dir}; nothing else was changed",
                         exc,
-                        self.memory.layout.sessions_dir,
                     )
                     return
         if self._closed:
@@ -303,7 +314,7 @@ class SessionMemoryManager:
                 "memory consolidation after a run of %s failed: %s; it is retried at the next "
                 "run or close",
                 rollout_id,
-                exc,
+                exc_text(exc),
             )
 
     async def wait_idle(self, timeout: float | None = None) -> bool:
@@ -348,7 +359,7 @@ class SessionMemoryManager:
             logger.warning(
                 "memory generation at close failed: %s. The recorded runs stay in %s and are "
                 "processed at the next close; the workspace snapshot goes ahead",
-                exc,
+                exc_text(exc),
                 self.memory.layout.sessions_dir,
             )
         finally:

@@ -28,6 +28,7 @@ from .config import (
     MemoryReadConfig,
     _bind_sdk_type_names,
 )
+from .datapolicy import exc_text
 from .engines.base import ExtractionEngine
 from .errors import MemoryConfigError
 from .phase_two import displayed_entries
@@ -178,9 +179,8 @@ class Memory(_SDKMemory):
             text = await self._build_prompt(runtime, manifest, person)
         except Exception as exc:  # noqa: BLE001 - unreadable memory must not fail the run
             logger.warning(
-                "memory could not be read (%s: %s); this run starts without memory",
-                type(exc).__name__,
-                exc,
+                "memory could not be read (%s); this run starts without memory",
+                exc_text(exc),
             )
             return None
         spans.note(**spans.prompt_figures(text))

@@ -18,9 +18,17 @@ Every message says what was wrong, with the value, and what to do.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 
 class SandboxMemoryError(Exception):
     """Base class of every error this package raises on purpose."""
+
+    quotes_data: ClassVar[bool] = False
+    """Whether the message may quote model output or tool data. Memory writes these messages
+    itself (fields, values of arguments, paths, versions), so they appear in log lines even
+    while the SDK's data policies are on (``datapolicy.exc_text``); a class that quotes a
+    model's reply or a provider's answer says so."""
 
 
 class MemoryConfigError(SandboxMemoryError, ValueError):

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
+from .datapolicy import exc_text
 from .rollouts import (
     apply_replayed,
     build_segment,
@@ -426,11 +427,10 @@ class Recording:
 
     def _fell_back(self, exc: BaseException) -> None:
         logger.warning(
-            "could not record a big run of conversation %s in a child process (%s: %s); "
+            "could not record a big run of conversation %s in a child process (%s); "
             "recording it in this process, which holds the event loop meanwhile",
             display_id(self.rollout_id),
-            type(exc).__name__,
-            exc,
+            exc_text(exc),
         )
 
     async def finish(

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import spans
+from .datapolicy import data_text, exc_text
 from .engines.base import Candidate, Extraction, ExtractionRequest, KnownEntry
 from .engines.transcript import item_text, segment_id_of, segment_items
 from .phase_two import ItemIndex, apply_to_conversation, check_candidates, plausible_ms
@@ -332,9 +333,8 @@ async def _extract(
                 )
                 return False
             limit = budget.per_extraction_seconds if budget is not None else None
-            await _record_failure(
-                rt, rollout_id, f"no result within the extraction's time limit ({limit:g}s)"
-            )
+            timeout = f"no result within the extraction's time limit ({limit:g}s)"
+            await _record_failure(rt, rollout_id, timeout, logged=timeout)
             return False
         except BaseException as exc:  # noqa: BLE001 - any engine failure is recorded and retried
             if not isinstance(exc, Exception) and not stray_cancel(exc):
@@ -347,7 +347,7 @@ async def _extract(
                 else f"{type(exc).__name__}: {exc}"
             )
             retry_at = exc.retry_at if isinstance(exc, ModelExtractionError) else None
-            await _record_failure(rt, rollout_id, what, retry_at=retry_at)
+            await _record_failure(rt, rollout_id, what, retry_at=retry_at, logged=exc_text(exc))
             return False
         extraction.candidates = resolve_citations(extraction.candidates, index)
         if feedback is not None or not extraction.candidates or rt.engine.name == "offline":
@@ -424,7 +424,12 @@ async def _run_engine(
 
 
 async def _record_failure(
-    rt: LayoutState, rollout_id: str, message: str, *, retry_at: float | None = None
+    rt: LayoutState,
+    rollout_id: str,
+    message: str,
+    *,
+    retry_at: float | None = None,
+    logged: str | None = None,
 ) -> None:
     """Count a failed attempt: parked as failed after ``max_attempts``, else retried after a
     doubling backoff, and never before ``retry_at`` (the provider's ``retry-after``, as a
@@ -462,7 +467,7 @@ async def _record_failure(
         rollout_id,
         prog.attempts,
         max_attempts,
-        prog.last_error,
+        logged if logged is not None else data_text(prog.last_error or ""),
         what_next,
     )
 
@@ -531,10 +536,9 @@ async def known_entries(
                 search.known_fallback_logged = True
                 logger.warning(
                     "memory search index %s could not list the entries known to an "
-                    "extraction (%s: %s); every entry is read instead until it can",
+                    "extraction (%s); every entry is read instead until it can",
                     search.rel_path,
-                    type(exc).__name__,
-                    exc,
+                    exc_text(exc),
                 )
     if found is None:
         layout = await rt.store.layout_for_reading()
@@ -873,7 +877,7 @@ async def note_items(rt: LayoutState, rollout_id: str, digests: list[tuple[str, 
         logger.warning(
             "could not note the items of conversation %s (%s); a replay of them is recorded again",
             rollout_id,
-            exc,
+            exc_text(exc),
         )
 
 

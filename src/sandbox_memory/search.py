@@ -63,6 +63,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from . import spans
+from .datapolicy import exc_text
 from .engines.transcript import item_text, output_call_id, segment_id_of, segment_items
 from .errors import MemoryConfigError
 from .rollouts import read_new_segments, rollout_path
@@ -530,7 +531,7 @@ class SearchIndex:
                 logger.warning(
                     "search index %s is unreadable (%s); kept as %s and rebuilt from the workspace",
                     self.rel_path,
-                    exc,
+                    exc_text(exc),
                     aside.name,
                 )
         raise AssertionError("unreachable")
@@ -611,7 +612,7 @@ class SearchIndex:
             logger.warning(
                 "search index %s is unreadable (%s); kept as %s and rebuilt from the workspace",
                 self.rel_path,
-                exc,
+                exc_text(exc),
                 aside.name,
             )
 

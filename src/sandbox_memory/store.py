@@ -48,6 +48,7 @@ from .engines.base import EntryKind
 
 if TYPE_CHECKING:
     from .redact import Redactor
+from .datapolicy import exc_text
 from .errors import MemoryConfigError
 from .rollouts import ROLLOUT_ID_RE, segment_fingerprint
 from .workspace import LeaseLock, Workspace, set_aside_folder
@@ -1704,7 +1705,7 @@ class Store(MemoryStore):
                 await self.index_thread(fp, rollout_id)
                 logger.info("conversation %s indexed again from its first run", rollout_id)
         except (OSError, ValueError) as exc:
-            logger.debug("could not check the thread record of %s: %s", rollout_id, exc)
+            logger.debug("could not check the thread record of %s: %s", rollout_id, exc_text(exc))
 
     async def _first_line(self, path: str) -> bytes | None:
         data = b""

@@ -38,6 +38,7 @@ from pathlib import Path, PurePosixPath
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .datapolicy import exc_text
 from .errors import MemoryConfigError, MemoryLeaseLost, MemoryLockTimeout, MemoryPathError
 
 if TYPE_CHECKING:
@@ -94,6 +95,8 @@ def swap_guard(rel: str) -> str:
 
 class ShortWriteError(OSError):
     """An append wrote fewer bytes than it was given (a full disk); what it wrote is undone."""
+
+    quotes_data = False  # sizes and a path, written by memory (see datapolicy.exc_text)
 
 
 class Workspace(abc.ABC):
@@ -1269,7 +1272,7 @@ class LeaseLock:
                 if await self._swap(self._payload()):
                     return True
             except Exception as exc:  # noqa: BLE001 - a failed renewal must not kill the holder
-                logger.warning("could not renew memory lock %s: %s", self.path, exc)
+                logger.warning("could not renew memory lock %s: %s", self.path, exc_text(exc))
                 return True
             self.lost = True
         logger.error(

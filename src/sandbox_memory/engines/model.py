@@ -118,6 +118,8 @@ class ModelExtractionError(SandboxMemoryError):
     next attempt is not scheduled earlier.
     """
 
+    quotes_data = True  # the model's reply or the provider's answer, quoted
+
     def __init__(
         self, message: str, *, transient: bool = False, retry_at: float | None = None
     ) -> None:

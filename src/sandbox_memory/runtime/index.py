@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection
 
+from ..datapolicy import exc_text
 from ..search import SearchIndex
 
 logger = logging.getLogger("sandbox_memory")
@@ -29,11 +30,10 @@ async def sync_index(
         await index.sync(rollouts, flagged=flagged)
     except Exception as exc:  # noqa: BLE001
         logger.warning(
-            "memory search index %s could not be updated (%s: %s); it catches up at the "
+            "memory search index %s could not be updated (%s); it catches up at the "
             "next search or close",
             index.rel_path,
-            type(exc).__name__,
-            exc,
+            exc_text(exc),
         )
         return False
     return True
@@ -49,5 +49,5 @@ async def save_index(index: SearchIndex) -> None:
             "memory search index could not be written to %s (%s); it is rebuilt from the "
             "workspace when next needed",
             index.rel_path,
-            exc,
+            exc_text(exc),
         )

@@ -11,6 +11,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from .. import spans
+from ..datapolicy import exc_text
 from ..offload import Recording
 from ..phase_one import note_items, parse_item_notes
 from ..rollouts import read_new_segments, rollout_path, safe_rollout_id
@@ -98,7 +99,7 @@ class Recorder:
                         "may not recognise it",
                         rid,
                         st.store.dir,
-                        exc,
+                        exc_text(exc),
                     )
         st.bump()
         return rid

@@ -34,6 +34,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..datapolicy import exc_text
 from ..errors import (
     MemoryConfigError,
     MemoryConflict,
@@ -1185,7 +1186,7 @@ class PostgresStore:
             logger.warning(
                 "memory settings of namespace %s are not valid (%s); using the configured ones",
                 self.namespace,
-                str(exc).splitlines()[0],
+                exc_text(exc).splitlines()[0],
             )
             return None
 

@@ -35,6 +35,7 @@ import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from typing import TYPE_CHECKING, Any
 
+from ..datapolicy import exc_text
 from ..errors import MemoryConflict, MemoryLockTimeout, MemoryStoreUnavailable
 from ..rollouts import rollout_path
 from ..store import (
@@ -143,7 +144,7 @@ class SharedCopy:
                 "memory store unreachable while %s (%s); working from the workspace copy, "
                 "runs are kept there and sent when the store is back",
                 doing,
-                exc,
+                exc_text(exc),
             )
         self.offline = True
 
@@ -344,7 +345,7 @@ class SharedCopy:
                 )
                 return
             except MemoryStoreUnavailable as exc:
-                logger.warning("could not renew the memory lease: %s", exc)
+                logger.warning("could not renew the memory lease: %s", exc_text(exc))
 
     async def close(
         self, local_close: Callable[[Collection[str]], Awaitable[dict[str, Any]]]
@@ -412,7 +413,7 @@ class SharedCopy:
             try:
                 await self.store.claim(names, holder=self.holder)
             except MemoryStoreUnavailable as exc:
-                logger.warning("could not renew the memory claims: %s", exc)
+                logger.warning("could not renew the memory claims: %s", exc_text(exc))
 
     async def recorded_here(self) -> list[str]:
         """Pending rollouts holding runs recorded in this copy since it last took in the
