@@ -236,6 +236,7 @@ class SessionMemoryManager:
             engine=memory.engine,
             store=memory.store,
         )
+        self.runtime.state.session_id = str(session.state.session_id)
         self._tasks: set[asyncio.Task[None]] = set()
         """The workers extracting after runs: at most ``generate.phase_one_concurrency``."""
         self._queued: dict[str, None] = {}

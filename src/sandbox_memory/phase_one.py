@@ -401,6 +401,11 @@ def _moved(current: RolloutProgress | None, read: RolloutProgress) -> bool:
     return current is not None and current.offset != read.offset
 
 
+_SUMMARY_HEADER_RE = re.compile(r"\Asession_id: [^\n]*\n(?:[a-z_]+: [^\n]*\n)*\n")
+"""The SDK-shaped header of a rollout summary (``session_id:`` ... up to the blank line):
+written afresh with each extraction, for the newest segment."""
+
+
 FEEDBACK_CHARS = 2_000
 """Characters of rejection reasons sent back to the model with its one retry."""
 
@@ -713,6 +718,8 @@ async def _apply(
     if old_raw_body.strip():
         raw_text += "\n" + old_raw_body
     old_summary = await rt.ws.read_text(summary_rel)
+    if old_summary:
+        old_summary = _SUMMARY_HEADER_RE.sub("", old_summary, count=1)
     section = (
         f"## Segment(s) up to {updated_at}\n{mark}\n\n"
         + rt.redactor.redact_text(summary_notes)
@@ -726,6 +733,11 @@ async def _apply(
         summary_text = bounded_summary(kept_summary.rstrip() + "\n\n" + section)
     else:
         summary_text = f"# {slug}\n\nconversation: {rollout_id}\nrollout_path: {path}\n\n" + section
+    # The SDK's header lines first (its readers look for them), for the newest segment.
+    summary_text = (
+        f"session_id: {rt.session_id or '-'}\nupdated_at: {updated_at}\nrollout_path: {path}\n"
+        f"terminal_state: {state}\n\n" + summary_text
+    )
     await rt.ws.write_text(raw_rel, raw_text)
     await rt.ws.write_text(summary_rel, summary_text)
 

@@ -120,19 +120,24 @@ def build_segment(
             out.append(item)
         return out
 
+    # The SDK's keys first, in its order (a reader of its format finds them where it looks);
+    # ours after them.
     segment: dict[str, Any] = {
         "updated_at": payload.get("updated_at") or now_iso(),
         "rollout_id": rollout_id,
-        "segment_id": seg_id,
-        "person": person,
         "input": with_ids(payload.get("input")),
         "generated_items": with_ids(payload.get("generated_items")),
     }
-    for extra in ("interruptions", "terminal_metadata", "final_output"):
-        if extra in payload:
-            segment[extra] = payload[extra]
-    if "terminal_metadata" not in segment:
-        segment["terminal_metadata"] = {"terminal_state": "completed", "has_final_output": False}
+    if "interruptions" in payload:
+        segment["interruptions"] = payload["interruptions"]
+    segment["terminal_metadata"] = payload.get("terminal_metadata") or {
+        "terminal_state": "completed",
+        "has_final_output": False,
+    }
+    if "final_output" in payload:
+        segment["final_output"] = payload["final_output"]
+    segment["segment_id"] = seg_id
+    segment["person"] = person
     redacted: dict[str, Any] = redactor.redact_json(segment)
     return redacted
 

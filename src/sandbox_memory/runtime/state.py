@@ -58,6 +58,9 @@ class LayoutState:
         """Held while a rollout's progress record is read, changed and written back."""
         self._local_lock = asyncio.Lock()
         self._rollout_locks: dict[str, asyncio.Lock] = {}
+        self.session_id: str | None = None
+        """The sandbox session this runtime works in (``None`` on a local folder, the command
+        line): the ``session_id:`` line of the rollout summaries it writes, as in the SDK's."""
         self._file_locks: dict[str, asyncio.Lock] = {}
         self.generation = 0
         """Bumped on every change made through this runtime: keys the read cache."""
