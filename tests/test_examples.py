@@ -195,7 +195,10 @@ async def test_docs_migrating_an_sdk_memories_folder(tmp_path: Path) -> None:
     await client.apply(Refresh(), expected=0)  # what the first close does
 
     memory_md = (memories / "MEMORY.md").read_text()
-    assert "Task group" not in memory_md  # the SDK's text is replaced
+    # The SDK's text is kept and taken in as a fact citing the kept file and line.
+    assert (memories / "store" / "sdk" / "MEMORY.md").read_text().startswith("# Task group")
+    assert "Task group: invoices: - tests: pytest -q" in memory_md
+    assert "sdk-memory#store/sdk/MEMORY.md:2" in memory_md
     assert f"Run the tests with `{TEST_CMD}`" in memory_md
     assert "old-rollout#segment-0:" in memory_md  # positional ids, cited
     assert "(preference): User preference: I prefer short answers." in memory_md

@@ -157,3 +157,18 @@ async def test_a_read_only_memory_keeps_giving_the_sdks_summary_and_writes_nothi
     assert not (workspace_root / "memories" / "store" / "sdk").exists()
     for rel, data in before.items():
         assert (workspace_root / rel).read_bytes() == data
+
+
+async def test_a_secret_in_the_sdks_memory_is_redacted_in_what_is_kept_and_taken_in(
+    client, manifest, workspace_root: Path
+) -> None:
+    token = "ghp_" + "a1B2c3D4e5" * 4
+    sdk_workspace(workspace_root)
+    summary = workspace_root / "memories" / "memory_summary.md"
+    summary.write_text(summary.read_text() + f"\n- Deploy with GITHUB_TOKEN={token}.\n")
+    await one_run(client, manifest, Memory(generate=OFFLINE))
+    for path in (workspace_root / "memories").rglob("*"):
+        if path.is_file():
+            assert token.encode() not in path.read_bytes(), path
+    kept = (workspace_root / "memories" / "store" / "sdk" / "memory_summary.md").read_text()
+    assert "GITHUB_TOKEN=[REDACTED:" in kept

@@ -5,7 +5,8 @@ a ``memory_summary.md`` there is the SDK's, and a run is given it as the SDK giv
 prompt and its token cut, ``_sdk.sdk_read_prompt``).
 
 Generate: the first consolidation takes it in before anything is rendered over it. The SDK's
-rendered files are kept verbatim under ``<memories_dir>/store/sdk/``, and each block (a
+rendered files are kept as they were under ``<memories_dir>/store/sdk/`` (secrets redacted,
+as everywhere memory writes), and each block (a
 paragraph or a list item, under its headings) of its ``memory_summary.md`` and ``MEMORY.md``
 becomes a shared layout entry of kind ``fact``, logged with cause ``migration``, whose source
 points to the kept file and line (``sdk-memory`` / ``store/sdk/MEMORY.md:12``). Its
@@ -133,6 +134,8 @@ async def carry_over(state: LayoutState, edit: LayoutEdit, changes: list[LogReco
     entries (see the module docstring). Returns how many entries were added; 0 when there is
     nothing of the SDK's or it was carried over already. Caller holds the layout lock."""
 
+    from ..redact import redact_bytes  # imported on first use, like the runtime's redactor
+
     st = state
     mdir = st.layout.memories_dir
     if await st.store.read_state(f"{st.store.dir}/rendered.json") is not None:
@@ -159,9 +162,9 @@ async def carry_over(state: LayoutState, edit: LayoutEdit, changes: list[LogReco
                 kept_dir,
             )
             whole = await st.ws.read_bytes(f"{mdir}/{name}") or raw
-            await st.store.write_state(f"{kept_dir}/{name}", whole)
+            await st.store.write_state(f"{kept_dir}/{name}", redact_bytes(whole, st.redactor))
         else:
-            await st.store.write_state(f"{kept_dir}/{name}", raw)
+            await st.store.write_state(f"{kept_dir}/{name}", redact_bytes(raw, st.redactor))
         found[name] = raw
     if not found:
         return 0
