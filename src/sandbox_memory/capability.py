@@ -221,10 +221,11 @@ class Memory(_SDKMemory):
         if use and not summary:
             # Memory the SDK's Memory left, not taken in yet: given as the SDK gives it.
             left = await sdk_summary(runtime.state)
+            # Editable as in the SDK only when memory never renders (no generation): else
+            # the first close takes in the files as first found, and replaces them.
+            editable = self.read.live_update and self.generate is None
             sdk_prompt = (
-                _sdk.sdk_read_prompt(
-                    memory_dir=memory_dir, summary=left, live_update=self.read.live_update
-                )
+                _sdk.sdk_read_prompt(memory_dir=memory_dir, summary=left, live_update=editable)
                 if left
                 else None
             )

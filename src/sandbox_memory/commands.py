@@ -593,6 +593,7 @@ class MemoryClient:
         next close.
         """
 
+        await self.runtime.first_use()  # before this command writes: the SDK's files kept
         await self._defaults()
         if isinstance(command, Refresh):
             return await self._refresh(conversation)  # the version is not checked

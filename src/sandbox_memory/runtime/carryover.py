@@ -1,17 +1,23 @@
 """Memory the SDK's own ``Memory`` left in a layout, carried over (see docs/migrating.md).
 
-Read: until sandbox-memory has rendered memory in a layout (``store/rendered.json`` absent),
-a ``memory_summary.md`` there is the SDK's, and a run is given it as the SDK gives it (its
-prompt and its token cut, ``_sdk.sdk_read_prompt``).
+First use: before memory first writes in a layout (a run starts or is recorded, a close, a
+command: ``LayoutRuntime.first_use``), the SDK's rendered files are kept as they are then
+under ``<memories_dir>/store/sdk/`` (secrets redacted, as everywhere memory writes), with
+``kept.json`` naming them. Only these copies count as the SDK's memory: the agent's tools can
+write anything under ``memories_dir``, and what they write later is not taken for it.
 
-Generate: the first consolidation takes it in before anything is rendered over it. The SDK's
-rendered files are kept as they were under ``<memories_dir>/store/sdk/`` (secrets redacted,
-as everywhere memory writes), and each block (a
-paragraph or a list item, under its headings) of its ``memory_summary.md`` and ``MEMORY.md``
-becomes a shared layout entry of kind ``fact``, logged with cause ``migration``, whose source
-points to the kept file and line (``sdk-memory`` / ``store/sdk/MEMORY.md:12``). Its
-``rollout_summaries/`` and ``raw_memories/`` files stay where they are, and its ``sessions/``
-are extracted again like every rollout not extracted yet. Nothing the SDK left is lost.
+Read: until sandbox-memory has rendered memory in the layout (``store/rendered.json``
+absent), a run is given the SDK's ``memory_summary.md`` as the SDK gives it (its prompt and
+its token cut, ``_sdk.sdk_read_prompt``): the kept copy, or the file itself for a ``Memory``
+that never writes (``generate=None``).
+
+Generate: the first consolidation takes the kept ``memory_summary.md`` and ``MEMORY.md`` in,
+before anything is rendered over the originals: each block (a paragraph or a list item, under
+its headings) becomes a shared layout entry of kind ``fact``, logged with cause ``migration``,
+whose source points to the kept file and line (``sdk-memory`` /
+``store/sdk/MEMORY.md:12``). The SDK's ``rollout_summaries/`` and ``raw_memories/`` files stay
+where they are, and its ``sessions/`` are extracted again like every rollout not extracted yet.
+Nothing the SDK left is lost.
 """
 
 from __future__ import annotations
@@ -42,7 +48,10 @@ TAKEN_IN = ("memory_summary.md", "MEMORY.md")
 """Of those, the ones whose text becomes entries (the other two are derived notes)."""
 
 KEPT_DIR = "sdk"
-"""Under ``<memories_dir>/store/``: the SDK's files as they were, kept before our first render."""
+"""Under ``<memories_dir>/store/``: the SDK's files as memory first found them."""
+
+KEPT_LIST = "kept.json"
+"""In ``store/sdk/``: which files were kept, and when (memory's first use of the layout)."""
 
 SOURCE_CONVERSATION = "sdk-memory"
 """The source conversation of a carried-over entry (its item is the kept file and line)."""
@@ -59,15 +68,103 @@ _BULLET = re.compile(r"^\s{0,3}(?:[-*+]|\d{1,3}[.)])\s+")
 _HEADING = re.compile(r"^(#{1,6})\s+(.*\S)\s*$")
 
 
+async def _rendered(state: LayoutState) -> bool:
+    return await state.store.read_state(f"{state.store.dir}/rendered.json") is not None
+
+
+async def _kept_names(state: LayoutState) -> list[str] | None:
+    """The files kept at first use (``store/sdk/kept.json``), ``None`` when none were."""
+
+    raw = await state.store.read_state(f"{state.store.dir}/{KEPT_DIR}/{KEPT_LIST}")
+    if raw is None or len(raw) > 4096:
+        return None
+    try:
+        names = json.loads(raw).get("files")
+    except (ValueError, AttributeError):
+        return None
+    if not isinstance(names, list):
+        return None
+    return [n for n in names if n in SDK_RENDERED_FILES]
+
+
+async def _memory_was_here(state: LayoutState) -> bool:
+    """Whether memory has recorded or consolidated in this layout (a progress record or layout
+    memory): then files appearing under ``memories_dir`` are not what the SDK left, an agent
+    may have written them. Every path that writes those calls ``keep_sdk_files`` first."""
+
+    store = state.store.dir
+    return bool(await state.ws.listdir(f"{store}/progress")) or (
+        await state.ws.size(f"{store}/layout/head.json") is not None
+        or await state.ws.size(f"{store}/layout.json") is not None
+    )
+
+
+async def keep_sdk_files(state: LayoutState) -> dict[str, bytes]:
+    """The SDK's rendered files of this layout as memory first found them, redacted.
+
+    The first time (nothing of ours in the layout yet), the files present are kept in
+    ``store/sdk/`` with ``kept.json`` naming them; later calls return those copies, so what an
+    agent writes under ``memories_dir`` afterwards is never taken for the SDK's memory. Empty
+    once sandbox-memory has rendered here, or when memory was here before any SDK file.
+    """
+
+    from ..redact import redact_bytes  # imported on first use, like the runtime's redactor
+
+    if await _rendered(state):
+        return {}
+    kept_dir = f"{state.store.dir}/{KEPT_DIR}"
+    names = await _kept_names(state)
+    if names is not None:
+        found: dict[str, bytes] = {}
+        for name in names:
+            raw = await state.ws.read_range(f"{kept_dir}/{name}", 0, MAX_SDK_FILE_BYTES)
+            if raw is not None:
+                found[name] = raw
+        return found
+    if await _memory_was_here(state):
+        return {}
+    mdir = state.layout.memories_dir
+    found = {}
+    for name in SDK_RENDERED_FILES:
+        raw = await state.ws.read_range(f"{mdir}/{name}", 0, MAX_SDK_FILE_BYTES)
+        if raw is None:
+            continue
+        size = await state.ws.size(f"{mdir}/{name}") or 0
+        whole = raw
+        if size > len(raw):
+            logger.warning(
+                "the SDK's %s/%s holds %d bytes; the first %d are taken in as memory, the "
+                "whole file is kept in %s/",
+                mdir,
+                name,
+                size,
+                len(raw),
+                kept_dir,
+            )
+            whole = await state.ws.read_bytes(f"{mdir}/{name}") or raw
+        kept = redact_bytes(whole, state.redactor)
+        await state.store.write_state(f"{kept_dir}/{name}", kept)
+        found[name] = kept[:MAX_SDK_FILE_BYTES]
+    if found:
+        listing = {"files": sorted(found), "at": now_ms()}
+        await state.store.write_state(f"{kept_dir}/{KEPT_LIST}", json.dumps(listing).encode())
+    return found
+
+
 async def sdk_summary(state: LayoutState) -> str | None:
     """The SDK's ``memory_summary.md`` of this layout while sandbox-memory has not rendered
-    here yet (then the file is the SDK's), decoded as the SDK decodes it; else ``None``."""
+    here yet, decoded as the SDK decodes it: the copy kept at first use, else (memory never
+    wrote here: a read-only ``Memory``) the file itself; ``None`` otherwise."""
 
-    if await state.store.read_state(f"{state.store.dir}/rendered.json") is not None:
+    if await _rendered(state):
         return None
-    raw = await state.ws.read_range(
-        f"{state.layout.memories_dir}/memory_summary.md", 0, MAX_SDK_FILE_BYTES
-    )
+    if await _kept_names(state) is not None:
+        path = f"{state.store.dir}/{KEPT_DIR}/memory_summary.md"
+    elif await _memory_was_here(state):
+        return None
+    else:
+        path = f"{state.layout.memories_dir}/memory_summary.md"
+    raw = await state.ws.read_range(path, 0, MAX_SDK_FILE_BYTES)
     if raw is None:
         return None
     text = raw.decode("utf-8", errors="replace").strip()
@@ -134,38 +231,11 @@ async def carry_over(state: LayoutState, edit: LayoutEdit, changes: list[LogReco
     entries (see the module docstring). Returns how many entries were added; 0 when there is
     nothing of the SDK's or it was carried over already. Caller holds the layout lock."""
 
-    from ..redact import redact_bytes  # imported on first use, like the runtime's redactor
-
     st = state
     mdir = st.layout.memories_dir
-    if await st.store.read_state(f"{st.store.dir}/rendered.json") is not None:
+    if await _rendered(st):
         return 0  # rendered here already: these files are ours
-    kept_dir = f"{st.store.dir}/{KEPT_DIR}"
-    found: dict[str, bytes] = {}
-    for name in SDK_RENDERED_FILES:
-        kept = await st.ws.read_range(f"{kept_dir}/{name}", 0, MAX_SDK_FILE_BYTES)
-        if kept is not None:  # a close that died after keeping them: the kept copy is the SDK's
-            found[name] = kept
-            continue
-        raw = await st.ws.read_range(f"{mdir}/{name}", 0, MAX_SDK_FILE_BYTES)
-        if raw is None:
-            continue
-        size = await st.ws.size(f"{mdir}/{name}") or 0
-        if size > len(raw):
-            logger.warning(
-                "the SDK's %s/%s holds %d bytes; the first %d are taken in as memory, the "
-                "whole file is kept in %s/",
-                mdir,
-                name,
-                size,
-                len(raw),
-                kept_dir,
-            )
-            whole = await st.ws.read_bytes(f"{mdir}/{name}") or raw
-            await st.store.write_state(f"{kept_dir}/{name}", redact_bytes(whole, st.redactor))
-        else:
-            await st.store.write_state(f"{kept_dir}/{name}", redact_bytes(raw, st.redactor))
-        found[name] = raw
+    found = await keep_sdk_files(st)
     if not found:
         return 0
     redactor = st.redactor
@@ -222,6 +292,6 @@ async def carry_over(state: LayoutState, edit: LayoutEdit, changes: list[LogReco
         mdir,
         len(added),
         ", ".join(n for n in TAKEN_IN if n in found) or "no text file",
-        kept_dir,
+        f"{st.store.dir}/{KEPT_DIR}",
     )
     return len(added)

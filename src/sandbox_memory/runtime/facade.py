@@ -10,14 +10,17 @@ and a shared store's copy (``stores/sync.py``) all go through it.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Iterable
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
 from ..config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
+from ..datapolicy import exc_text
 from ..engines.base import ExtractionEngine
 from ..search import SearchIndex
 from ..store import Cause, Entry, LayoutMemory, LogRecord, Registry, RolloutProgress, Source
+from .carryover import keep_sdk_files
 from .consolidate import Consolidator
 from .copies import retract_copies
 from .extract import Extractor
@@ -33,6 +36,9 @@ if TYPE_CHECKING:
     from ..stores.postgres import PostgresStore
     from ..stores.sync import SharedCopy
     from ..workspace import Workspace
+
+
+logger = logging.getLogger("sandbox_memory")
 
 
 class LayoutRuntime:
@@ -165,6 +171,27 @@ class LayoutRuntime:
 
         if self.shared is not None:
             await self.shared.refresh()
+        await self.first_use()
+
+    async def first_use(self) -> None:
+        """Before memory first writes in this layout (from this process): what the SDK's
+        ``Memory`` left is kept as it is now (``carryover.keep_sdk_files``), so files an agent
+        writes later are never taken for it. Never raises; a failure is retried next time."""
+
+        st = self.state
+        if st.sdk_files_checked or not st.generate_enabled:
+            return
+        try:
+            await keep_sdk_files(st)
+        except Exception as exc:  # noqa: BLE001 - retried at the next use; the run goes on
+            logger.warning(
+                "memory could not keep the files the SDK's Memory left in %s (%s); tried "
+                "again at the next run or close",
+                st.layout.memories_dir,
+                exc_text(exc),
+            )
+            return
+        st.sdk_files_checked = True
 
     # ----------------------------------------------------------------- record
 
@@ -176,6 +203,7 @@ class LayoutRuntime:
         person: str | None = None,
         per_run_id: bool = False,
     ) -> str:
+        await self.first_use()
         return await self.recorder.record(
             payload, rollout_id=rollout_id, person=person, per_run_id=per_run_id
         )
@@ -209,6 +237,7 @@ class LayoutRuntime:
         With a shared store, under its lease and between catching up and sending changes.
         """
 
+        await self.first_use()
         if self.shared is not None:
             return await self.shared.close(
                 lambda skip: self.extractor.close(only=only, skip=skip, deadline=deadline)

@@ -58,6 +58,8 @@ class LayoutState:
         """Held while a rollout's progress record is read, changed and written back."""
         self._local_lock = asyncio.Lock()
         self._rollout_locks: dict[str, asyncio.Lock] = {}
+        self.sdk_files_checked = False
+        """Whether the SDK's leftover files were looked for (``LayoutRuntime.first_use``)."""
         self.session_id: str | None = None
         """The sandbox session this runtime works in (``None`` on a local folder, the command
         line): the ``session_id:`` line of the rollout summaries it writes, as in the SDK's."""
