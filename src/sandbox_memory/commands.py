@@ -35,6 +35,7 @@ from .store import (
     Source,
     iso_to_ms,
     now_ms,
+    tail_hash,
     validate_key,
 )
 from .workspace import LocalWorkspace, Workspace
@@ -794,10 +795,13 @@ class MemoryClient:
         )
         item_id = str(segment["input"][0][ITEM_ID_FIELD])
         if offset == size_before:
+            # Read to its end before: the edit's own line is read too (it is this change's
+            # source, not a run to learn from).
             new_size = await rt.ws.size(path) or 0
+            tail = await tail_hash(rt.ws, path, new_size)
 
             def advance(p: Any) -> None:
-                p.offset = new_size
+                p.read_to(new_size, tail)
 
             await rt.update_progress(rid, advance)
         source = Source(conversation=rid, item=item_id)

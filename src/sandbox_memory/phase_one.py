@@ -278,8 +278,7 @@ async def _extract(
             tail = await _tail(rt, path, end)
 
             def skip(p: RolloutProgress) -> None:
-                p.offset = end
-                p.tail = tail
+                p.read_to(end, tail)
 
             async with rt.write_lock():
                 current = await store.get_progress(rollout_id)
@@ -744,8 +743,7 @@ async def _apply(
     tail = await _tail(rt, path, end_offset)
 
     def done(p: RolloutProgress) -> None:
-        p.offset = end_offset
-        p.tail = tail
+        p.read_to(end_offset, tail)
         p.updated_at = updated_at or p.updated_at
         p.slug = slug
         p.attempts = 0

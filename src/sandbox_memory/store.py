@@ -176,6 +176,14 @@ class RolloutProgress(BaseModel):
     """Phase 2 forgot this rollout: only ``offset`` and ``updated_at`` are kept, so its old
     segments are not extracted again and a later run of the conversation starts after them."""
 
+    def read_to(self, offset: int, tail: str | None) -> None:
+        """Mark the rollout's bytes before ``offset`` as read; ``tail`` is
+        :func:`tail_hash` at ``offset``. The two move together, always: an offset moved
+        without its hash makes the next close take the file for a replaced one."""
+
+        self.offset = offset
+        self.tail = tail
+
 
 TAIL_BYTES = 256
 
