@@ -77,7 +77,10 @@ async def _setup(system: str, root: Path, megabytes: int) -> dict[str, Any]:
     rid = conversation_id(CONVERSATION)
     segments = max(1, megabytes)
     if system == "ours":
+        from sandbox_memory.integrity import SegmentSeal, host_keys
         from sandbox_memory.rollouts import append_segment, build_segment
+
+        seal = SegmentSeal(host_keys())
         from sandbox_memory.workspace import LocalWorkspace
 
         ws = LocalWorkspace(root)
@@ -89,7 +92,9 @@ async def _setup(system: str, root: Path, megabytes: int) -> dict[str, Any]:
                 person=None,
                 redactor=_Unchanged(),  # type: ignore[arg-type]
             )
-            await append_segment(ws, sessions_dir="sessions", rollout_id=rid, segment=segment)
+            await append_segment(
+                ws, sessions_dir="sessions", rollout_id=rid, segment=segment, seal=seal
+            )
         path = root / "sessions" / f"{rid}.jsonl"
         from sandbox_memory.redact import default_redactor
 

@@ -20,17 +20,22 @@ _CACHE_DIR: str | None = None
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """The redactor's database cache goes to a folder of this test run, not the user's home
-    (set before collection: some test modules build redactors at import)."""
+    """The redactor's database cache and the segment key go to a folder of this test run, not
+    the user's home (set before collection: some test modules build redactors at import)."""
     global _CACHE_DIR
     if "SANDBOX_MEMORY_CACHE_DIR" not in os.environ:
         _CACHE_DIR = tempfile.mkdtemp(prefix="sandbox-memory-test-cache-")
         os.environ["SANDBOX_MEMORY_CACHE_DIR"] = _CACHE_DIR
+    # The key that seals recorded runs: one for the test run (child processes included), in
+    # its folder, never the user's.
+    if "SANDBOX_MEMORY_KEY_FILE" not in os.environ and _CACHE_DIR is not None:
+        os.environ["SANDBOX_MEMORY_KEY_FILE"] = os.path.join(_CACHE_DIR, "segment.key")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _CACHE_DIR is not None:
         os.environ.pop("SANDBOX_MEMORY_CACHE_DIR", None)
+        os.environ.pop("SANDBOX_MEMORY_KEY_FILE", None)
         shutil.rmtree(_CACHE_DIR, ignore_errors=True)
 
 

@@ -38,7 +38,7 @@ from agents.sandbox.capabilities import Filesystem, Shell
 from agents.testing import assistant_message
 from agents.usage import Usage
 
-from helpers import index_entry_rows, read_progress, rebuilt_index_rows
+from helpers import index_entry_rows, read_progress, rebuilt_index_rows, sealed
 
 TESTS_DIR = Path(__file__).resolve().parent
 SRC_DIR = TESTS_DIR.parent / "src"
@@ -349,7 +349,8 @@ def segment_line(
     tool_output: str = "ok",
     when: str = "2026-01-01T00:00:00+00:00",
 ) -> bytes:
-    """One recorded segment line (user message, one exec call and its output, an answer)."""
+    """One recorded segment line (user message, one exec call and its output, an answer),
+    sealed as memory seals what it records."""
 
     seg = {
         "updated_at": when,
@@ -382,7 +383,7 @@ def segment_line(
         "terminal_metadata": {"terminal_state": "completed", "has_final_output": True},
         "final_output": "Done.",
     }
-    return (json.dumps(seg, separators=(",", ":")) + "\n").encode()
+    return sealed(json.dumps(seg, separators=(",", ":")), rollout_id)
 
 
 # --------------------------------------------------------------------------- subprocesses

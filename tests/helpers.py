@@ -60,6 +60,16 @@ def bug_fix_script() -> list[Any]:
     ]
 
 
+def sealed(line: bytes | str, rollout_id: str) -> bytes:
+    """``line`` (one JSON object) sealed as memory seals what it records: a line a test writes
+    as if memory had recorded it."""
+
+    from sandbox_memory.integrity import SegmentSeal, host_keys
+
+    raw = line.encode("utf-8") if isinstance(line, str) else line
+    return SegmentSeal(host_keys()).seal(raw.rstrip(b"\n") + b"\n", rollout_id)
+
+
 def read_progress(root: Path, memories_dir: str = "memories") -> dict[str, Any]:
     """Every live progress record of a layout (``store/progress/<rollout-id>.json``)."""
 

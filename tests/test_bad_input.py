@@ -34,7 +34,7 @@ from faultlib import (
     unparsable_files,
     warnings_from,
 )
-from helpers import TEST_COMMAND, bug_fix_script, read_layout, shell
+from helpers import TEST_COMMAND, bug_fix_script, read_layout, sealed, shell
 from sandbox_memory import Memory, MemoryClient, MemoryGenerateConfig
 
 OFFLINE = MemoryGenerateConfig(engine="offline")
@@ -98,7 +98,7 @@ async def test_a_malformed_line_is_skipped_and_logged_and_the_other_runs_are_lea
     await session(client, manifest, [("We decided to use Postgres for storage.", answer("OK."))])
     learned = " ".join(e["content"] for e in entries(workspace_root).values())
     assert "tabs" in learned and "Postgres" in learned
-    assert any("1 malformed line(s)" in m for m in warnings_from(caplog))
+    assert any("1 not recorded by memory" in m for m in warnings_from(caplog))
     state = progress(workspace_root)["conv"]
     assert state["offset"] == (workspace_root / "sessions/conv.jsonl").stat().st_size
 
@@ -124,7 +124,7 @@ async def test_a_torn_last_line_is_not_glued_to_the_next_run(
     assert json.loads(lines[2])["input"][0]["content"] == "We decided to use Postgres for storage."
     learned = " ".join(e["content"] for e in entries(workspace_root).values())
     assert "tabs" in learned and "Postgres" in learned
-    assert any("malformed" in m for m in warnings_from(caplog))
+    assert any("not recorded by memory" in m for m in warnings_from(caplog))
 
 
 async def test_bytes_that_are_not_utf8_are_replaced_and_the_rest_is_learned(
@@ -132,8 +132,9 @@ async def test_bytes_that_are_not_utf8_are_replaced_and_the_rest_is_learned(
 ) -> None:
     (workspace_root / "sessions").mkdir()
     bad = segment_line("conv", "aa11", "I prefer tabs over spaces. caf\u00e9")
+    bad = bad[: bad.rindex(b',"memory_seal"')] + b"}"  # unsealed, changed, sealed again
     bad = bad.replace(b"caf\\u00e9", b"caf\xe9 \xff\xfe\x80")  # Latin-1 and junk bytes
-    (workspace_root / "sessions/conv.jsonl").write_bytes(bad + b"\xff\xfe\xfd\n")
+    (workspace_root / "sessions/conv.jsonl").write_bytes(sealed(bad, "conv") + b"\xff\xfe\xfd\n")
     await session(client, manifest, [("We decided to use Postgres for storage.", answer("OK."))])
     learned = entries(workspace_root)
     assert any("tabs" in e["content"] for e in learned.values())

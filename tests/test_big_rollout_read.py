@@ -11,10 +11,13 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
+from helpers import sealed
 from sandbox_memory import rollouts
 from sandbox_memory.config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
+from sandbox_memory.integrity import SegmentSeal
 from sandbox_memory.rollouts import (
     MAX_STRING_CHARS,
+    LineCheck,
     clip_strings,
     history_fingerprint,
     new_item_digests,
@@ -23,6 +26,13 @@ from sandbox_memory.rollouts import (
 )
 from sandbox_memory.runtime import LayoutRuntime
 from sandbox_memory.workspace import LocalWorkspace
+
+CHECK = LineCheck(SegmentSeal([b"test-key-" * 4]), "r")
+"""The lines of ``r.jsonl`` below are sealed with this key, as memory seals what it records."""
+
+
+def sealed_line(line: bytes) -> bytes:
+    return CHECK.seal.seal(line.rstrip(b"\n") + b"\n", "r")
 
 
 def segment(n: int, output_chars: int) -> dict[str, Any]:
@@ -45,50 +55,54 @@ def test_a_rollout_is_read_a_line_at_a_time_with_memory_bounded_by_chunk_and_lin
 ) -> None:
     # 24 lines of about 0.5 MB (12 MB). Before: the 8 MB chunk was parsed whole before its
     # strings were clipped (a chunk, its copies and all its parsed lines at once).
-    lines = [json.dumps(segment(n, 500_000)).encode() + b"\n" for n in range(24)]
+    lines = [sealed_line(json.dumps(segment(n, 500_000)).encode()) for n in range(24)]
     (tmp_path / "r.jsonl").write_bytes(b"".join(lines))
     ws = LocalWorkspace(tmp_path)
     tracemalloc.start()
     try:
-        parsed = asyncio.run(read_new_segments(ws, "r.jsonl", offset=0, digests=True))
+        parsed = asyncio.run(read_new_segments(ws, "r.jsonl", offset=0, check=CHECK, digests=True))
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
     assert parsed is not None and len(parsed.segments) == 24
     # A 1 MiB chunk, the line it ends, its text (1-2 bytes a character) and its parse.
     assert peak < 8 << 20, f"reading a 12 MB rollout peaked at {peak / 2**20:.1f} MB"
-    whole = parse_segments(b"".join(lines), start_offset=0)
+    whole = parse_segments(b"".join(lines), start_offset=0, check=CHECK)
     assert parsed.segments == [clip_strings(s) for s in whole.segments]
     assert parsed.item_digests == [d for s in whole.segments for d in new_item_digests(s)]
 
 
 def test_chunked_reading_equals_reading_whole(tmp_path: Path) -> None:
     good = [json.dumps(segment(n, 3_000 * n)).encode() for n in range(6)]
+    good[2] = good[2].replace(b"log line", b"log \xff\xfe line")  # not UTF-8: replaced
+    good = [sealed_line(g)[:-1] for g in good]
     body = (
         good[0]
-        + b"\n\n  \t\n"  # blank lines: skipped, not malformed
+        + b"\n\n  \t\n"  # blank lines: skipped, not counted
         + good[1]
-        + b"\n{not json\n[1, 2]\n"  # two malformed lines
-        + good[2].replace(b"log line", b"log \xff\xfe line")  # not UTF-8: replaced
-        + b"\n\xc2\xa0\n"  # a no-break space alone: malformed, as before
+        + b"\n{not json\n[1, 2]\n"  # two lines memory did not record (no seal)
+        + good[2]
+        + b"\n\xc2\xa0\n"  # a no-break space alone: not memory's either
         + b"\n".join(good[3:])
         + b"\n"
         + good[0][:50]  # a torn last line: left for later
     )
     (tmp_path / "r.jsonl").write_bytes(body)
-    whole = parse_segments(body, start_offset=7)
+    whole = parse_segments(body, start_offset=7, check=CHECK)
     ws = LocalWorkspace(tmp_path)
     for chunk in (1, 7, 64, 1000, 4096, len(body), 1 << 20):
-        parsed = asyncio.run(read_new_segments(ws, "r.jsonl", offset=0, chunk=chunk, digests=True))
+        parsed = asyncio.run(
+            read_new_segments(ws, "r.jsonl", offset=0, check=CHECK, chunk=chunk, digests=True)
+        )
         assert parsed is not None
-        assert parsed.malformed == whole.malformed == 3
+        assert parsed.unverified == whole.unverified == 3 and parsed.malformed == 0
         assert parsed.end_offset == whole.end_offset - 7 == len(body) - 50
         assert parsed.segments == [clip_strings(s) for s in whole.segments]
         assert len(parsed.segments) == 6
         assert parsed.item_digests == [d for s in whole.segments for d in new_item_digests(s)]
-    late = asyncio.run(read_new_segments(ws, "r.jsonl", offset=len(good[0]) + 1))
+    late = asyncio.run(read_new_segments(ws, "r.jsonl", offset=len(good[0]) + 1, check=CHECK))
     assert late is not None and len(late.segments) == 5
-    assert asyncio.run(read_new_segments(ws, "absent.jsonl", offset=0)) is None
+    assert asyncio.run(read_new_segments(ws, "absent.jsonl", offset=0, check=CHECK)) is None
 
 
 def runtime(root: Path, engine: str = "offline") -> LayoutRuntime:
@@ -136,7 +150,7 @@ def test_a_fresh_recorder_reads_the_rollouts_digests_keeping_no_segment(tmp_path
     default_redactor()  # built before the measure, as in any process that recorded before
     sessions = tmp_path / MemoryLayoutConfig().sessions_dir
     sessions.mkdir()
-    lines = [json.dumps(segment(n, 200_000)).encode() + b"\n" for n in range(60)]
+    lines = [sealed(json.dumps(segment(n, 200_000)), "conv") for n in range(60)]
     (sessions / "conv.jsonl").write_bytes(b"".join(lines))
     rt = runtime(tmp_path)
     said = [{"role": "user", "content": "Run step 3."}, {"role": "user", "content": "Again."}]

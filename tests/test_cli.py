@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from helpers import sealed
 from sandbox_memory.cli import EXIT_CONFLICT, main
 
 
@@ -105,7 +106,7 @@ def test_refresh_learns_from_recorded_runs(tmp_path: Path) -> None:
         "generated_items": [],
         "terminal_metadata": {"terminal_state": "completed"},
     }
-    (sessions / "trip.jsonl").write_text(json.dumps(seg) + "\n")
+    (sessions / "trip.jsonl").write_bytes(sealed(json.dumps(seg), "trip"))
     code, out, _ = run(tmp_path, "refresh", "-c", "trip")
     assert code == 0 and "aisle" in out
 

@@ -399,7 +399,7 @@ async def test_the_conversation_view_lists_processed_items_a_chunk_at_a_time(
     data = (tmp_path / "sessions/conv.jsonl").read_bytes()
     expected = [
         item["memory_item_id"]
-        for seg in parse_segments(data, start_offset=0).segments
+        for seg in parse_segments(data, start_offset=0, check=rt.state.line_check("conv")).segments
         for key in ("input", "generated_items")
         for item in seg[key]
     ]

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, get_args
 
 import click
 
-from . import __version__
+from . import __version__, bounded
 from .engines.base import ENTRY_KINDS
 from .errors import MemoryConfigError, MemoryConflict, MemoryStoreUnavailable
 from .store import Cause
@@ -337,7 +337,7 @@ def describe_change(record: LogRecord) -> str:
     if not record.detail:
         return ""
     try:
-        data = json.loads(record.detail)
+        data = bounded.loads(record.detail, limit=bounded.MAX_FIELD_BYTES, what="a log detail")
     except ValueError:
         return record.detail  # prose: rejections, forgotten conversations
     if not isinstance(data, dict):

@@ -791,7 +791,11 @@ class MemoryClient:
             redactor=rt.redactor,
         )
         await append_segment(
-            rt.ws, sessions_dir=rt.layout.sessions_dir, rollout_id=rid, segment=segment
+            rt.ws,
+            sessions_dir=rt.layout.sessions_dir,
+            rollout_id=rid,
+            segment=segment,
+            seal=rt.state.seal,
         )
         item_id = str(segment["input"][0][ITEM_ID_FIELD])
         if offset == size_before:

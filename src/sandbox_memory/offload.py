@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
 from .datapolicy import exc_text
+from .integrity import SegmentSeal
 from .rollouts import (
     apply_replayed,
     build_segment,
@@ -117,14 +118,18 @@ def _child_build(
 
 
 def _child_finish(
-    rollout_id: str, replayed: list[tuple[int, str]]
+    rollout_id: str,
+    replayed: list[tuple[int, str]],
+    seal: SegmentSeal,
+    notes: dict[str, str] | None = None,
 ) -> tuple[bytes, list[tuple[str, str]], str | None]:
-    """Finish the held segment: its conversation, its replayed items; encode it."""
+    """Finish the held segment: its conversation, its replayed items; encode and seal it."""
 
     segment = _held.pop("segment")
     segment["rollout_id"] = rollout_id
     apply_replayed(segment, replayed)
-    return segment_line(segment), new_item_digests(segment), segment_fingerprint(segment)
+    line = seal.seal(segment_line(segment), rollout_id, notes=notes)
+    return line, new_item_digests(segment), segment_fingerprint(segment)
 
 
 _HEAD = struct.Struct("<Q")
@@ -434,18 +439,23 @@ class Recording:
         )
 
     async def finish(
-        self, rollout_id: str, known: dict[str, list[str]]
+        self,
+        rollout_id: str,
+        known: dict[str, list[str]],
+        seal: SegmentSeal,
+        notes: dict[str, str] | None = None,
     ) -> tuple[bytes, int, list[tuple[str, str]], str | None]:
-        """The line, in conversation ``rollout_id``, its leading items that ``known`` (digest
-        -> item ids) already holds replaced by references: ``(line, replayed, new item
-        digests, fingerprint)``."""
+        """The line, in conversation ``rollout_id``, sealed with ``seal``, its leading items
+        that ``known`` (digest -> item ids) already holds replaced by references: ``(line,
+        replayed, new item digests, fingerprint)``. A big line is sealed in the child, so the
+        line read from its pipe is the one appended (no copy here)."""
 
         if self._in_child:
             self._in_child = False
             plan = replay_plan(self._leading, known)
             try:
                 line, digests, fp = await asyncio.to_thread(
-                    _child.request, "finish", rollout_id, plan
+                    _child.request, "finish", rollout_id, plan, seal, notes
                 )
             except Exception as exc:  # noqa: BLE001
                 self._fell_back(exc)
@@ -460,7 +470,7 @@ class Recording:
         segment["rollout_id"] = rollout_id
         replayed = mark_replayed(segment, known)
         return (
-            segment_line(segment),
+            seal.seal(segment_line(segment), rollout_id, notes=notes),
             replayed,
             new_item_digests(segment),
             segment_fingerprint(segment),

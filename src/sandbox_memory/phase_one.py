@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
 import re
@@ -12,13 +11,13 @@ from collections.abc import Coroutine, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import spans
+from . import bounded, spans
 from .datapolicy import data_text, exc_text
 from .engines.base import Candidate, Extraction, ExtractionRequest, KnownEntry
 from .engines.transcript import item_text, segment_id_of, segment_items
 from .phase_two import ItemIndex, apply_to_conversation, check_candidates, plausible_ms
 from .privacy import keep_private, run_person, self_statements, shared_slug, shared_text
-from .rollouts import ParsedSegments, read_new_segments, rollout_path
+from .rollouts import ParsedSegments, last_item_id, read_new_segments, rollout_path
 from .search import MAX_ITEM_CHARS, timestamp_ms
 from .store import (
     ConversationMemory,
@@ -256,15 +255,17 @@ async def _extract(
             prog.offset,
             prog.updated_at or "the start",
         )
-    read = await read_new_segments(rt.ws, path, offset=start, digests=True)
+    read = await read_new_segments(
+        rt.ws, path, offset=start, check=rt.line_check(rollout_id), digests=True
+    )
     if read is None:
         return False
     parsed: ParsedSegments = read
-    if parsed.malformed:
+    skipped = parsed.skipped()
+    if skipped:
+        # Once: the offset moves past these lines, which are never read for learning again.
         logger.warning(
-            "%d malformed line(s) in %s were skipped (they are not valid JSON)",
-            parsed.malformed,
-            path,
+            "line(s) of %s skipped, never taken as anyone's statement: %s", path, skipped
         )
     segments = [s for s in parsed.segments if not _only_edits(s)]
     if learned_until is not None:
@@ -565,7 +566,14 @@ async def _registry_ids(rt: LayoutState) -> list[str]:
     validating every entry the registry holds."""
 
     raw = await rt.store.read_state(f"{rt.store.dir}/registry.json")
-    doc = json.loads(raw) if raw else {}
+    try:
+        doc = (
+            bounded.loads(raw, limit=bounded.MAX_STATE_BYTES, what="store/registry.json")
+            if raw
+            else {}
+        )
+    except ValueError:
+        doc = {}  # set aside and rebuilt where the registry is loaded in full
     found = doc.get("conversations") if isinstance(doc, dict) else None
     return [str(r) for r in found] if isinstance(found, dict) else []
 
@@ -666,7 +674,7 @@ async def _apply(
             # carries it to layout memory (see ``promote``).
             conversation.entries[cand.key] = existing[cand.key].model_copy(deep=True)
     changed = apply_to_conversation(conversation, accepted, person=person)
-    last_item = _last_item_id(segments)
+    last_item = last_item_id(segments)
     if last_item:
         conversation.head = last_item
     # The log first: a close killed before the conversation is saved redoes this same change
@@ -909,14 +917,3 @@ def _only_edits(segment: dict[str, object]) -> bool:
     return bool(items) and all(
         isinstance(i, dict) and i.get("type") == "memory_edit" for i in items
     )
-
-
-def _last_item_id(segments: list[dict[str, object]]) -> str | None:
-    for seg in reversed(segments):
-        for key in ("generated_items", "input"):
-            items = seg.get(key)
-            if isinstance(items, list):
-                for item in reversed(items):
-                    if isinstance(item, dict) and isinstance(item.get("memory_item_id"), str):
-                        return str(item["memory_item_id"])
-    return None

@@ -19,9 +19,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from . import bounded
 from .engines.base import ITEM_ID_FIELD
 from .engines.transcript import REPLAYED_ITEM_TYPE
 from .errors import MemoryConfigError
+from .integrity import SEAL_FIELD, SegmentSeal
 from .workspace import Workspace
 
 if TYPE_CHECKING:
@@ -303,16 +305,16 @@ async def append_segment(
     sessions_dir: str,
     rollout_id: str,
     segment: dict[str, Any],
+    seal: SegmentSeal,
     flag: str | None = None,
 ) -> bool:
-    """Append one segment line; ``True`` when it is the rollout's first.
+    """Append one segment line, sealed; ``True`` when it is the rollout's first.
 
     ``flag``: the store's pending flag for this rollout (see ``Workspace.append_line``).
     """
 
-    return await workspace.append_line(
-        rollout_path(sessions_dir, rollout_id), segment_line(segment), flag=flag
-    )
+    line = seal.seal(segment_line(segment), rollout_id)
+    return await workspace.append_line(rollout_path(sessions_dir, rollout_id), line, flag=flag)
 
 
 def segment_line(segment: dict[str, Any]) -> bytes:
@@ -328,31 +330,77 @@ class ParsedSegments:
     end_offset: int = 0
     """Offset just past the last complete line read (a torn last line is left for later)."""
     malformed: int = 0
+    """Lines that are not a JSON object."""
+    unverified: int = 0
+    """Lines without a valid seal (:mod:`.integrity`): memory did not record them."""
+    unsafe: int = 0
+    """Lines longer or nested deeper than memory parses (:mod:`.bounded`)."""
     item_digests: list[tuple[str, str]] = field(default_factory=list)
     """``(digest, item id)`` of the items the segments record for the first time, from the
     items as recorded (before any clipping); filled by ``read_new_segments(digests=True)``."""
+
+    def skipped(self) -> str | None:
+        """What was skipped, in words (``None``: nothing)."""
+
+        parts = [
+            f"{n} {what}"
+            for n, what in (
+                (self.unverified, "not recorded by memory (no valid seal)"),
+                (self.unsafe, "beyond memory's parsing bounds"),
+                (self.malformed, "not valid JSON"),
+            )
+            if n
+        ]
+        return ", ".join(parts) or None
 
 
 _BLANK = " \t\n\r\x0b\x0c"
 """What ``bytes.strip`` strips: a line of only these is blank (skipped), not malformed."""
 
+_BLANK_BYTES = _BLANK.encode()
+_BLANK_CHECKED = 4096
+"""Longest line looked at for being blank; a longer one is not a line memory wrote blank, and
+is counted as unverified like any line without a seal."""
+
+
+@dataclass(frozen=True)
+class LineCheck:
+    """How lines of one rollout are checked: the seal they must carry, in that conversation."""
+
+    seal: SegmentSeal
+    rollout_id: str
+
 
 def _take(
-    result: ParsedSegments, text: str, *, digests: bool, clip: bool, keep: bool = True
+    result: ParsedSegments,
+    raw: bytes | memoryview,
+    check: LineCheck,
+    *,
+    digests: bool,
+    clip: bool,
+    keep: bool = True,
 ) -> None:
-    """Parse one line's text into ``result``: skipped if blank, counted if malformed;
-    ``keep=False``: only its digests are taken (the segment is not kept)."""
+    """Parse one line into ``result``: skipped if blank; counted and skipped if it carries
+    no valid seal, is beyond the parsing bounds, or is not a JSON object. ``keep=False``:
+    only its digests are taken (the segment is not kept)."""
 
-    if not text.strip(_BLANK):
+    if len(raw) <= _BLANK_CHECKED and not bytes(raw).strip(_BLANK_BYTES):
+        return
+    if not check.seal.verify(raw, check.rollout_id):
+        result.unverified += 1
         return
     try:
-        value = json.loads(text)
+        value = bounded.loads(_decode(raw), limit=bounded.MAX_LINE_BYTES, what="a session line")
+    except bounded.UnsafeJSON:
+        result.unsafe += 1
+        return
     except ValueError:
         result.malformed += 1
         return
     if not isinstance(value, dict):
         result.malformed += 1
         return
+    value.pop(SEAL_FIELD, None)
     if digests:
         result.item_digests += new_item_digests(value)
     if keep:
@@ -365,8 +413,9 @@ def _decode(raw: bytes | memoryview) -> str:
     return str(raw, "utf-8", "replace")
 
 
-def parse_segments(data: bytes, *, start_offset: int) -> ParsedSegments:
-    """Parse complete JSONL lines; skip malformed ones (counted); leave a torn tail unread."""
+def parse_segments(data: bytes, *, start_offset: int, check: LineCheck) -> ParsedSegments:
+    """Parse complete JSONL lines; skip (and count) lines memory did not record, or cannot
+    parse; leave a torn tail unread."""
 
     result = ParsedSegments(end_offset=start_offset)
     last_newline = data.rfind(b"\n")
@@ -377,9 +426,22 @@ def parse_segments(data: bytes, *, start_offset: int) -> ParsedSegments:
     start = 0
     while start <= last_newline:
         end = data.find(b"\n", start)
-        _take(result, _decode(view[start:end]), digests=False, clip=False)
+        _take(result, view[start:end], check, digests=False, clip=False)
         start = end + 1
     return result
+
+
+def last_item_id(segments: list[dict[str, object]]) -> str | None:
+    """The id of the last recorded item of ``segments``."""
+
+    for seg in reversed(segments):
+        for key in ("generated_items", "input"):
+            items = seg.get(key)
+            if isinstance(items, list):
+                for item in reversed(items):
+                    if isinstance(item, dict) and isinstance(item.get("memory_item_id"), str):
+                        return str(item["memory_item_id"])
+    return None
 
 
 READ_CHUNK_BYTES = 1 << 20
@@ -415,25 +477,33 @@ async def read_new_segments(
     path: str,
     *,
     offset: int,
+    check: LineCheck,
     chunk: int = READ_CHUNK_BYTES,
     digests: bool = False,
     segments: bool = True,
 ) -> ParsedSegments | None:
     """Segments after ``offset``, long strings clipped; ``None`` if no file.
 
-    Read in chunks of ``chunk`` bytes and parsed a line at a time, each line clipped as soon
-    as it is parsed: memory holds one chunk, the line being parsed (a line longer than a chunk
-    is joined from its pieces once) and the clipped segments, however big the rollout.
-    ``digests``: also the digests of the recorded items, from each item before it is clipped
-    (what a replay of it will match). ``segments=False``: only the digests are wanted, and no
-    segment is kept (memory holds one line, however many the rollout has). Only complete
-    lines are taken: a torn last line is left for a later read.
+    Only lines memory recorded are taken (``check``: the seal they carry, see
+    :mod:`.integrity`); a line without a valid seal, longer than
+    :data:`~.bounded.MAX_LINE_BYTES` or nested deeper than :data:`~.bounded.MAX_DEPTH` is
+    counted in the result and skipped. Read in chunks of ``chunk`` bytes and parsed a line at
+    a time, each line clipped as soon as it is parsed: memory holds one chunk, the line being
+    parsed (a line longer than a chunk is joined from its pieces once, unless it is longer
+    than the bound: then its pieces are dropped as they come) and the clipped segments,
+    however big the rollout. ``digests``: also the digests of the recorded items, from each
+    item before it is clipped (what a replay of it will match). ``segments=False``: only the
+    digests are wanted, and no segment is kept (memory holds one line, however many the
+    rollout has). Only complete lines are taken: a torn last line is left for a later read.
     """
 
     result = ParsedSegments(end_offset=offset)
     pos = offset
     pending: list[memoryview] = []
     """The start of a line that goes on in the next chunk."""
+    pending_bytes = 0
+    too_long = False
+    """The line being read is longer than the bound: its pieces are not kept."""
     while True:
         data = await workspace.read_range(path, pos, chunk)
         if data is None:
@@ -441,18 +511,25 @@ async def read_new_segments(
         view = memoryview(data)
         start = 0
         while (end := data.find(b"\n", start)) >= 0:
-            if pending:
-                # Decoded from the joined pieces; the bytes go before the text is parsed.
-                text = _decode(b"".join([*pending, view[start:end]]))
+            if too_long:
+                result.unsafe += 1
+                too_long = False
+            elif pending:
+                # Joined from the pieces; the pieces go before the line is parsed.
+                line = b"".join([*pending, view[start:end]])
                 pending = []
+                pending_bytes = 0
+                _take(result, line, check, digests=digests, clip=True, keep=segments)
+                del line
             else:
-                text = _decode(view[start:end])
-            _take(result, text, digests=digests, clip=True, keep=segments)
-            del text
+                _take(result, view[start:end], check, digests=digests, clip=True, keep=segments)
             start = end + 1
             result.end_offset = pos + start
-        if start < len(data):
+        if start < len(data) and not too_long:
             pending.append(view[start:])
+            pending_bytes += len(data) - start
+            if pending_bytes > bounded.MAX_LINE_BYTES:
+                pending, pending_bytes, too_long = [], 0, True
         del view
         pos += len(data)
         if len(data) < chunk:

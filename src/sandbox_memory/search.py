@@ -62,11 +62,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from . import spans
+from . import bounded, spans
 from .datapolicy import exc_text
 from .engines.transcript import item_text, output_call_id, segment_id_of, segment_items
 from .errors import MemoryConfigError
-from .rollouts import read_new_segments, rollout_path
+from .rollouts import LineCheck, read_new_segments, rollout_path
 from .store import ConversationMemory, Entry, LayoutMemory, MemoryStore, Source, Store
 from .workspace import LocalWorkspace, Workspace
 
@@ -316,7 +316,29 @@ def _window(text: str, query: str, size: int = HIT_TEXT_CHARS) -> str:
 
 
 def _unpack(packed: bytes) -> str:
-    return zlib.decompress(packed).decode("utf-8")
+    # Bounded: the index file is in the workspace, where the agent can write.
+    return (
+        zlib.decompressobj().decompress(packed, bounded.MAX_STATE_BYTES).decode("utf-8", "replace")
+    )
+
+
+def _sources_of(raw: str | bytes) -> list[dict[str, str]]:
+    """The sources a row of the index holds (an unreadable or hostile value holds none: the
+    index is in the workspace, and a search must not fail on it)."""
+
+    try:
+        found = bounded.loads(raw, limit=bounded.MAX_FIELD_BYTES, what="an index row's sources")
+    except ValueError:
+        return []
+    if not isinstance(found, list):
+        return []
+    return [
+        {"conversation": s["conversation"], "item": s["item"]}
+        for s in found
+        if isinstance(s, dict)
+        and isinstance(s.get("conversation"), str)
+        and isinstance(s.get("item"), str)
+    ]
 
 
 def _active_keys(db: sqlite3.Connection, words: Iterable[str]) -> set[str]:
@@ -450,8 +472,11 @@ class SearchIndex:
         store: MemoryStore,
         memories_dir: str,
         sessions_dir: str,
+        line_check: Callable[[str], LineCheck],
     ) -> None:
         self.ws = workspace
+        self.line_check = line_check
+        """How a rollout's lines are checked (only lines memory recorded are indexed)."""
         self.store = store
         self.memories_dir = memories_dir
         self.sessions_dir = sessions_dir
@@ -743,7 +768,7 @@ class SearchIndex:
             cut = data.rfind(b"\n") + 1
             for line in data[:cut].splitlines():
                 try:
-                    record = json.loads(line)
+                    record = bounded.loads(line, limit=bounded.MAX_FIELD_BYTES, what="a log line")
                 except ValueError:
                     continue
                 if isinstance(record, dict) and isinstance(record.get("scope"), str):
@@ -1010,7 +1035,9 @@ class SearchIndex:
         found = row.fetchone()
         if found is None:
             return 0, []
-        return int(found[0]), list(json.loads(found[1]))
+        return int(found[0]), list(
+            bounded.loads(found[1], limit=bounded.MAX_FIELD_BYTES, what="the index's persons")
+        )
 
     async def _sync_items(
         self, db: sqlite3.Connection, rid: str, size: int, known: Callable[[str], bool]
@@ -1023,7 +1050,7 @@ class SearchIndex:
             offset, persons = 0, []
         if size == offset:
             return
-        parsed = await read_new_segments(self.ws, path, offset=offset)
+        parsed = await read_new_segments(self.ws, path, offset=offset, check=self.line_check(rid))
         if parsed is None or parsed.end_offset == offset:
             return
         from .engines.transcript import tool_names_by_call_id
@@ -1159,7 +1186,7 @@ class SearchIndex:
         ).fetchall()
         if not rows:
             return []
-        ends = [json.loads(rows[0][0])[0], json.loads(rows[-1][0])[0]]
+        ends = [_sources_of(rows[0][0])[0], _sources_of(rows[-1][0])[0]]
         return ends[:1] if ends[0] == ends[1] else ends
 
     # -------------------------------------------------------------------- query
@@ -1220,7 +1247,7 @@ class SearchIndex:
                     score=round(float(score), 4),
                     updated_at=int(updated),
                     conversation=conv,
-                    sources=[Source(**s) for s in json.loads(sources)],
+                    sources=[Source(**s) for s in _sources_of(sources)],
                     key=key,
                     detail=detail,
                     path=path,
@@ -1257,7 +1284,7 @@ class SearchIndex:
                     args.append(conversation)
                 cited = {(s.conversation, s.item): s for s in hit.sources}
                 for (sources,) in db.execute(sql + " ORDER BY updated_at DESC, doc", args):
-                    for raw in json.loads(sources):
+                    for raw in _sources_of(sources):
                         source = Source(**raw)
                         cited.setdefault((source.conversation, source.item), source)
                 hit.sources = list(cited.values())
@@ -1376,7 +1403,7 @@ class SearchIndex:
             "SELECT u.uses, u.last_used_at, d.sources FROM usage u CROSS JOIN docs d "
             "ON d.kind = 'entry' AND d.key = u.target WHERE u.kind = 'entry'"
         ):
-            for rid in {s["conversation"] for s in json.loads(sources)}:
+            for rid in {s["conversation"] for s in _sources_of(sources)}:
                 add(str(rid), int(uses), int(at))
         return result
 

@@ -44,14 +44,15 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, Field, ValidationError
 
+from . import bounded
+from .datapolicy import exc_text
 from .engines.base import EntryKind
+from .errors import MemoryConfigError
+from .rollouts import ROLLOUT_ID_RE, LineCheck, segment_fingerprint
+from .workspace import LeaseLock, Workspace, set_aside_folder
 
 if TYPE_CHECKING:
     from .redact import Redactor
-from .datapolicy import exc_text
-from .errors import MemoryConfigError
-from .rollouts import ROLLOUT_ID_RE, segment_fingerprint
-from .workspace import LeaseLock, Workspace, set_aside_folder
 
 logger = logging.getLogger("sandbox_memory")
 
@@ -157,12 +158,24 @@ class Registry(BaseModel):
         return [e for group in self.conversations.values() for e in group]
 
 
+MAX_ROLLOUT_BYTES = 1 << 53
+"""Largest offset a progress record may hold: beyond any file, and exact as a JSON number."""
+
+SLUG_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,98}[a-z0-9])?$"
+"""A rollout summary's short name as ``phase_one.normalize_slug`` makes it (a file-name part)."""
+
+
 class RolloutProgress(BaseModel):
-    offset: int = 0
+    """One rollout's progress (``store/progress/<id>.json``). Validated on load: the agent can
+    write the file, so an offset outside a file or a slug that is not a file-name part (``x/../
+    ../ESCAPED``) makes the record unreadable (set aside, the rollout read afresh), never an
+    error at every close."""
+
+    offset: int = Field(default=0, ge=0, le=MAX_ROLLOUT_BYTES)
     """Bytes of ``sessions/<id>.jsonl`` already extracted."""
-    updated_at: str = ""
+    updated_at: str = Field(default="", max_length=64)
     """``updated_at`` of the newest segment extracted (orders phase-2 selection)."""
-    slug: str | None = None
+    slug: str | None = Field(default=None, pattern=SLUG_PATTERN)
     attempts: int = 0
     last_error: str | None = None
     next_attempt_at: float = 0.0
@@ -815,6 +828,9 @@ class Store(MemoryStore):
         """(conversation, key) pairs known to be in ``held/`` (see :meth:`_hold`)."""
         self.redactor_source: Callable[[], Redactor] | None = None
         """Set by the runtime: files set aside are redacted like everything else written."""
+        self.line_check: Callable[[str], LineCheck] | None = None
+        """Set by the runtime: how a rollout's lines are checked (only lines memory recorded
+        are read; without it, no rollout line is)."""
         self.retract_copies: Callable[[Entry, CopyRetraction], Awaitable[None]] | None = None
         """Set by the runtime: retracts a layout entry's copies in conversation memory, each
         logged before it is saved (done again after a crash, it changes nothing twice)."""
@@ -896,7 +912,11 @@ class Store(MemoryStore):
         if raw is None:
             return default
         try:
+            bounded.check_size(raw, limit=bounded.MAX_STATE_BYTES, what=path)
             return model.model_validate_json(raw)
+        except bounded.UnsafeJSON as exc:
+            await self._set_aside(path, raw, str(exc))
+            return default
         except ValidationError as exc:
             await self._set_aside(path, raw, _why(exc))
             return default
@@ -1707,7 +1727,12 @@ class Store(MemoryStore):
 
         try:
             first = await self._first_line(f"{self.sessions_dir}/{rollout_id}.jsonl")
-            segment = json.loads(first) if first else None
+            if first is None or self.line_check is None:
+                return
+            check = self.line_check(rollout_id)
+            if not check.seal.verify(first, rollout_id):
+                return  # not recorded by memory: it claims no conversation
+            segment = bounded.loads(first, limit=bounded.MAX_LINE_BYTES, what="a session line")
             fp = segment_fingerprint(segment) if isinstance(segment, dict) else None
             if fp is not None and await self.thread_for(fp) is None:
                 await self.index_thread(fp, rollout_id)
@@ -1766,7 +1791,7 @@ class Store(MemoryStore):
         if not raw:
             return {}
         try:
-            data = json.loads(raw)
+            data = bounded.loads(raw, limit=bounded.MAX_STATE_BYTES, what=path)
         except ValueError:
             data = None
         if not isinstance(data, dict):
@@ -1790,7 +1815,7 @@ class Store(MemoryStore):
         if raw is None:
             return None
         try:
-            doc = json.loads(raw)
+            doc = bounded.loads(raw, limit=bounded.MAX_STATE_BYTES, what="store/prompt.json")
             if int(doc["budget"]) < budget:
                 return None
             found = list(doc["shared"])

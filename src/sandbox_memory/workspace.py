@@ -38,6 +38,7 @@ from pathlib import Path, PurePosixPath
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from . import bounded
 from .datapolicy import exc_text
 from .errors import MemoryConfigError, MemoryLeaseLost, MemoryLockTimeout, MemoryPathError
 
@@ -1110,7 +1111,7 @@ def _lease_of(raw: bytes) -> dict[str, Any] | None:
     """The lease a lock file holds, or ``None`` when it is not one (empty, torn, junk)."""
 
     try:
-        info = json.loads(raw)
+        info = bounded.loads(raw, limit=bounded.MAX_FIELD_BYTES, what="a lock file")
     except ValueError:
         return None
     if not isinstance(info, dict) or not isinstance(info.get("owner"), str):

@@ -30,7 +30,7 @@ from agents.run import RunConfig
 from agents.strict_schema import ensure_strict_json_schema
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from .. import spans
+from .. import bounded, spans
 from ..errors import SandboxMemoryError
 from ..render import load_prompt
 from .base import Candidate, EntryKind, Extraction, ExtractionRequest
@@ -417,7 +417,7 @@ class ExtractionSchema(AgentOutputSchemaBase):
     def validate_json(self, json_str: str) -> _ExtractionParsed:
         excerpt = json.dumps(json_str[:OUTPUT_EXCERPT_CHARS])
         try:
-            value = json.loads(json_str)
+            value = bounded.loads(json_str, limit=bounded.MAX_STATE_BYTES, what="the output")
         except ValueError as err:
             raise ModelBehaviorError(
                 f"the model's output is not valid JSON ({err}); it began {excerpt}"

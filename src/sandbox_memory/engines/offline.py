@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-import json
 import re
 import shlex
 import unicodedata
@@ -81,6 +80,8 @@ from sandbox_memory.engines.transcript import (
     segment_items,
     shell_commands,
 )
+
+from .. import bounded
 
 # --------------------------------------------------------------------------- limits
 
@@ -868,7 +869,7 @@ def _from_patch_input(
     stripped = raw.lstrip()
     if stripped.startswith(("{", "[")):
         try:
-            payload = json.loads(raw)
+            payload = bounded.loads(raw, limit=bounded.MAX_LINE_BYTES, what="a patch")
         except ValueError:
             payload = None
         if isinstance(payload, Mapping):

@@ -24,6 +24,8 @@ from typing import Any
 
 from sandbox_memory.engines.base import ITEM_ID_FIELD
 
+from .. import bounded
+
 REPLAYED_ITEM_TYPE = "memory_replayed_item"
 """Type of the reference that stands for an input item the conversation already recorded (a
 history replayed with ``result.to_input_list()``, see ``rollouts.mark_replayed``): it keeps
@@ -397,7 +399,7 @@ def function_arguments(item: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(raw, str) or not raw.lstrip().startswith("{"):
         return {}
     try:
-        parsed = json.loads(raw)
+        parsed = bounded.loads(raw, limit=bounded.MAX_LINE_BYTES, what="tool arguments")
     except ValueError:
         return {}
     return parsed if isinstance(parsed, dict) else {}

@@ -32,6 +32,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .. import bounded
+
 _LOG = logging.getLogger(__name__)
 
 MAGIC = b"sandbox-memory hyperscan database 1\n"
@@ -79,7 +81,7 @@ def load(hyperscan: Any, key: str, mode: int) -> tuple[Any, dict[str, Any]] | No
         if not raw.startswith(MAGIC):
             raise ValueError("not a database file")
         header_end = raw.index(b"\n", len(MAGIC))
-        header = json.loads(raw[len(MAGIC) : header_end])
+        header = bounded.loads(raw[len(MAGIC) : header_end], limit=bounded.MAX_FIELD_BYTES)
         blob = raw[header_end + 1 :]
         if header.get("key") != key or header.get("sha256") != hashlib.sha256(blob).hexdigest():
             raise ValueError("the file does not hold the database it names")

@@ -5,11 +5,12 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
-import json
 import re
 import string
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from .. import bounded
 
 # Priorities pick the marker kind when detectors flag overlapping text (lower wins).
 _P_EXTRA = 0
@@ -323,7 +324,10 @@ def _is_jwe(token: str) -> bool:
         return False
     head = token.split(".", 1)[0]
     try:
-        decoded = json.loads(base64.urlsafe_b64decode(head + "=" * (-len(head) % 4)).decode())
+        decoded = bounded.loads(
+            base64.urlsafe_b64decode(head + "=" * (-len(head) % 4)).decode(),
+            limit=bounded.MAX_FIELD_BYTES,
+        )
     except (ValueError, UnicodeDecodeError, binascii.Error):
         return False
     return isinstance(decoded, dict) and "enc" in decoded
@@ -342,7 +346,9 @@ def _jwt_header_is_json(token: str) -> bool:
     head = token.split(".", 1)[0]
     try:
         decoded = base64.urlsafe_b64decode(head + "=" * (-len(head) % 4))
-        return isinstance(json.loads(decoded.decode("utf-8")), dict)
+        return isinstance(
+            bounded.loads(decoded.decode("utf-8"), limit=bounded.MAX_FIELD_BYTES), dict
+        )
     except (ValueError, UnicodeDecodeError, binascii.Error):
         return False
 
@@ -357,7 +363,10 @@ def _parts_are_json(token: str) -> bool:
         if len(raw) % 4 == 1:
             return False  # no base64 text has that length
         try:
-            json.loads(base64.urlsafe_b64decode(raw + b"=" * (-len(raw) % 4)).decode("utf-8"))
+            bounded.loads(
+                base64.urlsafe_b64decode(raw + b"=" * (-len(raw) % 4)).decode("utf-8"),
+                limit=bounded.MAX_FIELD_BYTES,
+            )
         except ValueError:  # also bad base64 and bad UTF-8
             return False
     return True

@@ -30,6 +30,8 @@ from .record import Recorder
 from .render import Renderer
 from .state import LayoutState
 
+logger = logging.getLogger("sandbox_memory")
+
 if TYPE_CHECKING:
     from ..redact import Redactor
     from ..store import Lease, Store
@@ -64,6 +66,7 @@ class LayoutRuntime:
             store=self.state.store,
             memories_dir=layout.memories_dir,
             sessions_dir=layout.sessions_dir,
+            line_check=self.state.line_check,
         )
         """The derived full-text index (``search.py``), synced after runs and at close."""
         self.shared: SharedCopy | None = None
@@ -171,6 +174,11 @@ class LayoutRuntime:
 
         if self.shared is not None:
             await self.shared.refresh()
+        try:
+            await self.state.note_memory_md()
+        except Exception as exc:  # noqa: BLE001 - a run is never failed by memory
+            self.state.memory_md_seen = None  # judged against what was rendered instead
+            logger.warning("could not read MEMORY.md at the run's start (%s)", exc_text(exc))
         await self.first_use()
 
     async def first_use(self) -> None:

@@ -8,14 +8,15 @@ made it as their source, before the next render would replace it: in phase 2
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from typing import Any
 
+from .. import bounded
 from ..engines.base import ENTRY_KINDS
+from ..integrity import MEMORY_MD_NOTE
 from ..phase_two import retract, secret_problem, shown_entries
 from ..render import parse_registry
-from ..rollouts import rollout_path
+from ..rollouts import last_item_id, parse_segments, rollout_path
 from ..store import (
     KEY_RE,
     LONG_LIVED_KINDS,
@@ -44,6 +45,8 @@ class LiveEdits:
         self.state = state
         self.as_rendered = False
         """What the last :meth:`memory_md_edited` found: ``MEMORY.md`` is as last rendered."""
+        self.edited_digest = ""
+        """SHA-256 of ``MEMORY.md`` as the last :meth:`memory_md_edited` read it."""
         self.rendered_layout = ""
         """Layout memory's change stamp ``MEMORY.md`` was last rendered from (``""``: not
         known), as :meth:`memory_md_edited` found it in ``store/rendered.json``."""
@@ -60,7 +63,9 @@ class LiveEdits:
         stamp_bytes = await st.store.read_state(f"{st.store.dir}/rendered.json")
         stamp_raw = None if stamp_bytes is None else stamp_bytes.decode("utf-8", "replace")
         try:
-            doc = json.loads(stamp_raw or "{}")
+            doc = bounded.loads(
+                stamp_raw or "{}", limit=bounded.MAX_STATE_BYTES, what="store/rendered.json"
+            )
             rendered = doc.get("memory_md_sha256")
             layout_stamp = doc.get("layout_stamp")
         except (ValueError, AttributeError):
@@ -68,7 +73,8 @@ class LiveEdits:
         self.rendered_layout = layout_stamp if isinstance(layout_stamp, str) else ""
         if rendered is None:
             return None
-        if hashlib.sha256(raw).hexdigest() == rendered:
+        self.edited_digest = hashlib.sha256(raw).hexdigest()
+        if self.edited_digest == rendered:
             self.as_rendered = True
             return None
         return raw.decode("utf-8", errors="replace")
@@ -118,7 +124,7 @@ class LiveEdits:
         if self.rendered_layout:
             _, since = await st.store.layout_changes(self.rendered_layout)
             moved = since or set()
-        source = await self.source()
+        source = await self.source(self.edited_digest)
         cause: Cause = "live_update" if source.conversation != "person" else "person"
         keys: list[str] = []
         stamp = now_ms()
@@ -221,30 +227,34 @@ class LiveEdits:
                 LogRecord(version=layout.version, at=stamp, cause=cause, scope="layout", keys=keys)
             )
 
-    async def source(self) -> Source:
-        """The recorded item that edited MEMORY.md (newest), else a person's hand edit."""
+    async def source(self, digest: str) -> Source:
+        """Who made ``MEMORY.md`` what it is now (``digest``, its SHA-256): the run whose sealed
+        line names that content (:data:`~sandbox_memory.integrity.MEMORY_MD_NOTE`: the file
+        changed while that run was live, by any tool), else a person.
+
+        Not a search of tool arguments for the file's name: ``apply_patch`` keeps the path in
+        its ``input``, a shell reaches the file through a glob or a variable. The host compares
+        the file's bytes at a run's start and end; only a change no run's end saw can be a
+        person's. A line the agent wrote carries no valid seal and is never read here.
+        """
 
         st = self.state
         progress = await st.store.list_progress()
         for rid in await self.pending_or_recent(progress):
             path = rollout_path(st.layout.sessions_dir, rid)
             size = await st.ws.size(path) or 0
-            data = await st.ws.read_range(
-                path, max(0, size - LIVE_EDIT_TAIL_BYTES), LIVE_EDIT_TAIL_BYTES
-            )
+            start = max(0, size - LIVE_EDIT_TAIL_BYTES)
+            data = await st.ws.read_range(path, start, LIVE_EDIT_TAIL_BYTES)
             if not data:
                 continue
-            for line in reversed(data.splitlines()[-20:]):
-                try:
-                    seg = json.loads(line)
-                except ValueError:
-                    continue
-                for item in reversed(seg.get("generated_items") or []):
-                    if not isinstance(item, dict):
-                        continue
-                    blob = json.dumps(item.get("arguments") or item.get("action") or "")
-                    if "MEMORY.md" in blob and item.get("memory_item_id"):
-                        return Source(conversation=rid, item=str(item["memory_item_id"]))
+            if start:
+                data = data[data.find(b"\n") + 1 :]  # from the first whole line
+            parsed = parse_segments(data, start_offset=start, check=st.line_check(rid))
+            for seg in reversed(parsed.segments):
+                if seg.get(MEMORY_MD_NOTE) == digest:
+                    item = last_item_id([seg])
+                    if item is not None:
+                        return Source(conversation=rid, item=item)
         return Source(conversation="person", item=f"MEMORY.md@{now_ms()}")
 
     async def pending_or_recent(self, progress: dict[str, RolloutProgress]) -> list[str]:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import spans
 from ..datapolicy import exc_text
+from ..integrity import MEMORY_MD_NOTE
 from ..offload import Recording
 from ..phase_one import note_items, parse_item_notes
 from ..rollouts import read_new_segments, rollout_path, safe_rollout_id
@@ -59,6 +60,7 @@ class Recorder:
             settings=st.redaction_settings,
         )
         await recording.build()
+        notes = await self.live_edit_notes()
         try:
             if per_run_id:
                 joined = await self.conversation_for(recording.fingerprint)
@@ -66,7 +68,7 @@ class Recorder:
                     rid = joined
             async with st.session_file_lock(rid):
                 known = await self.recorded_items(rid)
-                line, replayed, digests, fp = await recording.finish(rid, known)
+                line, replayed, digests, fp = await recording.finish(rid, known, st.seal, notes)
                 redacted = st.redactor.total - before
                 spans.note(bytes=len(line), redacted=redacted, replayed_items=replayed)
                 if redacted:
@@ -104,6 +106,27 @@ class Recorder:
         st.bump()
         return rid
 
+    async def live_edit_notes(self) -> dict[str, str] | None:
+        """The note of a run that changed ``MEMORY.md`` while it was live (see
+        :data:`~sandbox_memory.integrity.MEMORY_MD_NOTE`), ``None`` for a run that did not.
+
+        The file is compared with what this process saw at the run's start
+        (:meth:`LayoutState.note_memory_md`, from the capability's first turn) or at the
+        previous run's end: any change in between is the run's, whichever tool made it and
+        however it spelled the path. A run recorded without a start seen (the public route,
+        a bare ``record``) costs no read and carries no note.
+        """
+
+        st = self.state
+        before = st.memory_md_seen
+        if before is None:
+            return None
+        now = await st.memory_md_digest()
+        st.memory_md_seen = now
+        if now is None or now == before:
+            return None
+        return {MEMORY_MD_NOTE: now}
+
     async def recorded_items(self, rid: str) -> dict[str, list[str]]:
         """Digest -> ids of the items conversation ``rid`` recorded (for replay recognition).
 
@@ -132,7 +155,12 @@ class Recorder:
             for digest, item_id in parse_item_notes(raw):
                 known.setdefault(digest, []).append(item_id)
         parsed = await read_new_segments(
-            st.ws, path, offset=0 if raw is None else offset, digests=True, segments=False
+            st.ws,
+            path,
+            offset=0 if raw is None else offset,
+            check=st.line_check(rid),
+            digests=True,
+            segments=False,
         )
         if parsed is not None:
             for digest, item_id in parsed.item_digests:

@@ -18,6 +18,7 @@ import json
 import logging
 from collections.abc import Iterable, Mapping
 
+from .. import bounded
 from ..phase_two import select_rollouts
 from ..render import (
     LayoutRendering,
@@ -131,7 +132,11 @@ class Renderer:
 
     async def _stamp(self) -> dict[str, object]:
         try:
-            stamp = json.loads(await self.state.store.read_state(self.stamp_path) or b"{}")
+            stamp = bounded.loads(
+                await self.state.store.read_state(self.stamp_path) or b"{}",
+                limit=bounded.MAX_STATE_BYTES,
+                what=self.stamp_path,
+            )
         except ValueError:
             stamp = {}
         return stamp if isinstance(stamp, dict) else {}
@@ -140,7 +145,11 @@ class Renderer:
         if self._skills is None:
             found: dict[str, str] = {}
             try:
-                doc = json.loads(await self.state.store.read_state(self.skills_path) or b"null")
+                doc = bounded.loads(
+                    await self.state.store.read_state(self.skills_path) or b"null",
+                    limit=bounded.MAX_STATE_BYTES,
+                    what=self.skills_path,
+                )
             except ValueError:
                 doc = None
             if isinstance(doc, dict):
@@ -295,6 +304,7 @@ class Renderer:
         }
         if stamp != stamp_doc:
             await store.write_state(self.stamp_path, json.dumps(stamp_doc).encode())
+        self.state.memory_md_seen = memory_digest  # a run's change is judged from here on
 
     async def _raw_memories(self, refs: list[RolloutRef]) -> str:
         """``raw_memories.md``: each selected rollout's notes, read again only when phase 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING
 
@@ -19,7 +20,9 @@ from ..config import (
     MemoryReadConfig,
 )
 from ..engines.base import ExtractionEngine
+from ..integrity import SegmentSeal, host_keys
 from ..offload import RedactionSettings
+from ..rollouts import LineCheck
 from ..store import CopyRetraction, Entry, Lease, RolloutProgress, Store
 from ..workspace import Workspace
 from .engine import resolve_engine
@@ -47,6 +50,7 @@ class LayoutState:
         self.read = read
         self.store = Store(workspace, layout.memories_dir, layout.sessions_dir)
         self.store.redactor_source = lambda: self.redactor
+        self.store.line_check = self.line_check
         self.store.retract_copies = self._retract_copies
         self._redactor: Redactor | None = None
         self.redaction_settings: RedactionSettings | None = None
@@ -66,6 +70,10 @@ class LayoutState:
         self._file_locks: dict[str, asyncio.Lock] = {}
         self.generation = 0
         """Bumped on every change made through this runtime: keys the read cache."""
+        self._seal: SegmentSeal | None = None
+        self.memory_md_seen: str | None = None
+        """SHA-256 of ``MEMORY.md`` as this process last saw it: at a run's start, at a run's
+        end, after a render (``None``: not seen; what was rendered is the baseline)."""
 
     async def _retract_copies(self, entry: Entry, copy: CopyRetraction) -> None:
         """A Forget's commit: the layout entry's copies in conversations go with it."""
@@ -100,6 +108,36 @@ class LayoutState:
             self._redactor = settings.build()
             self.redaction_settings = settings
         return self._redactor
+
+    @property
+    def seal(self) -> SegmentSeal:
+        """Seals the lines this runtime records and verifies the lines it reads (the host's
+        key, :func:`~sandbox_memory.integrity.host_keys`); made on first use."""
+
+        if self._seal is None:
+            self._seal = SegmentSeal(host_keys())
+        return self._seal
+
+    @seal.setter
+    def seal(self, value: SegmentSeal) -> None:
+        self._seal = value
+
+    async def memory_md_digest(self) -> str | None:
+        """SHA-256 of ``MEMORY.md`` now (``None``: no file)."""
+
+        raw = await self.ws.read_bytes(f"{self.layout.memories_dir}/MEMORY.md")
+        return None if raw is None else hashlib.sha256(raw).hexdigest()
+
+    async def note_memory_md(self) -> None:
+        """A run starts: what ``MEMORY.md`` holds now is the baseline its changes are judged
+        against (an edit before it is not the run's)."""
+
+        self.memory_md_seen = await self.memory_md_digest()
+
+    def line_check(self, rollout_id: str) -> LineCheck:
+        """How the lines of ``rollout_id``'s file are checked when read."""
+
+        return LineCheck(self.seal, rollout_id)
 
     @property
     def has_engine_object(self) -> bool:

@@ -35,6 +35,7 @@ import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from typing import TYPE_CHECKING, Any
 
+from .. import bounded
 from ..datapolicy import exc_text
 from ..errors import MemoryConflict, MemoryLockTimeout, MemoryStoreUnavailable
 from ..rollouts import rollout_path
@@ -114,7 +115,7 @@ def _note_rollout(rel: str) -> str:
 
 def _segment_id(line: bytes) -> str | None:
     try:
-        value = json.loads(line)
+        value = bounded.loads(line, limit=bounded.MAX_LINE_BYTES, what="a session line")
     except ValueError:
         return None
     sid = value.get("segment_id") if isinstance(value, dict) else None
@@ -158,7 +159,11 @@ class SharedCopy:
     async def _base(self) -> dict[str, Any]:
         raw = await self.rt.ws.read_bytes(self.state_path)
         try:
-            data = json.loads(raw) if raw else {}
+            data = (
+                bounded.loads(raw, limit=bounded.MAX_STATE_BYTES, what=self.state_path)
+                if raw
+                else {}
+            )
         except ValueError:
             data = {}
         if not isinstance(data, dict) or data.get("namespace") != self.store.namespace:
