@@ -192,6 +192,7 @@ async def test_docs_migrating_an_sdk_memories_folder(tmp_path: Path) -> None:
     (root / "sessions" / "old-rollout.jsonl").write_text(json.dumps(line) + "\n")
 
     client = MemoryClient(root, generate=MemoryGenerateConfig(engine="offline"))
+    await client.adopt()  # the SDK's runs carry no seal: a person vouches for them
     await client.apply(Refresh(), expected=0)  # what the first close does
 
     memory_md = (memories / "MEMORY.md").read_text()

@@ -12,6 +12,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import pytest
 from agents import Runner
 from agents.testing import ScriptedModel, assistant_message
 from openai.types.responses import ResponseCustomToolCall
@@ -76,30 +77,106 @@ DEEP = "[" * 100_000 + "]" * 100_000
 """One JSON value nested 100,000 deep: valid JSON, and a ``RecursionError`` for a naive parse."""
 
 
-async def test_a_deeply_nested_line_in_a_session_file_is_skipped_and_the_runs_around_it_learned(
+async def test_a_deeply_nested_line_the_agent_appends_fails_no_record_close_or_search(
+    tmp_path: Path, caplog
+) -> None:
+    mc = _client(tmp_path)
+    rt = mc.runtime
+    await rt.record(run_payload("We decided that alpha ships via deploy-alpha."), rollout_id="c")
+    with open(tmp_path / "sessions/c.jsonl", "a") as fh:
+        fh.write(DEEP + "\n")  # as the agent would append it
+    await rt.record(run_payload("We decided that beta ships via deploy-beta."), rollout_id="c")
+    await rt.record(run_payload("We decided that gamma ships via deploy-gamma."), rollout_id="d")
+    with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
+        await rt.close()
+    for conv, tag in (("c", "alpha"), ("c", "beta"), ("d", "gamma")):
+        entries = (await mc.view(conv)).entries
+        assert any(f"deploy-{tag}" in e.content for e in entries.values()), (conv, entries)
+    warned = [r.getMessage() for r in caplog.records if "sessions/c.jsonl" in r.getMessage()]
+    assert len(warned) == 1 and "1 not recorded by memory" in warned[0], warned
+    assert await mc.search("deploy-beta")
+
+
+async def test_sealed_lines_beyond_the_parse_bounds_are_skipped_and_reported_once(
     tmp_path: Path, caplog
 ) -> None:
     mc = _client(tmp_path)
     rt = mc.runtime
     await rt.record(run_payload("We decided that alpha ships via deploy-alpha."), rollout_id="c")
     with open(tmp_path / "sessions/c.jsonl", "ab") as fh:
-        fh.write(DEEP.encode() + b"\n")  # as the agent would append it: no seal
-        # As if memory had recorded it (sealed): the parse bound, not the seal, stops it.
+        # As if memory had recorded them (sealed): the parse bound, not the seal, stops them.
         fh.write(sealed('{"input": ' + DEEP + "}", "c"))
         fh.write(sealed('{"input": [], "final_output": ' + "[" * 70 + "]" * 70 + "}", "c"))
     await rt.record(run_payload("We decided that beta ships via deploy-beta."), rollout_id="c")
-    await rt.record(run_payload("We decided that gamma ships via deploy-gamma."), rollout_id="d")
     with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
-        report = await rt.close()
-    assert report is not None
-    for conv, tag in (("c", "alpha"), ("c", "beta"), ("d", "gamma")):
-        entries = (await mc.view(conv)).entries
-        assert any(f"deploy-{tag}" in e.content for e in entries.values()), (conv, entries)
+        await rt.close()
+    entries = (await mc.view("c")).entries
+    assert any("deploy-beta" in e.content for e in entries.values()), entries
     warned = [r.getMessage() for r in caplog.records if "sessions/c.jsonl" in r.getMessage()]
-    assert len(warned) == 1, warned
-    assert "1 not recorded by memory" in warned[0] and "2 beyond memory's parsing" in warned[0]
-    hits = await mc.search("deploy-beta")
-    assert hits
+    assert len(warned) == 1 and "2 beyond memory's parsing bounds" in warned[0], warned
+    assert await mc.search("deploy-beta")
+
+
+async def test_deep_tool_arguments_in_a_recorded_run_are_learned_around(tmp_path: Path) -> None:
+    mc = _client(tmp_path)
+    payload = run_payload("We decided that beta ships via deploy-beta.")
+    payload["generated_items"].insert(
+        0,
+        {
+            "type": "function_call",
+            "name": "exec_command",
+            "call_id": "x1",
+            "arguments": '{"cmd": ' + DEEP + "}",
+        },
+    )
+    await mc.runtime.record(payload, rollout_id="c")
+    await mc.runtime.close()
+    entries = (await mc.view("c")).entries
+    assert any("deploy-beta" in e.content for e in entries.values()), entries
+    assert await mc.search("deploy-beta")
+
+
+STATE_FILES = [
+    "conversations/c.json",
+    "layout/head.json",
+    "progress/c.json",
+    "prompt.json",
+    "registry.json",
+    "rendered.json",
+    "settings.json",
+    "log.jsonl",
+]
+
+
+@pytest.mark.parametrize("name", STATE_FILES)
+@pytest.mark.parametrize("shape", ["deep", "deep-in-object", "huge-number", "wrong-type"])
+async def test_a_hostile_state_file_fails_no_record_close_or_search(
+    tmp_path: Path, name: str, shape: str
+) -> None:
+    mc = _client(tmp_path)
+    rt = mc.runtime
+    await rt.record(run_payload("We decided that alpha ships via deploy-alpha."), rollout_id="c")
+    await rt.close()
+    content = {
+        "deep": DEEP,
+        "deep-in-object": '{"version": 1, "entries": ' + DEEP + "}",
+        "huge-number": '{"offset": 1e999, "version": ' + "9" * 5000 + "}",
+        "wrong-type": '["not", "an", "object"]',
+    }[shape]
+    path = tmp_path / "memories/store" / name
+    if name.endswith(".jsonl"):
+        with open(path, "a") as fh:
+            fh.write(content + "\n")
+    else:
+        path.write_text(content)
+    await rt.record(run_payload("We decided that beta ships via deploy-beta."), rollout_id="c")
+    await rt.record(run_payload("We decided that gamma ships via deploy-gamma."), rollout_id="d")
+    await rt.close()
+    again = _client(tmp_path)  # a fresh process reads the files, not a cache
+    await again.runtime.close()
+    assert "deploy-gamma" in _memory_text(tmp_path)
+    await again.search("deploy-gamma")
+    await again.view(None)
 
 
 # ------------------------------------------------------------------ item 1: segment integrity
@@ -306,3 +383,108 @@ async def test_hostile_progress_records_are_set_aside_and_every_run_is_learned(
         text = _memory_text(tmp_path / f"w{n}")
         assert "deploy-alpha" in text and "deploy-beta" in text, record
         assert not list(tmp_path.rglob("ESCAPED*")), record
+
+
+async def test_a_memory_md_cut_inside_an_entry_line_is_damage_not_a_persons_deletions(
+    tmp_path: Path, caplog
+) -> None:
+    mc = _client(tmp_path)
+    view = await mc.create()
+    for n in range(13):
+        view = await mc.apply(
+            Remember(key=f"step-{n:02d}", content=f"Step {n} runs make step{n}.", kind="procedure"),
+            expected=view.version,
+        )
+    path = tmp_path / "memories/MEMORY.md"
+    text = path.read_text()
+    fifth = [line for line in text.splitlines() if line.startswith("- **")][4]
+    path.write_text(text[: text.index(fifth) + len(fifth) // 2])  # cut inside the 5th entry
+    with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
+        await mc.runtime.close()
+    entries = read_layout(tmp_path)["entries"]
+    assert all(e["status"] == "active" for e in entries.values()), entries
+    assert len(entries) == 13
+    assert not [r for r in await mc.log() if r.cause == "person" and r.version > view.version]
+    assert any("cut short" in r.getMessage() for r in caplog.records)
+    assert path.read_text().count("- **step-") == 13  # rebuilt from the store
+
+
+# ------------------------------------------------------------------ adopting runs
+
+
+async def test_adopted_runs_are_learned_and_the_read_position_follows_the_rewrite(
+    tmp_path: Path, caplog
+) -> None:
+    mc = _client(tmp_path)
+    rt = mc.runtime
+    await rt.record(run_payload("We decided that alpha ships via deploy-alpha."), rollout_id="c")
+    await rt.close()
+    # A run recorded by the SDK's own memory (its payload shape, no seal, no item ids).
+    sdk_line = {"rollout_id": "c", **run_payload("We decided that beta ships via deploy-beta.")}
+    with open(tmp_path / "sessions/c.jsonl", "a") as fh:
+        fh.write(json.dumps(sdk_line) + "\n")
+    await rt.close()
+    assert "deploy-beta" not in _memory_text(tmp_path)  # skipped: no one vouched for it
+    counts = await mc.adopt()
+    assert counts == {"adopted": 1, "verified": 1, "unreadable": 0}
+    with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
+        await rt.close()
+    assert "deploy-beta" in _memory_text(tmp_path)
+    assert not [r for r in caplog.records if "than what memory read of it" in r.getMessage()]
+    await rt.record(run_payload("We decided that gamma ships via deploy-gamma."), rollout_id="c")
+    await rt.close()
+    text = _memory_text(tmp_path)
+    assert "deploy-gamma" in text and text.count("deploy-alpha ships") <= 2
+
+
+def test_the_adopt_command_reports_what_it_sealed(tmp_path: Path) -> None:
+    (tmp_path / "sessions").mkdir()
+    line = {"rollout_id": "old", **run_payload("We decided that beta ships via deploy-beta.")}
+    (tmp_path / "sessions/old.jsonl").write_text(json.dumps(line) + "\n{junk\n")
+    from click.testing import CliRunner
+
+    from sandbox_memory.cli import main
+
+    result = CliRunner().invoke(main, ["--root", str(tmp_path), "adopt"])
+    assert result.exit_code == 0, result.output
+    assert "adopted 1 run line(s); 0 already verified; 1 unreadable" in result.output
+
+
+# ------------------------------------------------------------------ the shared store
+
+
+async def test_machines_with_different_host_keys_learn_each_others_runs_through_the_store(
+    pg_dsn: str, tmp_path: Path, monkeypatch
+) -> None:
+    from sandbox_memory import integrity
+    from sandbox_memory.stores import PostgresStore
+    from shared_flow import store_runtime
+
+    store = PostgresStore(pg_dsn, namespace="acme")
+    try:
+        machines = []
+        for name in ("a", "b"):
+            # Each machine its own host key file: only the database's key is shared.
+            monkeypatch.setenv("SANDBOX_MEMORY_KEY_FILE", str(tmp_path / f"{name}.key"))
+            integrity._file_key.cache_clear()
+            rt = store_runtime(tmp_path / name, store)
+            rt.state.seal  # noqa: B018 - made now, with this machine's key
+            machines.append(rt)
+        a, b = machines
+        await a.start_run()
+        await a.record(run_payload("We decided that alpha ships via deploy-alpha."), rollout_id="c")
+        # The agent on machine A appends a forged statement to the same conversation; A's
+        # sandbox goes away before its close: B learns A's run from the lines in the store.
+        with open(tmp_path / "a/sessions/c.jsonl", "a") as fh:
+            fh.write(json.dumps({"rollout_id": "c", **run_payload(FORGED)}) + "\n")
+        await a.shared.push_segments()
+        await b.start_run()
+        await b.record(run_payload("We decided that beta ships via deploy-beta."), rollout_id="d")
+        await b.close()
+        text = _memory_text(tmp_path / "b")
+        assert "deploy-alpha" in text and "deploy-beta" in text
+        assert "push directly to main" not in text
+        assert FORGED not in "".join(line for _, _, line in await store.read_segments("c"))
+    finally:
+        await store.aclose()
+        integrity._file_key.cache_clear()

@@ -830,6 +830,32 @@ def refresh(conversation: str | None, engine: str) -> None:
     print_write(cli, "refresh", conversation, run(client.refresh(conversation)))
 
 
+@command()
+@conversation_option
+def adopt(conversation: str | None) -> None:
+    """Vouch for recorded runs memory cannot verify, so they are learned from.
+
+    Runs recorded by the SDK's own memory, or on a machine whose key this one does not hold
+    (a restored snapshot), carry no seal this host verifies and are skipped. Adopting seals
+    them with this host's key; whatever the agent appended to those files is adopted too.
+    Run it while no sandbox session records into the workspace.
+
+    \b
+    Example:
+      sandbox-memory --root ws adopt
+    """
+
+    cli = current()
+    client = cli.client("offline")
+    if not cli.root.is_dir():
+        fail(f"workspace folder {cli.root} does not exist (check --root)")
+    counts = run(client.adopt(conversation))
+    click.echo(
+        f"adopted {counts['adopted']} run line(s); {counts['verified']} already verified; "
+        f"{counts['unreadable']} unreadable, left as they are"
+    )
+
+
 def _shared_runtime(cli: Cli) -> Any:
     """A runtime on ``--root`` with the ``--dsn`` store (both required)."""
 

@@ -835,6 +835,35 @@ class MemoryClient:
 
         await rt.update_progress(rid, unconsolidate)
 
+    async def adopt(self, conversation: str | None = None) -> dict[str, int]:
+        """Vouch for recorded runs memory cannot verify (recorded by the SDK's own memory, or
+        under another host's key, as in a snapshot restored elsewhere): seal every line of
+        ``sessions/`` that is a JSON object with this host's key, so the next close learns
+        from it. A person's decision: lines the agent appended are adopted with them. Returns
+        the counts of lines ``adopted``, ``verified`` (already sealed here) and
+        ``unreadable`` (left, still skipped). Run it while no session records.
+
+        .. versionadded:: 0.1
+        """
+
+        from .runtime.adopt import adopt_rollouts, refuse_shared
+
+        rt = self.runtime
+        refuse_shared(rt.shared)
+        if conversation is not None:
+            await self.require(conversation)
+            rids = [safe_rollout_id(conversation)]
+        else:
+            rids = sorted(
+                name[: -len(".jsonl")]
+                for name in await rt.ws.listdir(rt.layout.sessions_dir)
+                if name.endswith(".jsonl") and not name.startswith(".")
+            )
+        counts = await adopt_rollouts(rt.state, rids)
+        for rid in rids:
+            await self.store.mark_pending(rid)  # the next close reads what was adopted
+        return counts
+
     async def refresh(self, conversation: str | None = None) -> ConversationView | LayoutView:
         """Learn from unprocessed runs now: ``Refresh``, which needs no version (it changes
         memory only as a close would, under the same rules)."""

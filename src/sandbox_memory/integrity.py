@@ -20,7 +20,8 @@ outside every workspace (``$SANDBOX_MEMORY_KEY_FILE``, else
 segment.key``), made on first use, mode 0600. The host process is the one that runs
 ``Runner.run`` (the local sandbox, the session API) or the command line; the sandbox only sees
 the workspace. With the PostgreSQL shared store every machine must verify every other
-machine's lines, so they share the key through ``$SANDBOX_MEMORY_SEGMENT_KEY`` (docs/sharing.md).
+machine's lines: the namespace's key lives in the database (``PostgresStore.segment_key``),
+read by every process holding the DSN, and seals from the first contact with the store on.
 """
 
 from __future__ import annotations

@@ -47,6 +47,8 @@ class LiveEdits:
         """What the last :meth:`memory_md_edited` found: ``MEMORY.md`` is as last rendered."""
         self.edited_digest = ""
         """SHA-256 of ``MEMORY.md`` as the last :meth:`memory_md_edited` read it."""
+        self.rendered_tail = ""
+        """The last line of ``MEMORY.md`` as last rendered (``""``: not known)."""
         self.rendered_layout = ""
         """Layout memory's change stamp ``MEMORY.md`` was last rendered from (``""``: not
         known), as :meth:`memory_md_edited` found it in ``store/rendered.json``."""
@@ -68,9 +70,11 @@ class LiveEdits:
             )
             rendered = doc.get("memory_md_sha256")
             layout_stamp = doc.get("layout_stamp")
+            tail = doc.get("memory_md_tail")
         except (ValueError, AttributeError):
-            rendered = layout_stamp = None
+            rendered = layout_stamp = tail = None
         self.rendered_layout = layout_stamp if isinstance(layout_stamp, str) else ""
+        self.rendered_tail = tail if isinstance(tail, str) else ""
         if rendered is None:
             return None
         self.edited_digest = hashlib.sha256(raw).hexdigest()
@@ -101,8 +105,19 @@ class LiveEdits:
             return
         await layout.load_all()  # every line is compared with what was rendered
         parsed = parse_registry(current)
+        why = None
         if not parsed and current.strip():
             # Edited into something without a single entry line: nonsense, not an edit.
+            why = "was edited into text without entry lines"
+        elif (
+            self.rendered_tail and not current.endswith("\n") and self.rendered_tail not in current
+        ):
+            # It ends inside a line and its last rendered line is gone (truncated, a disk
+            # full, a copy cut short): the lines after the cut are damage, not a person's
+            # deletions, and the cut line is no new content. (Memory writes whole lines; a
+            # cut exactly at a line's end is not told from deleted lines.)
+            why = "was cut short (it ends inside a line, its last rendered line gone)"
+        if why is not None:
             aside = f"{st.store.dir}/MEMORY.md.broken-{now_ms()}"
             raw = await st.ws.read_bytes(f"{mdir}/MEMORY.md")
             from ..redact import redact_bytes  # imported on first use, like the redactor
@@ -110,9 +125,9 @@ class LiveEdits:
             kept = redact_bytes(raw if raw is not None else current.encode(), st.redactor)
             await st.ws.write_atomic(aside, kept)
             logger.warning(
-                "%s/MEMORY.md was edited into text without entry lines; kept as %s and "
-                "rebuilt from the store",
+                "%s/MEMORY.md %s; kept as %s and rebuilt from the store, no entry changed",
                 mdir,
+                why,
                 aside,
             )
             return

@@ -68,6 +68,18 @@ def prompt_index(entries: list[Entry], *, budget: int) -> str:
 DIGEST_CHUNK_BYTES = 1 << 20
 
 
+MEMORY_MD_TAIL_CHARS = 200
+"""Characters of ``MEMORY.md``'s last rendered line kept in ``store/rendered.json``: a file
+that no longer holds it was cut short (:mod:`.live_edits`)."""
+
+
+def last_line(data: bytes) -> str:
+    """The last non-empty line of rendered ``data``, at most :data:`MEMORY_MD_TAIL_CHARS`."""
+
+    lines = data.rstrip(b"\n").rsplit(b"\n", 1)
+    return lines[-1].decode("utf-8", "replace")[-MEMORY_MD_TAIL_CHARS:]
+
+
 async def _file_digest(ws: Workspace, path: str, size: int) -> str | None:
     """SHA-256 of a file read in chunks; ``None`` when it is missing or not ``size`` bytes."""
 
@@ -264,6 +276,7 @@ class Renderer:
         # time (never a second copy of it in memory).
         memory_md = self.model.memory_md(refs).encode("utf-8")
         memory_digest = hashlib.sha256(memory_md).hexdigest()
+        memory_tail = last_line(memory_md)
         path = f"{mdir}/MEMORY.md"
         if checked:
             # This phase 2's live-edit check found MEMORY.md as last rendered: it differs from
@@ -298,6 +311,7 @@ class Renderer:
         await put("store/prompt.json", self.model.prompt_index(2 * budget, entries))
         stamp_doc = {
             "memory_md_sha256": memory_digest,
+            "memory_md_tail": memory_tail,
             "layout_stamp": layout_stamp,
             "files": new,
             "inputs": inputs,

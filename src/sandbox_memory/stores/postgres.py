@@ -220,6 +220,16 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX sbm_removed_version_idx ON sbm_removed (namespace, scope, version);
     """,
+    # 4: the key that seals recorded runs (``integrity.py``), one per namespace: every machine
+    # sharing the namespace verifies the runs the others recorded. Made by the first reader.
+    """
+    CREATE TABLE sbm_keys (
+        namespace text NOT NULL,
+        name text NOT NULL,
+        key bytea NOT NULL,
+        PRIMARY KEY (namespace, name)
+    );
+    """,
 ]
 """Migration ``i`` takes the schema from version ``i`` to ``i + 1``; never edit a released one."""
 
@@ -325,6 +335,7 @@ class PostgresStore:
         self._conn: psycopg.AsyncConnection[Any] | None = None
         self._lock: asyncio.Lock | None = None
         self._lock_loop: asyncio.AbstractEventLoop | None = None
+        self._segment_key: bytes | None = None
 
     @property
     def dsn(self) -> str:
@@ -1001,6 +1012,32 @@ class PostgresStore:
                 (self.namespace, rollout_id, n, segment_id, line),
             )
         return n
+
+    async def segment_key(self) -> bytes:
+        """The namespace's key for sealing recorded runs (made once, by the first caller).
+
+        Read by every process holding the DSN, never written to a workspace: a sandbox that
+        does not hold the DSN cannot seal a line (see ``integrity.py``).
+        """
+
+        if self._segment_key is not None:
+            return self._segment_key
+        fresh = secrets.token_hex(32).encode()
+        async with self._tx("reading the segment key") as conn:
+            await conn.execute(
+                "INSERT INTO sbm_keys (namespace, name, key) VALUES (%s, 'segment', %s) "
+                "ON CONFLICT (namespace, name) DO NOTHING",
+                (self.namespace, fresh),
+            )
+            row = await (
+                await conn.execute(
+                    "SELECT key FROM sbm_keys WHERE namespace = %s AND name = 'segment'",
+                    (self.namespace,),
+                )
+            ).fetchone()
+        assert row is not None
+        self._segment_key = bytes(row[0])
+        return self._segment_key
 
     async def segment_ids(self, rollout_id: str) -> list[str]:
         """The stored segments' ids of one rollout, in number order."""

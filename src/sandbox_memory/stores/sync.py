@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from .. import bounded
 from ..datapolicy import exc_text
 from ..errors import MemoryConflict, MemoryLockTimeout, MemoryStoreUnavailable
+from ..integrity import SegmentSeal, host_keys
 from ..rollouts import rollout_path
 from ..store import (
     SHARED_COPY_FILE,
@@ -132,6 +133,8 @@ class SharedCopy:
         self.state_path = f"{runtime.store.dir}/{STATE_FILE}"
         self.offline = False
         """The store did not answer last time; logged once per outage."""
+        self._keyed = False
+        """Whether the namespace's segment key is in use (see :meth:`use_store_key`)."""
         self._session_lock = asyncio.Lock()
         self.holder = f"{os.uname().nodename}:{os.getpid()}:{secrets.token_hex(4)}"
         """Who this copy is in the store's claims."""
@@ -275,6 +278,17 @@ class SharedCopy:
             return False
         self._came_back()
         return changed
+
+    async def use_store_key(self) -> None:
+        """Seal and verify with the namespace's key (:meth:`PostgresStore.segment_key`), so
+        every machine sharing the store verifies the runs the others recorded; this host's
+        own key still verifies what was recorded before the store was first reached."""
+
+        if self._keyed:
+            return
+        key = await self.store.segment_key()
+        self.rt.state.seal = SegmentSeal([key, *host_keys()])
+        self._keyed = True
 
     async def after_record(self, rollout_id: str, segment: dict[str, Any], line: bytes) -> None:
         """Send one recorded segment; an unreachable store leaves it in the file for later."""
@@ -439,8 +453,13 @@ class SharedCopy:
     # ------------------------------------------------------------ segments
 
     async def push_segments(self) -> int:
-        """Send every recorded segment of the copy the store may not have; how many were sent."""
+        """Send every recorded segment of the copy the store may not have; how many were sent.
 
+        Only lines memory recorded (a valid seal) are sent: a line the agent wrote stays in
+        its sandbox's file, skipped there, and never reaches another machine.
+        """
+
+        await self.use_store_key()
         base = await self._base()
         sdir = self.rt.layout.sessions_dir
         sent = 0
@@ -454,7 +473,10 @@ class SharedCopy:
             if size <= offset:
                 continue
             data = await self.rt.ws.read_range(path, offset, size - offset) or b""
+            check = self.rt.state.line_check(rid)
             for line in _lines_with_ends(data):
+                if not check.seal.verify(line.rstrip(b"\n"), rid):
+                    continue
                 sid = _segment_id(line)
                 if sid is not None:
                     await self.store.append_segment(rid, sid, line.decode("utf-8"))
