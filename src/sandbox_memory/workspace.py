@@ -23,6 +23,7 @@ import abc
 import asyncio
 import errno
 import fcntl
+import hashlib
 import io
 import json
 import logging
@@ -117,6 +118,12 @@ class Workspace(abc.ABC):
     @abc.abstractmethod
     async def size(self, path: str) -> int | None:
         """Size in bytes, or ``None`` when the file does not exist."""
+
+    async def sha256(self, path: str) -> str | None:
+        """SHA-256 (hex) of a file's bytes, or ``None`` when it does not exist."""
+
+        data = await self.read_bytes(path)
+        return None if data is None else hashlib.sha256(data).hexdigest()
 
     async def sizes_of(self, paths: list[str]) -> list[int | None]:
         """:meth:`size` of each path, in order (one command through a session)."""

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING
 
@@ -125,8 +124,7 @@ class LayoutState:
     async def memory_md_digest(self) -> str | None:
         """SHA-256 of ``MEMORY.md`` now (``None``: no file)."""
 
-        raw = await self.ws.read_bytes(f"{self.layout.memories_dir}/MEMORY.md")
-        return None if raw is None else hashlib.sha256(raw).hexdigest()
+        return await self.ws.sha256(f"{self.layout.memories_dir}/MEMORY.md")
 
     async def note_memory_md(self) -> None:
         """A run starts: what ``MEMORY.md`` holds now is the baseline its changes are judged
