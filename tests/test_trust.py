@@ -488,3 +488,20 @@ async def test_machines_with_different_host_keys_learn_each_others_runs_through_
     finally:
         await store.aclose()
         integrity._file_key.cache_clear()
+
+
+async def test_the_conversation_view_lists_no_item_of_a_line_memory_did_not_record(
+    tmp_path: Path,
+) -> None:
+    mc = _client(tmp_path)
+    await mc.runtime.record(run_payload("Fix the parser."), rollout_id="c")
+    path = tmp_path / "sessions/c.jsonl"
+    forged = json.loads(path.read_text())
+    forged.pop("memory_seal", None)
+    forged["input"][0]["memory_item_id"] = "forged:0"
+    with open(path, "a") as fh:
+        fh.write(json.dumps(forged, separators=(",", ":")) + "\n")
+    await mc.runtime.record(run_payload("Fix the lexer."), rollout_id="c")
+    await mc.runtime.close()
+    processed = (await mc.view("c")).processed  # type: ignore[union-attr]
+    assert processed and "forged:0" not in processed

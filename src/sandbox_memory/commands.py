@@ -21,7 +21,7 @@ from .config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
 from .engines.base import ITEM_ID_FIELD, EntryKind
 from .errors import MemoryConfigError, MemoryConflict, MemoryNotFound, MemoryStoreUnavailable
 from .phase_two import key_problem, retract, secret_problem
-from .rollouts import append_segment, build_segment, rollout_path, safe_rollout_id
+from .rollouts import LineCheck, append_segment, build_segment, rollout_path, safe_rollout_id
 from .runtime import LayoutRuntime
 from .store import (
     MAX_CONTENT_CHARS,
@@ -166,11 +166,11 @@ _ITEM_ID_RE = re.compile(rb'"' + ITEM_ID_FIELD.encode() + rb'":"((?:[^"\\]|\\.)*
 pattern only matches the field itself."""
 
 
-async def processed_item_ids(ws: Workspace, path: str, end: int) -> list[str]:
+async def processed_item_ids(ws: Workspace, path: str, end: int, check: LineCheck) -> list[str]:
     """The recorded item ids in the first ``end`` bytes of a rollout, in order.
 
     Found in the bytes, a chunk at a time, without parsing the segments (the view lists the ids;
-    it needs nothing else of a run).
+    it needs nothing else of a run); only in lines memory recorded (``check``: their seal).
     """
 
     found: list[str] = []
@@ -184,8 +184,16 @@ async def processed_item_ids(ws: Workspace, path: str, end: int) -> list[str]:
         block = carry + data
         # An id may straddle the cut: keep the tail from the last complete line for next time.
         cut = block.rfind(b"\n") + 1 if pos < end else len(block)
-        for match in _ITEM_ID_RE.finditer(block, 0, cut):
-            found.append(json.loads(b'"' + match.group(1) + b'"'))
+        view = memoryview(block)
+        start = 0
+        while start < cut:
+            stop = block.find(b"\n", start, cut)
+            stop = cut if stop < 0 else stop
+            if check.seal.verify(view[start:stop], check.rollout_id):
+                for match in _ITEM_ID_RE.finditer(block, start, stop):
+                    found.append(json.loads(b'"' + match.group(1) + b'"'))
+            start = stop + 1
+        del view
         carry = block[cut:]
     return found
 
@@ -446,7 +454,10 @@ class MemoryClient:
         prog = await self.store.get_progress(rid)
         offset = prog.offset if prog is not None else 0
         processed = await processed_item_ids(
-            self.runtime.ws, rollout_path(self.runtime.layout.sessions_dir, rid), offset
+            self.runtime.ws,
+            rollout_path(self.runtime.layout.sessions_dir, rid),
+            offset,
+            self.runtime.state.line_check(rid),
         )
         return ConversationView(
             rollout_id=rid,
