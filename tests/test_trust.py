@@ -144,8 +144,14 @@ STATE_FILES = [
     "registry.json",
     "rendered.json",
     "settings.json",
+    "skills.json",
     "log.jsonl",
+    "progress.json",  # the old single-file forms, read once and split
+    "threads.json",
+    "lock",  # the lease lock a holder writes
 ]
+"""Every JSON record of ``memories/store/`` memory parses (the layout's shards and the
+conversation index are named by content; their parse is the records' parse)."""
 
 
 @pytest.mark.parametrize("name", STATE_FILES)
@@ -505,3 +511,17 @@ async def test_the_conversation_view_lists_no_item_of_a_line_memory_did_not_reco
     await mc.runtime.close()
     processed = (await mc.view("c")).processed  # type: ignore[union-attr]
     assert processed and "forged:0" not in processed
+
+
+@pytest.mark.parametrize("junk", [b"", b"SQLite format 3\x00" + b"\xff" * 5000, DEEP.encode()])
+async def test_a_hostile_search_index_file_is_rebuilt_and_search_answers(
+    tmp_path: Path, junk: bytes
+) -> None:
+    mc = _client(tmp_path)
+    await mc.runtime.record(
+        run_payload("We decided that beta ships via deploy-beta."), rollout_id="c"
+    )
+    await mc.runtime.close()
+    (tmp_path / "memories/store/search.sqlite").write_bytes(junk)
+    again = _client(tmp_path)  # a fresh process opens the file
+    assert await again.search("deploy-beta")
