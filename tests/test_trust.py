@@ -525,3 +525,18 @@ async def test_a_hostile_search_index_file_is_rebuilt_and_search_answers(
     (tmp_path / "memories/store/search.sqlite").write_bytes(junk)
     again = _client(tmp_path)  # a fresh process opens the file
     assert await again.search("deploy-beta")
+
+
+async def test_a_log_record_whose_detail_is_nested_deep_is_shown_as_text(tmp_path: Path) -> None:
+    from sandbox_memory.mcp_server import _record
+    from sandbox_memory.store import LogRecord
+
+    mc = _client(tmp_path)
+    view = await mc.create()
+    await mc.apply(Remember(key="k", content="A fact.", kind="fact"), expected=view.version)
+    record = LogRecord(version=9, at=1, cause="person", scope="layout", keys=["k"], detail=DEEP)
+    with open(tmp_path / "memories/store/log.jsonl", "a") as fh:
+        fh.write(record.model_dump_json() + "\n")
+    records = await mc.log_for(person=None)
+    assert records[-1].detail == DEEP
+    assert _record(records[-1])["detail"] == DEEP  # the MCP server's form: kept as text

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
+from . import bounded
 from .config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
 from .engines.base import ITEM_ID_FIELD, EntryKind
 from .errors import MemoryConfigError, MemoryConflict, MemoryNotFound, MemoryStoreUnavailable
@@ -527,7 +528,11 @@ class MemoryClient:
                 continue
             detail = record.detail
             try:
-                data = json.loads(detail) if detail else None
+                data = (
+                    bounded.loads(detail, limit=bounded.MAX_FIELD_BYTES, what="a log detail")
+                    if detail
+                    else None
+                )
             except ValueError:
                 data = None
             if isinstance(data, dict):

@@ -24,13 +24,13 @@ Tool results are JSON objects (the MCP result's structured content, and its text
 
 from __future__ import annotations
 
-import json
 import logging
 from importlib.metadata import version
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
+from . import bounded
 from .commands import (
     Configure,
     ConversationView,
@@ -142,7 +142,9 @@ def _record(record: LogRecord) -> dict[str, Any]:
     data = record.model_dump()
     if record.detail:
         try:
-            data["detail"] = json.loads(record.detail)
+            data["detail"] = bounded.loads(
+                record.detail, limit=bounded.MAX_FIELD_BYTES, what="a log detail"
+            )
         except ValueError:
             pass  # prose stays prose
     return data
