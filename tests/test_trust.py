@@ -540,3 +540,36 @@ async def test_a_log_record_whose_detail_is_nested_deep_is_shown_as_text(tmp_pat
     records = await mc.log_for(person=None)
     assert records[-1].detail == DEEP
     assert _record(records[-1])["detail"] == DEEP  # the MCP server's form: kept as text
+
+
+async def test_a_conversation_index_record_the_agent_writes_sends_no_run_elsewhere(
+    tmp_path: Path,
+) -> None:
+    mc = _client(tmp_path)
+    rt = mc.runtime
+    first = run_payload("Fix the parser.")
+    await rt.record(first, rollout_id="work")
+    await rt.record(run_payload("A private matter."), rollout_id="secret")
+    records = list((tmp_path / "memories/store/threads").glob("*"))
+    (record,) = [p for p in records if p.read_text().startswith("work")]
+    record.write_text("secret")  # the agent points the history at another conversation
+    replay = {
+        "input": [*first["input"], *first["generated_items"], {"role": "user", "content": "More."}],
+        "generated_items": [],
+    }
+    rid = await rt.record(replay, rollout_id="run-1234", per_run_id=True)
+    assert rid != "secret"
+    assert len((tmp_path / "sessions/secret.jsonl").read_text().splitlines()) == 1
+
+
+async def test_a_run_replaying_a_recorded_history_still_joins_its_conversation(
+    tmp_path: Path,
+) -> None:
+    mc = _client(tmp_path)
+    first = run_payload("Fix the parser.")
+    await mc.runtime.record(first, rollout_id="work")
+    replay = {
+        "input": [*first["input"], *first["generated_items"], {"role": "user", "content": "More."}],
+        "generated_items": [],
+    }
+    assert await mc.runtime.record(replay, rollout_id="run-1234", per_run_id=True) == "work"

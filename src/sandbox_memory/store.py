@@ -790,6 +790,13 @@ TOUCHED_FILE = "shared.touched"
 """Under ``<memories_dir>/store/``: in a working copy, the records changed since it was last
 brought up to date, one path a line (see :meth:`Store.touched`)."""
 
+
+def _thread_data(fingerprint: str, rollout_id: str) -> bytes:
+    """What a conversation index record's seal covers: the history and the conversation."""
+
+    return f"{fingerprint}\n{rollout_id}".encode()
+
+
 FIRST_LINE_MAX_BYTES = 16 << 20
 """How far a rollout's first line is looked for when its thread record is rebuilt."""
 
@@ -1695,9 +1702,21 @@ class Store(MemoryStore):
             # close from the rollout's first line (see _recover_thread).
             await self.ws.remove(path)
             return None
-        rid = raw.decode("utf-8", errors="replace").strip()
+        rid, _, seal = raw.decode("utf-8", errors="replace").strip().partition(" ")
         if ROLLOUT_ID_RE.fullmatch(rid) and ".." not in rid:
-            return rid
+            if self.line_check is None:
+                return rid
+            if self.line_check(rid).seal.check("thread", _thread_data(fingerprint, rid), seal):
+                return rid
+            # Not written by memory (the agent's tools, or a release before records were
+            # sealed): it would send a run replaying this history into that conversation.
+            logger.warning(
+                "conversation index record %s holds no valid seal; it is removed, and a run "
+                "replaying that history is recorded on its own",
+                path,
+            )
+            await self.ws.remove(path)
+            return None
         await self._set_aside(
             path, raw, "not a rollout id; that conversation's next run starts afresh"
         )
@@ -1709,6 +1728,11 @@ class Store(MemoryStore):
         # to a crash is rebuilt from the rollout by the next close (_recover_thread).
         path = self.thread_path(fingerprint)
         data = rollout_id.encode("utf-8")
+        if self.line_check is not None:
+            seal = self.line_check(rollout_id).seal.sign(
+                "thread", _thread_data(fingerprint, rollout_id)
+            )
+            data += b" " + seal.encode()
         await self._touch(path)
         try:
             await self.ws.write_derived(path, data)
