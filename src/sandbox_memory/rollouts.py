@@ -3,7 +3,8 @@
 A line keeps the SDK's rollout payload shape (``updated_at``, ``rollout_id``, ``input``,
 ``generated_items``, ``terminal_metadata``, ``final_output``) and adds ``segment_id``, ``person``
 and, on every item, ``memory_item_id`` (``<segment_id>:<index>``): the id memory entries cite.
-Everything is redacted before it is written. Appending costs the size of the segment.
+Everything is redacted before it is written. Appending costs the size of the segment. Each
+line ends with a seal (:mod:`.integrity`): a line is read only when memory recorded it.
 """
 
 from __future__ import annotations
