@@ -45,7 +45,8 @@ async def test_session_lines_have_the_sdks_keys_first_and_ours_after(
     keys = list(line)
     assert keys[: len(SDK_KEYS)] == SDK_KEYS
     assert keys.index("final_output") == len(SDK_KEYS)
-    assert keys[-2:] == ["segment_id", "person"]
+    # ours after the SDK's: the segment's id, the person, and the seal last (docs/robustness.md)
+    assert keys[len(SDK_KEYS) + 1 :] == ["segment_id", "person", "memory_seal"]
 
 
 async def test_rollout_summaries_start_with_the_sdks_header_for_the_newest_segment(
