@@ -367,6 +367,8 @@ def _parts_are_json(token: str) -> bool:
                 base64.urlsafe_b64decode(raw + b"=" * (-len(raw) % 4)).decode("utf-8"),
                 limit=bounded.MAX_FIELD_BYTES,
             )
+        except bounded.UnsafeJSON:
+            raise  # too deep or too long to decode: the caller judges by the header
         except ValueError:  # also bad base64 and bad UTF-8
             return False
     return True
@@ -378,7 +380,7 @@ def _is_formal_jwt(token: str) -> bool:
     try:
         if _parts_are_json(".".join(token.split(".")[:2])):
             return True
-    except RecursionError:  # JSON nested too deep to decode: judge by the header alone
+    except (RecursionError, bounded.UnsafeJSON):  # too deep to decode: judge by the header
         return _jwt_header_is_json(token)
     return _is_jwe(token)
 
