@@ -355,3 +355,59 @@ async def test_a_persons_run_keeps_first_person_work_in_shared_memory(
     for name, text in files.items():
         for words in private:
             assert words.lower() not in text.lower(), (name, words)
+
+
+class ParaphrasingEngine:
+    """An engine (at the model seam) whose slug is made of the person's private matters, in
+    its own words."""
+
+    name = "paraphrasing"
+
+    async def extract(self, request: ExtractionRequest) -> Extraction:
+        return Extraction(
+            rollout_summary="The user talked about themselves.",
+            rollout_slug="nut-allergy-divorce-short-answers",
+            raw_memory="- the user talked about themselves",
+            candidates=[],
+        )
+
+
+PRIVATE_WORDS = ("allerg", "peanut", "divorce", "prefer", "nut-", "short")
+
+
+@pytest.mark.parametrize("engine", [None, ParaphrasingEngine()], ids=["offline", "paraphrase"])
+async def test_a_summary_file_name_holds_no_private_word(tmp_path: Path, engine: Any) -> None:
+    rt = LayoutRuntime(
+        LocalWorkspace(tmp_path),
+        layout=MemoryLayoutConfig(),
+        generate=MemoryGenerateConfig(engine="offline"),
+        read=MemoryReadConfig(),
+        engine=engine,
+    )
+    said = "I'm allergic to peanuts and I'm going through a divorce. I prefer short answers."
+    await rt.record(
+        {"input": [{"role": "user", "content": said}], "generated_items": []},
+        rollout_id="team-thread",
+        person="ann",
+    )
+    await rt.close()
+    names = [str(p.relative_to(tmp_path)) for p in (tmp_path / "memories").rglob("*")]
+    assert any("rollout_summaries/team-thread_" in n for n in names)
+    for name in names:
+        if "/store/" not in f"/{name}":
+            assert not any(w in name.lower() for w in PRIVATE_WORDS), name
+    for name, text in shared_files(tmp_path).items():
+        assert not any(w in text.lower() for w in PRIVATE_WORDS), name
+
+
+def test_a_shared_key_made_only_of_private_words_is_named_from_the_shared_content() -> None:
+    from sandbox_memory.privacy import keep_private
+
+    statements = ["I'm allergic to peanuts"]
+    cand = Candidate(
+        key="allergic-peanuts",
+        content="Fixed the rounding in calc.py. I'm allergic to peanuts.",
+        sources=["s:0"],
+    )
+    (kept,) = keep_private([cand], statements)
+    assert kept.key == "fixed-the-rounding-in" and kept.content.startswith("Fixed the rounding")

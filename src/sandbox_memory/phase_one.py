@@ -698,7 +698,10 @@ async def _apply(
     await store.save_conversation(conversation)
 
     summary_notes = shared_text(extraction.rollout_summary.strip(), private)
-    slug = prog.slug or normalize_slug(shared_slug(extraction.rollout_slug, private, summary_notes))
+    # In a run for a person the summary's file name is made of the shared summary's words only.
+    slug = prog.slug or normalize_slug(
+        shared_slug(extraction.rollout_slug, private, summary_notes, strict=person is not None)
+    )
     updated_at = str(segments[-1].get("updated_at") or "")
     terminal = segments[-1].get("terminal_metadata") or {}
     state = terminal.get("terminal_state", "unknown") if isinstance(terminal, dict) else "unknown"

@@ -10,8 +10,11 @@ code before anything is stored:
   is nothing but self-statements becomes that person's private entry;
 - the rollout summary and the raw notes (files every run can open) lose them too: a line
   that said nothing else is dropped;
-- a shared key or the rollout's slug (file names, ``MEMORY.md``) loses the words that only
-  the self-statements had ("...-invoice-py-prefer").
+- a shared key loses the words that only the self-statements had ("...-invoice-py-prefer"),
+  and is named from its shared content when no word is left;
+- the rollout's slug (the summary's file name, listed in ``MEMORY.md``, ``memory_summary.md``,
+  the raw notes and ``phase_two_selection.json``) keeps only words of the shared summary; when
+  none is left it is the neutral ``rollout``.
 
 What is cut is a *clause* of the person's own message, in the first person, that is about the
 person rather than the work (:func:`about_the_person`):
@@ -335,15 +338,35 @@ def says_something(text: str) -> bool:
     return len(content_words(body)) >= 2 or len(re.findall(r"[\u4e00-\u9fff]", body)) >= 4
 
 
-def shared_slug(slug: str, statements: list[str], shared: str) -> str:
-    """``slug`` without the words only the statements had (not in ``shared``, the text kept)."""
+def shared_slug(slug: str, statements: list[str], shared: str, *, strict: bool = False) -> str:
+    """``slug`` without the words only the statements had (not in ``shared``, the text kept);
+    ``""`` when no word is left (never the slug as it was: that would be all private words).
 
-    if not statements:
+    ``strict``: keep only the words ``shared`` holds, so that a paraphrase of a self-statement
+    ("nut-allergy" for "I'm allergic to peanuts") is dropped too. A name every run reads (the
+    rollout summary's file name) is made this way in a run for a person."""
+
+    if not statements and not strict:
         return slug
     private = {w.lower().strip(".,;:!?'\"") for s in statements for w in s.split()}
     kept = {w.lower() for w in re.findall(r"[A-Za-z0-9]+", shared)}
-    parts = [p for p in slug.split("-") if p not in private or p in kept]
-    return "-".join(parts) if parts else slug
+
+    def keep(part: str) -> bool:
+        if strict:
+            words = re.findall(r"[a-z0-9]+", part.lower())
+            return bool(words) and all(w in kept for w in words)
+        return part not in private or part in kept
+
+    return "-".join(p for p in slug.split("-") if p and keep(p))
+
+
+NEUTRAL_KEY_WORDS = 4
+"""Words of a shared entry's content that name it when every word of its key was private."""
+
+
+def _key_from(content: str) -> str:
+    words = [w.lower() for w in re.findall(r"[A-Za-z0-9]+", content)]
+    return "-".join(words[:NEUTRAL_KEY_WORDS])[:64].strip("-") or "shared-note"
 
 
 def keep_private(candidates: list[Candidate], statements: list[str]) -> list[Candidate]:
@@ -361,7 +384,7 @@ def keep_private(candidates: list[Candidate], statements: list[str]) -> list[Can
         if content != cand.content and not says_something(content):
             kept.append(cand.model_copy(update={"personal": True}))
             continue
-        key = shared_slug(cand.key, statements, content)
+        key = shared_slug(cand.key, statements, content) or _key_from(content)
         kept.append(cand.model_copy(update={"content": content, "key": key}))
     return kept
 
