@@ -53,12 +53,13 @@ import re
 import shutil
 import sqlite3
 import tempfile
+import unicodedata
 import weakref
 import zlib
 from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, Field
 
@@ -75,8 +76,14 @@ logger = logging.getLogger("sandbox_memory")
 INDEX_FILE = "search.sqlite"
 """Name of the index under ``<memories_dir>/store/``."""
 
-SCHEMA_VERSION = "4"
-"""Bumped when the index's tables change; an index of another version is rebuilt."""
+SCHEMA_VERSION = "5"
+"""Bumped when the index's tables or its tokens change; an index of another version is
+rebuilt (5: text is NFKC-normalised before it is tokenised)."""
+
+UNICODE_FORM: Final = "NFKC"
+"""Normal form of every text indexed and every query: a decomposed "résumé" (``e`` + a combining
+accent, as macOS file names and some keyboards give it) is the same word as the composed one,
+and compatibility forms ("ﬁ", full-width letters) are their plain letters."""
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 """FTS5 tokenizer: Unicode word splitting with accents folded, then English stemming."""
@@ -256,14 +263,17 @@ class SearchHit(BaseModel):
 
 
 def _segment_cjk(text: str) -> str:
-    return _CJK_CHAR_RE.sub(r" \1 ", text)
+    """The body given to FTS5 for ``text`` (at insert and at delete alike): normalised (see
+    :data:`UNICODE_FORM`), each CJK character its own token."""
+
+    return _CJK_CHAR_RE.sub(r" \1 ", unicodedata.normalize(UNICODE_FORM, text))
 
 
 def fts_query(query: str) -> str:
     """The FTS5 expression for a free-text query: any of its words (BM25 ranks them)."""
 
     terms: list[str] = []
-    tokens = _QUERY_TOKEN_RE.findall(query)
+    tokens = _QUERY_TOKEN_RE.findall(unicodedata.normalize(UNICODE_FORM, query))
     content = [t for t in tokens if t.lower() not in QUERY_STOPWORDS]
     for token in content or tokens:
         if _CJK_RUN_RE.match(token):
@@ -282,7 +292,7 @@ def known_terms(text: str) -> dict[str, int]:
     numbers left out), and each two-character phrase of a CJK run."""
 
     counts: dict[str, int] = {}
-    for token in _QUERY_TOKEN_RE.findall(text):
+    for token in _QUERY_TOKEN_RE.findall(unicodedata.normalize(UNICODE_FORM, text)):
         if _CJK_RUN_RE.match(token):
             phrases = (
                 [token] if len(token) == 1 else [token[i : i + 2] for i in range(len(token) - 1)]
@@ -1263,19 +1273,23 @@ class SearchIndex:
         person: str | None,
         conversation: str | None,
     ) -> list[SearchHit]:
-        """Ranked hits with each entry key once: an entry learned in several conversations
-        (and promoted to layout memory) is one statement, kept in its best place and citing
-        the sources of every copy this search may see."""
+        """Ranked hits with each statement once. A hit is identified by its scope and key: the
+        same key in two conversations is two facts (three ``budget``s are three hits). The
+        exception is a copy of one statement: an entry promoted to layout memory from the same
+        items (it shares a source), or the same text learned in several conversations; the
+        copies are one hit, kept in its best place and citing the sources of every copy this
+        search may see."""
 
         out: list[SearchHit] = []
-        seen: set[str] = set()
+        shown: dict[str, list[tuple[set[tuple[str, str]], set[str]]]] = {}
         for hit in ranked:
             if hit.kind == "entry" and hit.key is not None:
-                if hit.key in seen:
+                refs = {(s.conversation, s.item) for s in hit.sources}
+                said = _plain(hit.text)
+                if any(refs & seen or said in texts for seen, texts in shown.get(hit.key, [])):
                     continue
-                seen.add(hit.key)
                 sql = (
-                    "SELECT sources FROM docs WHERE kind = 'entry' AND key = ? "
+                    "SELECT sources, text FROM docs WHERE kind = 'entry' AND key = ? "
                     "AND (person IS NULL OR person = ?)"
                 )
                 args: list[Any] = [hit.key, person]
@@ -1283,11 +1297,17 @@ class SearchIndex:
                     sql += " AND conversation = ?"
                     args.append(conversation)
                 cited = {(s.conversation, s.item): s for s in hit.sources}
-                for (sources,) in db.execute(sql + " ORDER BY updated_at DESC, doc", args):
-                    for raw in _sources_of(sources):
-                        source = Source(**raw)
+                texts = {said}
+                for sources, packed in db.execute(sql + " ORDER BY updated_at DESC, doc", args):
+                    copy = [Source(**raw) for raw in _sources_of(sources)]
+                    text = _plain(_unpack(packed))
+                    if not (refs & {(c.conversation, c.item) for c in copy} or text == said):
+                        continue  # another fact under the same key
+                    texts.add(text)
+                    for source in copy:
                         cited.setdefault((source.conversation, source.item), source)
                 hit.sources = list(cited.values())
+                shown.setdefault(hit.key, []).append((set(cited), texts))
             out.append(hit)
         return out
 

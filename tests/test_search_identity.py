@@ -1,0 +1,89 @@
+"""Search hits and what they stand for: one hit per fact (its scope and key), nothing a Forget
+hid, and text found whatever its Unicode form.
+
+Real workspaces in a temp folder, the offline engine or an engine object at the model seam.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from pathlib import Path
+from typing import Any
+
+from sandbox_memory import MemoryClient, MemoryGenerateConfig, Remember
+
+OFFLINE = MemoryGenerateConfig(engine="offline")
+
+
+def payload(user: str, reply: str) -> dict[str, Any]:
+    return {
+        "input": [{"role": "user", "content": user}],
+        "generated_items": [
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": reply}],
+            }
+        ],
+        "terminal_metadata": {"terminal_state": "completed", "has_final_output": True},
+    }
+
+
+BUDGETS = {
+    "trip": "The trip budget is 1500 EUR.",
+    "office": "The office budget is 90000 USD for the year.",
+    "marketing": "The marketing budget is 3000 GBP per quarter.",
+}
+
+
+async def remembered_budgets(root: Path) -> MemoryClient:
+    client = MemoryClient(root, generate=OFFLINE)
+    for rid, content in BUDGETS.items():
+        view = await client.create(rid)
+        await client.apply(
+            Remember(key="budget", content=content), expected=view.version, conversation=rid
+        )
+    return client
+
+
+async def test_the_same_key_in_three_conversations_is_three_hits(tmp_path: Path) -> None:
+    client = await remembered_budgets(tmp_path)
+    hits = [h for h in await client.search("budget") if h.kind == "entry"]
+    assert sorted(h.conversation or "" for h in hits) == sorted(BUDGETS)
+    for hit in hits:
+        assert hit.text.endswith(BUDGETS[str(hit.conversation)])
+        # Each cites its own conversation's item, not the other budgets'.
+        assert {s.conversation for s in hit.sources} == {hit.conversation}
+
+
+async def test_a_promoted_copy_and_its_origin_are_one_hit(tmp_path: Path) -> None:
+    client = MemoryClient(tmp_path, generate=OFFLINE)
+    view = await client.create("fix")
+    await client.apply(
+        Remember(key="test-command", content="Run the tests with tox -e py311.", kind="procedure"),
+        expected=view.version,
+        conversation="fix",
+    )
+    assert "test-command" in (await client.view(None)).entries  # promoted to layout memory
+    hits = [h for h in await client.search("tox") if h.kind == "entry"]
+    assert [h.key for h in hits] == ["test-command"]
+
+
+async def test_text_is_found_whatever_its_unicode_form(tmp_path: Path) -> None:
+    client = MemoryClient(tmp_path, generate=OFFLINE)
+    composed = "Send the résumé of Zoë to the café."
+    decomposed = unicodedata.normalize("NFD", "Send the résumé of Zoë to the café.")
+    await client.runtime.record(payload(composed, "Sent."), rollout_id="cv")
+    await client.runtime.record(
+        payload("Upload the ﬁnal naïve draft.", "Uploaded."), rollout_id="doc"
+    )
+    await client.runtime.record(
+        payload(decomposed.replace("Send", "Print"), "Printed."), rollout_id="cv2"
+    )
+    await client.runtime.close()
+    for query in (unicodedata.normalize("NFD", "résumé"), "résumé", "resume"):
+        found = {h.conversation for h in await client.search(query) if h.kind == "item"}
+        assert found == {"cv", "cv2"}, query
+    # Compatibility forms too: the "ﬁ" ligature is "fi", a full-width word its ASCII.
+    assert {h.conversation for h in await client.search("final")} == {"doc"}
+    assert {h.conversation for h in await client.search("ｆｉｎａｌ")} == {"doc"}
