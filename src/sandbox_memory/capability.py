@@ -33,7 +33,7 @@ from .engines.base import ExtractionEngine
 from .errors import MemoryConfigError
 from .phase_two import displayed_entries
 from .render import render_read_prompt, render_summary_text
-from .rollouts import history_fingerprint, safe_rollout_id
+from .rollouts import history_fingerprint, run_rollout_id, text_value
 from .runtime.carryover import sdk_summary
 from .tools import live_update_tools, search_tool
 
@@ -47,6 +47,8 @@ def for_person(person: str | None) -> Iterator[None]:
     .. versionadded:: 0.1
     """
 
+    if person is not None:
+        text_value("person", person)
     token = _sdk.current_person.set(person)
     try:
         yield
@@ -84,6 +86,11 @@ class Memory(_SDKMemory):
     _rollout_id: str | None = PrivateAttr(default=None)
     _cache: tuple[Any, str | None] | None = PrivateAttr(default=None)
     _started: bool = PrivateAttr(default=False)
+
+    @field_validator("person")
+    @classmethod
+    def _person_is_text(cls, value: str | None) -> str | None:
+        return None if value is None else text_value("person", value)
 
     @field_validator("layout", "read", "generate", mode="before")
     @classmethod
@@ -255,7 +262,7 @@ class Memory(_SDKMemory):
 
         if self._rollout_id is not None:
             try:
-                rid = safe_rollout_id(self._rollout_id)
+                rid = run_rollout_id(self._rollout_id)
             except MemoryConfigError:
                 rid = None
             if rid is not None and (await runtime.store.conversation_exists(rid)):

@@ -22,7 +22,14 @@ from .config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
 from .engines.base import ITEM_ID_FIELD, EntryKind
 from .errors import MemoryConfigError, MemoryConflict, MemoryNotFound, MemoryStoreUnavailable
 from .phase_two import key_problem, retract, secret_problem
-from .rollouts import LineCheck, append_segment, build_segment, rollout_path, safe_rollout_id
+from .rollouts import (
+    LineCheck,
+    append_segment,
+    build_segment,
+    rollout_path,
+    safe_rollout_id,
+    text_value,
+)
 from .runtime import LayoutRuntime
 from .store import (
     MAX_CONTENT_CHARS,
@@ -624,6 +631,9 @@ class MemoryClient:
             )
         if isinstance(command, Remember):
             validate_key(command.key)
+            text_value("content", command.content)
+            if command.person is not None:
+                text_value("person", command.person)
             if not command.content.strip():
                 raise MemoryConfigError("content", command.content, "must not be empty")
             if len(command.content) > MAX_CONTENT_CHARS:

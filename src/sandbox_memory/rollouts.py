@@ -35,18 +35,67 @@ logger = logging.getLogger("sandbox_memory")
 ROLLOUT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 """The SDK's rule for a rollout id that is also a file name."""
 
+DERIVED_MARK = "--"
+"""What separates a derived id's readable part from its hash (``team-alice-chat--<hash>``).
+An id kept as given never holds it (``a--b`` is derived too), so a derived id and an id kept
+as given can never name one file."""
+
+DIGEST_ID_CHARS = 12
+"""Hex characters of the hash of a derived id (48 bits)."""
+
+DERIVED_ID_RE = re.compile(
+    r"^[A-Za-z0-9](?:[A-Za-z0-9._]|-(?!-))*" + DERIVED_MARK + f"[0-9a-f]{{{DIGEST_ID_CHARS}}}$"
+)
+"""A derived id, as memory made it (views and the command line list it)."""
+
 MAX_ROLLOUT_ID_INPUT = 4_096
 """Ids longer than this are refused: they are not conversation ids but data."""
 
 
-def safe_rollout_id(raw: object) -> str:
-    """Return ``raw`` when it is a file-safe id, else a stable file-safe id derived from it.
+def text_value(field: str, value: str) -> str:
+    """``value`` if it can be written as UTF-8; a lone surrogate (``"\\ud800"``, as a bad
+    decode or a JSON ``"\\ud800"`` escape gives it) is refused with
+    :class:`~sandbox_memory.errors.MemoryConfigError` naming ``field``, before anything is
+    written."""
 
-    ``conv/123 ü`` becomes ``conv-123-<hash>``: the same raw id always maps to the same file, and
-    two raw ids never share one. An id holding a secret (a token used as ``group_id``) is
-    redacted first, so no part of the secret reaches a file name, a memory header, the model
-    input or a log line: ``ci-ghp_...`` becomes ``ci-redacted-github-token-<hash>``. Empty or
-    absurd ids are refused with a clear error.
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise MemoryConfigError(
+            field,
+            value,
+            f"holds a lone surrogate ({value[exc.start]!r} at position {exc.start}), which is "
+            "not text: decode it with errors='replace' or drop it",
+        ) from None
+    return value
+
+
+def safe_rollout_id(raw: object) -> str:
+    """The file-safe id that names the conversation ``raw`` (as a command or a view names it).
+
+    ``raw`` is kept when it is file-safe; ``conv/123 ü`` becomes ``conv-123--<hash>``: the same
+    raw id always maps to the same file, and two raw ids never share one. An id of the derived
+    form (``conv-123--<hash>``, as a view or ``sandbox-memory conversations`` lists it) names
+    that conversation. An id holding a secret (a token used as ``group_id``) is redacted
+    first, so no part of the secret reaches a file name, a memory header, the model input or a
+    log line: ``ci-ghp_...`` becomes ``ci-redacted-github-token--<hash>``. Empty or absurd
+    ids, and ids that are not text (a lone surrogate), are refused with a clear error.
+    """
+
+    if not isinstance(raw, str):
+        raise MemoryConfigError("rollout_id", raw, "must be a string")
+    text = raw.strip()
+    if DERIVED_ID_RE.fullmatch(text) and len(text) <= 128:
+        return text
+    return _safe_rollout_id(raw)
+
+
+def run_rollout_id(raw: object) -> str:
+    """The file-safe id a run with conversation id ``raw`` is recorded under.
+
+    As :func:`safe_rollout_id`, except that an id of the derived form is a raw id like any
+    other (it is derived in turn): a run's id is never taken as the name of another
+    conversation's file, so two different ids never share a rollout file and its memory.
     """
 
     if not isinstance(raw, str):
@@ -56,20 +105,25 @@ def safe_rollout_id(raw: object) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def _safe_rollout_id(raw: str) -> str:
-    text = raw.strip()
+    text = text_value("rollout_id", raw).strip()
     if not text:
         raise MemoryConfigError("rollout_id", raw, "must not be empty")
     if len(text) > MAX_ROLLOUT_ID_INPUT:
         shown = display_id(text[:40])
         raise MemoryConfigError("rollout_id", shown + "...", "is longer than 4096 chars")
     shown = display_id(text)
-    if shown == text and ROLLOUT_ID_RE.fullmatch(text) and ".." not in text:
+    if (
+        shown == text
+        and ROLLOUT_ID_RE.fullmatch(text)
+        and ".." not in text
+        and DERIVED_MARK not in text
+    ):
         return text
     readable = _MARKER_RE.sub(lambda m: f"-redacted-{m.group(1)}-", shown)
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", readable).strip("-._")[:80] or "rollout"
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", readable).strip("-._")[:80].strip("-._") or "rollout"
     slug = re.sub(r"-{2,}", "-", slug)
-    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
-    return f"{slug}-{digest}"
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:DIGEST_ID_CHARS]
+    return f"{slug}{DERIVED_MARK}{digest}"
 
 
 _MARKER_RE = re.compile(r"\[REDACTED:([a-z0-9-]{1,64})\]")

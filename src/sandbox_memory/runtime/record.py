@@ -15,7 +15,7 @@ from ..datapolicy import exc_text
 from ..integrity import MEMORY_MD_NOTE
 from ..offload import Recording
 from ..phase_one import note_items, parse_item_notes
-from ..rollouts import read_new_segments, rollout_path, safe_rollout_id
+from ..rollouts import read_new_segments, rollout_path, run_rollout_id, text_value
 from .state import LayoutState
 
 if TYPE_CHECKING:
@@ -50,7 +50,9 @@ class Recorder:
         """
 
         st = self.state
-        rid = safe_rollout_id(rollout_id)
+        rid = run_rollout_id(rollout_id)
+        if person is not None:
+            text_value("person", person)
         before = st.redactor.total
         recording = Recording(
             payload,
