@@ -165,6 +165,27 @@ def _edit(
     retract(entries[command.key], [source], stamp)
 
 
+def _key_in_use(key: str, version: int) -> MemoryConflict:
+    """A Remember of a key another person's private entry holds: refused, saying no more."""
+
+    return MemoryConflict(
+        f"Remember of {key!r} refused: the key is in use; choose another key",
+        current_version=version,
+    )
+
+
+def _logged_person(record: LogRecord) -> str | None:
+    """The person a logged command made a private entry for (``None``: shared, or no command)."""
+
+    try:
+        detail = json.loads(record.detail or "null")
+    except ValueError:
+        return None
+    command = detail.get("command") if isinstance(detail, dict) else None
+    person = command.get("person") if isinstance(command, dict) else None
+    return person if isinstance(person, str) else None
+
+
 VIEW_CHUNK_BYTES = 4 << 20
 """Bytes of a rollout read at a time to list its processed items: a 100 MB rollout is never
 held (or parsed) whole to show a conversation."""
@@ -218,6 +239,12 @@ class MemoryClient:
     shared store: views are read from it and commands are written to it, conditional on the
     version given; ``workspace`` is then only a local working copy (a temporary folder when
     omitted), so no sandbox is needed.
+
+    With ``person=`` the client acts for that person: another person's private entries do not
+    exist for it (views leave them out, a ``Forget`` of one finds no entry, a ``Remember`` of
+    its key is refused, search and the log show nothing of them). The agent's own tools act
+    for the run's person (:meth:`for_session`). Without it the client is the host's: it sees
+    and changes every entry.
     """
 
     def __init__(
@@ -231,11 +258,18 @@ class MemoryClient:
         use_default: bool | None = None,
         generate_default: bool | None = None,
         runtime: LayoutRuntime | None = None,
+        person: str | None = None,
     ) -> None:
         """``use_default``/``generate_default``: the switches' defaults; ``None`` takes the ones
-        the workspace's ``Memory`` was configured with (recorded in the store), else on."""
+        the workspace's ``Memory`` was configured with (recorded in the store), else on.
+        ``person``: act for this person (see the class)."""
 
         self._scratch: str | None = None
+        self.person = None if person is None else text_value("person", person)
+        """Whom this client acts for (see :attr:`acting`)."""
+        self.acting = person is not None
+        """Whether this client acts for :attr:`person` (``None``: a run for no one), so that
+        other people's private entries do not exist for it; else it is the host's."""
         if workspace is None:
             if store is None and runtime is None:
                 raise MemoryConfigError(
@@ -295,7 +329,20 @@ class MemoryClient:
 
         client = cls(_sdk.workspace_for_session(session), runtime=_sdk.runtime_for(session, memory))
         client._own_workspace = True
+        # The run's tools act for the run's person (none: shared memory only).
+        client.person = _sdk.current_person.get() or memory.person
+        client.acting = True
         return client
+
+    def _exists(self, entry: Entry) -> bool:
+        """Whether ``entry`` exists for this client (:meth:`Entry.exists_for`, when acting)."""
+
+        return not self.acting or entry.exists_for(self.person)
+
+    def _own(self, entries: dict[str, Entry]) -> dict[str, Entry]:
+        if not self.acting:
+            return entries
+        return {k: e for k, e in entries.items() if e.exists_for(self.person)}
 
     @property
     def store(self) -> Any:
@@ -454,7 +501,9 @@ class MemoryClient:
         if conversation is None:
             # Parsed once per change (the store's cache); the entries are read only.
             layout = await self.store.layout_for_reading()
-            return LayoutView.model_construct(version=layout.version, entries=dict(layout.entries))
+            return LayoutView.model_construct(
+                version=layout.version, entries=self._own(dict(layout.entries))
+            )
         return await self._conversation_view(safe_rollout_id(conversation))
 
     async def _conversation_view(self, rid: str) -> ConversationView:
@@ -471,7 +520,7 @@ class MemoryClient:
             rollout_id=rid,
             version=memory.version,
             head=memory.head,
-            entries=memory.entries,
+            entries=self._own(memory.entries),
             processed=processed,
             settings={
                 "use": self.runtime.switch(memory.overrides.use, "use"),
@@ -491,10 +540,11 @@ class MemoryClient:
         found: list[str | None] = []
         if conversation is not None:
             memory = await self.store.load_conversation(safe_rollout_id(conversation))
-            if key in memory.entries and memory.entries[key].status == "active":
+            held = memory.entries.get(key)
+            if held is not None and held.status == "active" and self._exists(held):
                 found.append(memory.rollout_id)
         entry = (await self.store.layout_entries([key])).get(key)
-        if entry is not None and entry.status == "active":
+        if entry is not None and entry.status == "active" and self._exists(entry):
             found.append(None)
         registry = await self.store.load_registry()
         for rid, group in registry.conversations.items():
@@ -562,6 +612,8 @@ class MemoryClient:
             await self.runtime.shared.refresh()
         await self.require()
         records: list[LogRecord] = await self.store.read_log()
+        if self.acting:
+            records = [r for r in records if _logged_person(r) in (None, self.person)]
         return records
 
     async def search(
@@ -575,11 +627,19 @@ class MemoryClient:
         """Ranked full-text hits over entries, rollout summaries and recorded items.
 
         ``conversation`` keeps to one conversation's material; ``person`` adds that person's
-        private entries and runs (without it, only shared memory is searched). See
+        private entries and runs (without it, only shared memory is searched). A client acting
+        for a person searches as that person; another ``person`` is refused. See
         ``search.py`` and docs/search.md.
 
         .. versionadded:: 0.1
         """
+
+        if self.acting:
+            if person is not None and person != self.person:
+                raise MemoryConfigError(
+                    "person", person, f"is not the person this client acts for ({self.person!r})"
+                )
+            person = self.person
 
         if self.runtime.shared is not None:
             # The index is derived from the copy: bring it up to date from the store first.
@@ -639,6 +699,13 @@ class MemoryClient:
             if len(command.content) > MAX_CONTENT_CHARS:
                 raise MemoryConfigError(
                     "content", command.content[:40] + "...", f"is over {MAX_CONTENT_CHARS} chars"
+                )
+            if self.acting and command.person not in (None, self.person):
+                raise MemoryConfigError(
+                    "person",
+                    command.person,
+                    f"is not the person this client acts for ({self.person!r}): it cannot "
+                    "write another person's private entries",
                 )
             if key_problem(command.key, self.runtime.redactor):
                 # The key is not repeated: it is what holds the secret.
@@ -739,13 +806,16 @@ class MemoryClient:
         stamp = now_ms()
         keys = [command.key] if isinstance(command, Remember | Forget) else []
         await layout.load(keys)
-        if isinstance(command, Forget) and command.key not in layout.entries:
+        assert isinstance(command, Remember | Forget)  # Refresh and Configure are handled above
+        held = layout.entries.get(command.key)
+        if isinstance(command, Forget) and (held is None or not self._exists(held)):
             raise MemoryConflict(
                 f"Forget: no entry with key {command.key!r} in layout memory",
                 current_version=layout.version,
             )
-        if isinstance(command, Remember | Forget):
-            _edit(layout.entries, command, source, stamp)
+        if held is not None and not self._exists(held):
+            raise _key_in_use(command.key, layout.version)
+        _edit(layout.entries, command, source, stamp)
         layout.version += 1
         record = LogRecord(
             version=layout.version,
@@ -796,11 +866,15 @@ class MemoryClient:
                 )
             )
             return
-        if isinstance(command, Forget) and (command.key not in memory.entries):
+        assert isinstance(command, Remember | Forget)
+        held = memory.entries.get(command.key)
+        if isinstance(command, Forget) and (held is None or not self._exists(held)):
             raise MemoryConflict(
                 f"Forget: no entry with key {command.key!r} in conversation {rid}",
                 current_version=memory.version,
             )
+        if held is not None and not self._exists(held):
+            raise _key_in_use(command.key, memory.version)
         # The edit becomes a small item of the conversation's history: the change's source.
         path = rollout_path(rt.layout.sessions_dir, rid)
         size_before = await rt.ws.size(path) or 0

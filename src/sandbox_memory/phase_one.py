@@ -354,7 +354,12 @@ async def _extract(
             break
         existing = await memory_keys(rt, conversation, extraction.candidates)
         accepted, rejected = check_candidates(
-            extraction.candidates, index=index, existing=existing, redactor=rt.redactor, log=False
+            extraction.candidates,
+            index=index,
+            existing=existing,
+            redactor=rt.redactor,
+            person=run_person(segments),
+            log=False,
         )
         if accepted:
             break
@@ -666,6 +671,7 @@ async def _apply(
         index=index,
         existing=existing,
         redactor=rt.redactor,
+        person=person,
     )
     spans.changes(len(accepted), rejected, rt.redactor)
     for cand in accepted:

@@ -252,10 +252,13 @@ def check_candidates(
     index: ItemIndex,
     existing: Mapping[str, Entry],
     redactor: Redactor,
+    person: str | None = None,
     log: bool = True,
 ) -> tuple[list[Candidate], list[Rejection]]:
     """Split candidates into accepted and rejected (each rejection logged unless ``log`` is
-    false: a preview before deciding whether to ask the model again)."""
+    false: a preview before deciding whether to ask the model again). ``person``: whom the
+    run was for; another person's private entry does not exist for it (see
+    :meth:`Entry.exists_for <sandbox_memory.store.Entry.exists_for>`)."""
 
     accepted: list[Candidate] = []
     rejected: list[Rejection] = []
@@ -270,6 +273,8 @@ def check_candidates(
             reason = "a second change to the same key in one consolidation"
         elif not cited:
             reason = f"it cites none of the items being processed (sources={cand.sources!r})"
+        elif existing.get(key) is not None and not existing[key].exists_for(person):
+            reason = "its key is another person's private entry, which this run cannot change"
         elif cand.action == "forget":
             if key not in existing:
                 reason = "forget of a key that is not in memory"
@@ -398,6 +403,16 @@ def promote(
             continue
         if current is not None and current.status == "retracted":
             continue  # a person retracted it; only a person restores it
+        if current is not None and current.person != entry.person:
+            # One key, two owners: another person's private entry is never replaced (nor a
+            # shared one by a private one); the entry stays in its conversation.
+            logger.warning(
+                "memory did not promote %r from conversation %s: layout memory holds an entry "
+                "of another owner under that key",
+                entry.key,
+                conversation.rollout_id,
+            )
+            continue
         if current is not None and plausible_ms(current.updated_at) >= entry.updated_at:
             continue
         layout.entries[entry.key] = entry.model_copy(deep=True)

@@ -57,7 +57,7 @@ def entry_line(entry: Entry, *, with_sources: bool = True) -> str:
 def visible(entry: Entry, person: str | None) -> bool:
     """Active, and shared or belonging to ``person``."""
 
-    return entry.status == "active" and (entry.person is None or entry.person == person)
+    return entry.status == "active" and entry.exists_for(person)
 
 
 def newest_first(entries: Iterable[Entry]) -> list[Entry]:

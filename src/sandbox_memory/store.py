@@ -112,6 +112,15 @@ class Entry(BaseModel):
     """Whose entry this is; ``None`` means shared work, shown to everyone."""
     keywords: list[str] = Field(default_factory=list)
 
+    def exists_for(self, person: str | None) -> bool:
+        """Whether this entry exists at all for someone acting for ``person`` (a run for them,
+        a client made with ``person=``): shared, or theirs. Another person's private entry does
+        not exist for them: not shown, not found, not forgotten, not replaced. The one rule
+        every door applies (views, commands, the agent's tools, live edits, extraction, search
+        and the injected prompt)."""
+
+        return self.person is None or self.person == person
+
 
 class Overrides(BaseModel):
     use: bool | None = None

@@ -173,6 +173,9 @@ class LiveEdits:
                 reason = "empty content"
             elif kind == "preference" and cause != "person":
                 reason = "a preference needs an explicit statement by the user"
+            elif entry is not None and not entry.exists_for(None):
+                # MEMORY.md is shared: a person's private entry is not in it, nor changed by it.
+                reason = "its key is a person's private entry, which MEMORY.md does not hold"
             else:
                 reason = secret_problem(content, st.redactor)
             if reason:
