@@ -1155,6 +1155,68 @@ def _second_wave() -> list[Case]:
     return c
 
 
+_BASE58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+
+
+def _wif(compressed: bool) -> str:
+    """A Bitcoin private key in Wallet Import Format (base58 with its checksum), random."""
+    import hashlib
+
+    body = bytes([0x80]) + _rng.randbytes(32) + (b"\x01" if compressed else b"")
+    raw = body + hashlib.sha256(hashlib.sha256(body).digest()).digest()[:4]
+    number, out = int.from_bytes(raw, "big"), ""
+    while number:
+        number, rest = divmod(number, 58)
+        out = _BASE58[rest] + out
+    return out
+
+
+def _third_wave() -> list[Case]:
+    """Forms an attack pass on issue 20 found stored verbatim: a private JSON Web Key, a
+    wallet key, a Bitcoin WIF key, what a secret file holds, an SNMP community, a salt,
+    numbers under secret names, a bare three-part bot token."""
+    c: list[Case] = []
+
+    def add(cls: str, name: str, text: str, *secrets: str) -> None:
+        c.append(Case(cls, f"w3/{name}", text, secrets))
+
+    d, p, q = r(43, _URL), r(86, _URL), r(86, _URL)
+    jwk = {"kty": "RSA", "kid": "sig-1", "n": r(342, _URL), "e": "AQAB", "d": d, "p": p, "q": q}
+    add("private-key", "jwk-rsa", json.dumps(jwk, indent=2), d, p, q)
+    d = r(43, _URL)
+    ec = {"kty": "EC", "crv": "P-256", "x": r(43, _URL), "y": r(43, _URL), "d": d}
+    add("private-key", "jwk-ec", "jwk = " + json.dumps(ec), d)
+    k = r(43, _URL)
+    add("private-key", "jwk-oct", json.dumps({"keys": [{"kty": "oct", "k": k, "alg": "HS256"}]}), k)
+    key = "0x" + r(64, _HX)
+    add("cloud", "wallet-hex", f"wallet: {key}", key[2:])
+    add("cloud", "eth-private-key-env", f"ETH_PRIVATE_KEY={key}", key[2:])
+    wif = _wif(compressed=False)
+    add("cloud", "bitcoin-wif", f"import this: {wif}", wif)
+    wif = _wif(compressed=True)
+    add("cloud", "bitcoin-wif-compressed", f"bitcoin-cli importprivkey {wif} main", wif)
+    master = r(32, _HX)
+    add("file", "rails-master-key", f"$ cat config/master.key\n{master}\n$ ls", master)
+    vault = r(8, _L) + "&" + r(6)
+    add("file", "ansible-vault-pass", f"$ cat ~/.vault_pass.txt\n{vault}", vault)
+    community = r(14)
+    add("command", "snmpwalk-community", f"snmpwalk -v2c -c {community} 10.0.0.1 system",
+        community)  # fmt: skip
+    auth = r(16)
+    add("command", "snmpget-v3", f"snmpget -v3 -l authPriv -u ops -a SHA -A {auth} host sysName",
+        auth)  # fmt: skip
+    salt = r(32, _HX)
+    add("assignment", "hash-salt", f"HASH_SALT={salt}", salt)
+    add("assignment", "json-salt", json.dumps({"password_salt": salt}), salt)
+    number = "9" + r(10, _D)
+    add("assignment", "json-number-password", '{"db_password": ' + number + ', "pin": 4821}',
+        number, "4821")  # fmt: skip
+    add("assignment", "code-number-password", f"DB_PASSWORD = {number}", number)
+    bot = r(24, _URL) + "." + r(6, _URL) + "." + r(38, _URL)
+    add("provider", "bare-bot-token", f"Done. Use {bot} to start the bot.", bot)
+    return c
+
+
 def _build() -> list[Case]:
     cases = [
         *_provider_cases(),
@@ -1169,6 +1231,7 @@ def _build() -> list[Case]:
         *_word_cases(),
         *_encoded_cases(),
         *_second_wave(),
+        *_third_wave(),
     ]
     for case in cases:
         for s in case.secrets:

@@ -26,6 +26,7 @@ from .rollouts import (
     LineCheck,
     append_segment,
     build_segment,
+    display_id,
     rollout_path,
     safe_rollout_id,
     text_value,
@@ -694,6 +695,13 @@ class MemoryClient:
             text_value("content", command.content)
             if command.person is not None:
                 text_value("person", command.person)
+                if self.runtime.redactor.find(command.person):
+                    # Shown redacted: the value is what holds the secret.
+                    raise MemoryConfigError(
+                        "person",
+                        display_id(command.person),
+                        "holds what looks like a credential, not a person's name",
+                    )
             if not command.content.strip():
                 raise MemoryConfigError("content", command.content, "must not be empty")
             if len(command.content) > MAX_CONTENT_CHARS:

@@ -213,8 +213,19 @@ def _support_problem(kind: str, content: str, cited: list[str], index: ItemIndex
     return None
 
 
+KEY_IGNORED_KINDS = frozenset({"truncated-token"})
+"""Forms that do not apply to a key. A truncated token is a vendor prefix and a few characters
+at the end of a text (an output cut short); a key always ends there, so ``npm-v10-lockfile``
+read as ``npm_v10_lockfile`` would be one. A whole token in a key is still found: by its
+vendor format, and by the parts that mix letters and digits (below)."""
+
+
 def key_problem(key: str, redactor: Redactor) -> str | None:
-    """A key is shown and promoted like content: it may not carry (a trace of) a secret."""
+    """A key is shown and promoted like content: it may not carry (a trace of) a secret.
+
+    The key is read as written, with its dashes as spaces, and with its dashes as underscores
+    (a vendor prefix such as ``ghp_`` spelled ``ghp-``), each for the forms that apply to a
+    key (see :data:`KEY_IGNORED_KINDS`)."""
     words = key.replace("-", " ")
     if "redacted" in words.split():
         return "its key is made from a redacted secret"
@@ -224,8 +235,8 @@ def key_problem(key: str, redactor: Redactor) -> str | None:
         part for before, part in zip(parts, parts[1:], strict=False) if before in _CREDENTIAL_NOUNS
     ]
     if (
-        any(redactor.find(v) for v in variants)
-        or any(_mixed(part, _KEY_TOKEN_CHARS) for part in key.split("-"))
+        any(kind not in KEY_IGNORED_KINDS for v in variants for kind, _ in redactor.find(v))
+        or any(_mixed(part, _KEY_TOKEN_CHARS, _KEY_TOKEN_SWITCHES) for part in parts)
         # "password-hunter2xyz": what follows a credential's name is its value
         or any(_mixed(part, 6) for part in after_noun)
     ):
@@ -238,12 +249,29 @@ _CREDENTIAL_NOUNS = frozenset(
 )
 
 
-def _mixed(part: str, chars: int) -> bool:
-    return len(part) >= chars and any(c.isdigit() for c in part) and any(c.isalpha() for c in part)
+def _mixed(part: str, chars: int, switches: int = 1) -> bool:
+    """``part`` has ``chars`` characters or more, letters and digits, and switches between
+    them at least ``switches`` times or has a run of consonants no word has (random text)."""
+    if len(part) < chars or not any(c.isalpha() for c in part):
+        return False
+    kinds = [c.isdigit() for c in part if c.isalnum()]
+    seen = sum(a != b for a, b in zip(kinds, kinds[1:], strict=False))
+    return seen >= 1 and (seen >= switches or _CONSONANT_RUN_RE.search(part) is not None)
+
+
+_CONSONANT_RUN_RE = re.compile(r"[bcdfghjklmnpqrstvwxz]{6,}", re.IGNORECASE)
+"""Six consonants in a row: no English word has them ("strengths" has five), random text
+often does."""
 
 
 _KEY_TOKEN_CHARS = 16
-"""A key part this long mixing letters and digits is a token, not a word."""
+"""A key part (between dashes, underscores and dots) this long mixing letters and digits is a
+token, not a word (``npm_v10_lockfile`` is three words)."""
+
+_KEY_TOKEN_SWITCHES = 4
+"""How often such a part switches between letters and digits to be a token: a random token
+of 16 base62 characters does about 6 times, a name with a date or a number
+(``agentidentitydata20251127``, ``1771technologies``, ``python3dateutil``) once or twice."""
 
 
 def check_candidates(
@@ -265,10 +293,15 @@ def check_candidates(
     seen: set[str] = set()
     for cand in candidates:
         key = cand.key.strip() if isinstance(cand.key, str) else ""
+        # A key may hold a secret (it is what a credential check refuses): shown redacted in
+        # the rejection, the log line and the store.
+        shown = redactor.redact_text(str(cand.key))
+        if key_problem(str(cand.key), redactor):
+            shown = "[REDACTED:key]"
         reason: str | None = None
         cited = [s for s in cand.sources if s in index.items]
         if not KEY_RE.fullmatch(key) or ".." in key:
-            reason = f"key {cand.key!r} is not a safe slug"
+            reason = f"key {shown!r} is not a safe slug"
         elif key in seen:
             reason = "a second change to the same key in one consolidation"
         elif not cited:
@@ -291,9 +324,9 @@ def check_candidates(
                 or _support_problem(cand.kind, cand.content, cited, index)
             )
         if reason is not None:
-            rejected.append(Rejection(key=str(cand.key), reason=reason))
+            rejected.append(Rejection(key=shown, reason=reason))
             if log:
-                logger.warning("memory change to %r rejected: %s", cand.key, reason)
+                logger.warning("memory change to %r rejected: %s", shown, reason)
             continue
         seen.add(key)
         accepted.append(cand.model_copy(update={"key": key, "sources": cited}))

@@ -427,7 +427,8 @@ def _scan_assignments(
             else:
                 url = key_start > 0 and text[key_start - 1] in "?&"
                 span = _take_value(
-                    text, value_at, op, key, url=url, digits=kind == "pin",
+                    text, value_at, op, key, url=url,
+                    digits=kind in _NUMERIC_KINDS or match.group("kq") is not None,
                     words=kind == "pin" or _STATED_KEY_RX.search(_normalize_key(key)) is not None,
                 )  # fmt: skip
             if span is not None and _value_fits(text[span[0] : span[1]], kind, loose):
@@ -558,10 +559,18 @@ def _scan_cookies(text: str, lowered: str, hits: list[_Hit]) -> None:
             at += 1
 
 
+_NUMERIC_KINDS = frozenset({"pin", "password"})
+"""Kinds whose value may be a bare number in code (``DB_PASSWORD = 98127634551``); under any
+secret name written as a JSON key (``{"db_password": 98127634551}``) a number is a value too."""
+
+_NUMERIC_MIN_DIGITS = 4
+"""Fewest digits of a number taken as a secret (``"pin": 12`` is a count or a GPIO pin)."""
+
+
 def _value_fits(value: str, kind: str, loose: bool) -> bool:
-    """A PIN has 4+ characters (``LED_PIN = 13`` is a GPIO pin); a loose key's value must
-    look like a credential."""
-    if kind == "pin" and len(value) < 4:
+    """A PIN, and any number, has 4+ characters (``LED_PIN = 13`` is a GPIO pin); a loose
+    key's value must look like a credential."""
+    if (kind == "pin" or value.isdigit()) and len(value) < _NUMERIC_MIN_DIGITS:
         return False
     return not loose or _loose_value_ok(value)
 

@@ -22,6 +22,7 @@ from .rules import (
     _MARKER_RX,
     _MIN_SECRET_TEXT,
     _P_EXTRA,
+    _SECRET_FILE_READ_RX,
     _Hit,
     _is_loose_key,
     _is_placeholder,
@@ -92,6 +93,7 @@ class Redactor:
         keyed: dict[int, str] = {}
         outputs: list[int] = []
         self._collect(value, None, strings, keyed, outputs)
+        self._secret_file_outputs(strings, outputs, keyed)
         replaced = self._redact_many([("" if i in keyed else t) for i, t in enumerate(strings)])
         self._redact_junctions(strings, [i for i in outputs if i not in keyed], replaced)
         replaced.update(keyed)
@@ -205,6 +207,21 @@ class Redactor:
             changed[i] = _replace(strings[i], pieces_at, performed)
         self._count(performed)
         return changed
+
+    def _secret_file_outputs(
+        self, strings: list[str], outputs: list[int], keyed: dict[int, str]
+    ) -> None:
+        """The output after a call that prints a secret file (``cat config/master.key``) is
+        that file's secret, whatever its shape: it is replaced whole (``keyed``)."""
+        if not any("cat" in t for t in strings):
+            return
+        for i, text in enumerate(strings):
+            if i in outputs or not _SECRET_FILE_READ_RX.search(text):
+                continue
+            after = [j for j in outputs if j > i and j not in keyed]
+            if after and strings[after[0]].strip():
+                self._count(Counter({"secret-file-content": 1}))
+                keyed[after[0]] = REDACTION_MARKER.format(kind="secret-file-content")
 
     def _redact_junctions(
         self, strings: list[str], outputs: list[int], changed: dict[int, str]

@@ -385,6 +385,51 @@ def _is_formal_jwt(token: str) -> bool:
     return _is_jwe(token)
 
 
+_BASE58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+_BASE58_INDEX = {c: i for i, c in enumerate(_BASE58)}
+_WIF_VERSION = 0x80
+"""The version byte of a Bitcoin mainnet private key in Wallet Import Format."""
+
+
+def _is_wif(value: str) -> bool:
+    """A Bitcoin private key in Wallet Import Format: base58 whose checksum (the first four
+    bytes of a double SHA-256) holds, with the private-key version byte."""
+    import hashlib
+
+    number = 0
+    for char in value:
+        number = number * 58 + _BASE58_INDEX[char]
+    raw = number.to_bytes((number.bit_length() + 7) // 8, "big")
+    if len(raw) not in (37, 38) or raw[0] != _WIF_VERSION:
+        return False
+    body, checksum = raw[:-4], raw[-4:]
+    return hashlib.sha256(hashlib.sha256(body).digest()).digest()[:4] == checksum
+
+
+_DOTTED_TOKEN_MIN_ENTROPY = 4.5
+"""Bits per character a three-part dotted token needs: random base64url of this length has
+about 5.2, code names such as ``FactoryBean2Impl.method.ThingBuilder3x`` about 4."""
+
+
+def _is_random_dotted(token: str) -> bool:
+    """Three dot-separated base64url parts whose outer parts mix upper case, lower case and
+    digits, random as a whole (a bot or session token), not a dotted name."""
+    import math
+    from collections import Counter
+
+    parts = token.split(".")
+    for part in (parts[0], parts[-1]):
+        if not (
+            any(c.isupper() for c in part)
+            and any(c.islower() for c in part)
+            and any(c.isdigit() for c in part)
+        ):
+            return False
+    total = len(token)
+    entropy = -sum(n / total * math.log2(n / total) for n in Counter(token).values())
+    return entropy >= _DOTTED_TOKEN_MIN_ENTROPY
+
+
 # ---- kind helpers --------------------------------------------------------------------------
 
 _DB_SCHEMES = frozenset(
@@ -648,6 +693,14 @@ _CATALOGUE_FORMATS: tuple[tuple[str, str, str], ...] = (
 )
 """Vendor formats that start with a fixed prefix, checked against gitleaks' rule catalogue;
 the kinds name the format (``docs/robustness.md`` lists every format covered)."""
+
+
+_TRUNCATED_PREFIXES = (
+    r"(?:gh[pousr]_|github_pat_|glpat-|xox[bpae]-|sk-proj-|sk-ant-|sk_live_|rk_live_|"
+    r"npm_|pypi-|hf_|dckr_pat_|glsa_|AKIA|ASIA|AIza|ya29\.|shpat_|sq0atp-)"
+)
+"""Vendor prefixes after which a few characters cut short at the end of a text are the first
+half of a token."""
 
 
 def _own_rules() -> list[_Rule]:
@@ -1004,13 +1057,14 @@ def _own_rules() -> list[_Rule]:
     # first half of a token split over two runs)
     add(
         _rule(
-            "truncated-token",
-            r"(?:gh[pousr]_|github_pat_|glpat-|xox[bpae]-|sk-proj-|sk-ant-|sk_live_|rk_live_|"
-            r"npm_|pypi-|hf_|dckr_pat_|glsa_|AKIA|ASIA|AIza|ya29\.|shpat_|sq0atp-)"
-            r"(?P<secret>(?=[A-Za-z_-]{0,40}[0-9])[A-Za-z0-9_-]{6,})"
+            "truncated-token",  # at a token start: "pnpm_store_v3", "x-pypi-ab12" hold none
+            r"(?:(?<![A-Za-z0-9_.-])|(?<=\\[ntr]))"
+            + _TRUNCATED_PREFIXES
+            + r"(?P<secret>(?=[A-Za-z_-]{0,40}[0-9])[A-Za-z0-9_-]{6,})"
             r"(?=\.{2,}|…|[ \t]*(?:\[|\()?(?:output )?truncated|[ \t]*(?:\\[nr]|\r?\n|\Z)"
             r"|\\?[\"'](?:[ \t]*[,}\]]|[ \t]*\Z))",
             priority=_P_VENDOR + 1,
+            gate=_gates(_TRUNCATED_PREFIXES),
         )
     )
     # seed phrases of wallets: 12 to 24 lowercase words after their name
@@ -1112,6 +1166,17 @@ def _own_rules() -> list[_Rule]:
                 gate=_command_gates(pattern),
             )
         )
+    for kind, pattern, validate, prefilter, gate in _SHAPE_FORMATS:
+        add(
+            _rule(
+                kind,
+                re.compile(pattern, re.IGNORECASE if kind == "crypto-private-key" else 0),
+                priority=_P_ENTROPY if kind == "dotted-token" else _P_CONTEXT,
+                validate=validate,
+                prefilter=prefilter,
+                gate=gate,
+            )
+        )
     return rules
 
 
@@ -1186,6 +1251,13 @@ _COMMAND_FLAGS: tuple[tuple[str, str, bool], ...] = (
     (r"gh[ \t]+secret[ \t]+set", "-b|--body", True),
     ("lftp|ncftp", r"-u[ \t]+[^\s,]{1,64},", True),
     ("sshpass", "-p", True),
+    # SNMP: the community string (v1/v2c) and the v3 authentication and privacy passphrases
+    (
+        "snmpwalk|snmpbulkwalk|snmpget|snmpgetnext|snmpbulkget|snmpset|snmptable|snmptrap|"
+        "snmpdelta|snmpdf|snmpstatus|snmpnetstat|onesixtyone",
+        "-c|-A|-X",
+        False,
+    ),
 )
 """(tools, flags, caseless): the argument after one of the flags of one of the tools is a
 password, whatever the flag is called (``-P`` and ``-p`` differ for some tools)."""
@@ -1215,6 +1287,77 @@ _COMMAND_POSITIONAL: tuple[str, ...] = (
     r"convertto-securestring(?:[ \t]+-string)?[ \t]+(?=[\"'])",
 )
 """Commands whose secret follows a fixed shape rather than a flag."""
+
+_SECRET_FILE = (
+    r"(?:master\.key|credentials\.key|[\w.-]*vault[_-]?pass[\w.-]*|\.pgpass|\.netrc|"
+    r"[\w.-]*(?:secret|password|passwd|token|apikey|api_key)s?(?:\.txt)?|[\w-]+\.key)"
+)
+"""A file that holds a secret and nothing else (Rails' ``master.key``, Ansible's
+``.vault_pass.txt``, ``db_password.txt``, ``server.key``; ``.pub`` files are not among them)."""
+
+_SECRET_FILE_READ_RX = re.compile(
+    r"(?<![\w-])cat[ \t]+(?:-[a-z]+[ \t]+)*[^\s|;&<>\"']{0,200}?"
+    + _SECRET_FILE
+    + r"[ \t]*(?:\\?[\"'}\]]|\Z)"
+)
+"""A command (a tool call's arguments) that prints a secret file: the output that follows it
+is the secret (``{"cmd": "cat config/master.key"}``, then the key in the next output)."""
+
+_SHAPE_FORMATS: tuple[
+    tuple[str, str, Callable[[str], bool] | None, str | None, tuple[str, ...]], ...
+] = (
+    # a private JSON Web Key (RFC 7517/7518): its private members, in a text that is a JWK
+    (
+        "jwk-private-key",
+        r"\\{0,3}\"(?:d|p|q|dp|dq|qi|k)\\{0,3}\"[ \t]*:[ \t]*\\{0,3}\""
+        r"(?P<secret>[A-Za-z0-9_-]{16,})",
+        None,
+        None,
+        ("kty",),
+    ),
+    # a wallet's private key: 32 bytes in hex under a wallet or key name (an address has 20)
+    (
+        "crypto-private-key",
+        r"(?:wallet|priv(?:ate)?[_ -]?key|eth(?:ereum)?[_ -]?key|signer|mnemonic|\bpk)"
+        r"[a-z0-9_ -]{0,24}\\{0,3}[\"']?[ \t]*[=:][ \t]*\\{0,3}[\"']?"
+        r"(?P<secret>0x[0-9a-f]{64})(?![0-9a-z])",
+        None,
+        None,
+        ("0x",),
+    ),
+    # a Bitcoin private key in Wallet Import Format, anywhere (its checksum tells)
+    (
+        "bitcoin-wif-key",
+        r"(?<![1-9A-HJ-NP-Za-km-z])(?P<secret>5[HJK][1-9A-HJ-NP-Za-km-z]{49}|"
+        r"[KL][1-9A-HJ-NP-Za-km-z]{51})(?![1-9A-HJ-NP-Za-km-z])",
+        _is_wif,
+        r"[5KL][1-9A-HJ-NP-Za-km-z]{50}",
+        (),
+    ),
+    # what a secret file holds, printed after the command that printed it
+    (
+        "secret-file-content",
+        r"\bcat[ \t]+(?:-[a-z]+[ \t]+)*[^\s|;&<>]{0,200}?"
+        + _SECRET_FILE
+        + r"[ \t]*(?:\\[nr]|\r?\n)+(?P<secret>[^\s\\\"']{6,512})",
+        _not_reference,
+        None,
+        ("cat",),
+    ),
+    # a bare token of three dot-separated base64url parts (bot and session tokens), no word
+    # needed: random as a whole, so dotted names and versions are not taken
+    (
+        "dotted-token",
+        r"(?<![A-Za-z0-9_.-])(?P<secret>[A-Za-z0-9_-]{20,120}\.[A-Za-z0-9_-]{6,60}\."
+        r"[A-Za-z0-9_-]{20,200})(?![A-Za-z0-9_.-])",
+        _is_random_dotted,
+        r"[A-Za-z0-9_-]{20}\.[A-Za-z0-9_-]{6,60}\.[A-Za-z0-9_-]{20}",
+        (),
+    ),
+)
+"""Secrets known by their shape or their surroundings rather than a vendor prefix: (kind,
+pattern with a ``secret`` group, validator, prefilter for a pattern without a literal, words
+one of which the text must hold for the rule to run)."""
 
 
 # ---- private key blocks --------------------------------------------------------------------
@@ -1249,8 +1392,9 @@ _BLOCK_BODY_RX = re.compile(
 # Literal anchors; `_is_secret_key` decides on the whole key around them.
 _ASSIGN_ANCHORS = (
     "pass", "pw", "secret", "token", "key", "auth", "credential", "contrase", "pin", "pat", "psk",
+    "salt", "pepper",
 )  # fmt: skip
-_ANCHOR_TAILS = {"pat": "", "psk": "", "pin": r"(?:_?code|_?number|s)?"}
+_ANCHOR_TAILS = {"pat": "", "psk": "", "pin": r"(?:_?code|_?number|s)?", "salt": "", "pepper": ""}
 """Anchors that end the names they are in (``GITHUB_PAT``, ``wifi_psk``, ``PIN_CODE``):
 what follows them is an operator, so ``path = ...`` costs no more than a failed match."""
 _ASSIGN_TRIGGERS = tuple(
@@ -1516,6 +1660,8 @@ _STRONG_KEY_RX = re.compile(
             r"(?:hmac|jwt|otp|totp|mfa|app|consumer|deploy|ssh|gpg|pgp|wallet|seed|recovery|"
             r"decryption|cipher|aes|crypto|cookie|csrf|xsrf|signature|sign|oauth|bot|root)_?key",
             r"sshpass|pgpass|passcode|(?:^|_)(?:pat|psk|pin(?:_?code|_?number)?)$",
+            # a salt or pepper kept in configuration (``HASH_SALT``): a secret of the app
+            r"(?:^|_)(?:salt|pepper)$",
         )
     )
 )
@@ -1539,7 +1685,7 @@ _DENY_LAST_SEGMENT = frozenset(
         "refs", "provided", "present", "missing", "valid", "invalid", "exists", "disabled",
         "active", "exposure", "flag", "flags", "param", "params", "option", "options",
         "schema", "model", "models", "callback", "handler", "factory", "regex", "pattern",
-        "patterns", "template", "list",
+        "patterns", "template", "list", "rounds", "iterations", "id", "ids",
     }
 )  # fmt: skip
 
@@ -1608,7 +1754,13 @@ def _kind_for_key(key: str) -> str:
         return "pin"
     if re.search(r"pass|pwd|(?:^|_)pw$|contrase|psk", norm):
         return "password"
-    for word, kind in (("secret", "secret"), ("token", "token"), ("key", "api-key")):
+    for word, kind in (
+        ("secret", "secret"),
+        ("token", "token"),
+        ("key", "api-key"),
+        ("salt", "salt"),
+        ("pepper", "salt"),
+    ):
         if word in norm:
             return kind
     return "credential" if "credential" in norm else "auth"
