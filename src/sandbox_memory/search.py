@@ -382,6 +382,23 @@ def _plain(text: str) -> str:
     return _PLAIN_RE.sub(" ", text.lower()).strip()
 
 
+def states_any(text: str, probes: list[str]) -> bool:
+    """Whether a line of ``text`` states one of ``probes`` (plain statements, see
+    :func:`_plain`): it holds a probe's first :data:`STATED_PROBE_CHARS` characters, or is
+    part of one (summaries and replies quote statements, often shortened)."""
+
+    if not probes:
+        return False
+    for line in text.splitlines():
+        plain = _plain(line)
+        if len(plain) < STATED_MIN_CHARS:
+            continue
+        for probe in probes:
+            if probe[:STATED_PROBE_CHARS] in plain or plain in probe:
+                return True
+    return False
+
+
 def _clip(text: str, limit: int = MAX_ITEM_CHARS) -> str:
     if len(text) <= limit:
         return text
@@ -1160,12 +1177,22 @@ class SearchIndex:
             (rid, stamp),
         )
 
+    async def item_texts(self, rid: str, items: Collection[str]) -> list[str]:
+        """The indexed text of ``items`` of rollout ``rid`` (its new runs indexed first)."""
+
+        await self.sync([rid])
+        async with self._lock:
+            db = await self._open()
+            found = db.execute(
+                "SELECT text FROM docs WHERE doc IN (SELECT value FROM json_each(?))",
+                (json.dumps([f"item:{rid}:{item}" for item in items]),),
+            ).fetchall()
+        return [_unpack(packed) for (packed,) in found]
+
     @staticmethod
-    def _states_retracted(db: sqlite3.Connection, rid: str, text: str) -> bool:
-        """Whether a line of ``rid``'s summary states an entry retracted while it rests on
-        ``rid``'s items: its content, or the text of an item it rests on (a summary quotes
-        statements, often shortened). Such a summary is not searchable while the entry stays
-        retracted: a Forget makes the fact unfindable, not only its entry."""
+    def _retracted_probes(db: sqlite3.Connection, rid: str) -> list[str]:
+        """What the entries retracted while resting on ``rid``'s items said: their content and
+        the text of the items they rest on (plain words, long enough to be a statement)."""
 
         probes: list[str] = []
         for item, content in db.execute(
@@ -1177,17 +1204,16 @@ class SearchIndex:
             ).fetchone()
             if found is not None:
                 probes.append(_plain(_unpack(found[0])))
-        probes = [p for p in probes if len(p) >= STATED_MIN_CHARS]
-        if not probes:
-            return False
-        for line in text.splitlines():
-            plain = _plain(line)
-            if len(plain) < STATED_MIN_CHARS:
-                continue
-            for probe in probes:
-                if probe[:STATED_PROBE_CHARS] in plain or plain in probe:
-                    return True
-        return False
+        return [p for p in dict.fromkeys(probes) if len(p) >= STATED_MIN_CHARS]
+
+    @classmethod
+    def _states_retracted(cls, db: sqlite3.Connection, rid: str, text: str) -> bool:
+        """Whether a line of ``rid``'s summary states an entry retracted while it rests on
+        ``rid``'s items: its content, or the text of an item it rests on (a summary quotes
+        statements, often shortened). Such a summary is not searchable while the entry stays
+        retracted: a Forget makes the fact unfindable, not only its entry."""
+
+        return states_any(text, cls._retracted_probes(db, rid))
 
     @staticmethod
     def _summary_sources(db: sqlite3.Connection, rid: str) -> list[dict[str, str]]:
@@ -1247,9 +1273,17 @@ class SearchIndex:
         )
         args.append(limit * CANDIDATES_PER_HIT)
         ranked: list[SearchHit] = []
+        probes: dict[str, list[str]] = {}
         for kind, text, score, updated, conv, sources, key, detail, path, uses in db.execute(
             sql, args
         ):
+            if kind == "item" and conv is not None:
+                # An item of a run a retracted entry was learned from that states it (the
+                # assistant's echo, the user saying it again) is hidden with its sources.
+                if conv not in probes:
+                    probes[conv] = self._retracted_probes(db, conv)
+                if probes[conv] and states_any(_unpack(text), probes[conv]):
+                    continue
             ranked.append(
                 SearchHit(
                     kind=kind,

@@ -108,6 +108,9 @@ class Renderer:
         """``skills/<key>/SKILL.md`` digests as last rendered (``store/skills.json``)."""
         self._raw: dict[str, tuple[int, str]] = {}
         """Rollout id -> (bytes extracted, per its progress, and its raw memory text)."""
+        self._sources_changed = False
+        """A rollout's notes were rewritten in place (a Forget): render even from the same
+        inputs."""
         self._stamp_rendered = ""
         """Layout memory's stamp the rendering model holds."""
         self.memory_md_checked = False
@@ -241,8 +244,10 @@ class Renderer:
             and checked
             and not missing
             and set(old) >= {"memory_summary.md", "raw_memories.md", "store/prompt.json"}
+            and not self._sources_changed
         ):
             return  # rendered from these very inputs, and every file is still there
+        self._sources_changed = False
 
         # The keys this process' own commits changed since the last render: only those are
         # read; else every entry is taken in again, a shard at a time (the rendering keeps a
@@ -319,6 +324,13 @@ class Renderer:
         if stamp != stamp_doc:
             await store.write_state(self.stamp_path, json.dumps(stamp_doc).encode())
         self.state.memory_md_seen = memory_digest  # a run's change is judged from here on
+
+    def source_changed(self, rollout_id: str) -> None:
+        """The raw notes of ``rollout_id`` were rewritten without new extraction (a Forget
+        took a fact out of them): read them again at the next rendering, and render."""
+
+        self._raw.pop(rollout_id, None)
+        self._sources_changed = True
 
     async def _raw_memories(self, refs: list[RolloutRef]) -> str:
         """``raw_memories.md``: each selected rollout's notes, read again only when phase 1
