@@ -1192,7 +1192,7 @@ def _third_wave() -> list[Case]:
     add("cloud", "wallet-hex", f"wallet: {key}", key[2:])
     add("cloud", "eth-private-key-env", f"ETH_PRIVATE_KEY={key}", key[2:])
     wif = _wif(compressed=False)
-    add("cloud", "bitcoin-wif", f"import this: {wif}", wif)
+    add("cloud", "bitcoin-wif", f"WIF private key (wallet export): {wif}", wif)
     wif = _wif(compressed=True)
     add("cloud", "bitcoin-wif-compressed", f"bitcoin-cli importprivkey {wif} main", wif)
     master = r(32, _HX)

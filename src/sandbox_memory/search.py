@@ -1307,8 +1307,8 @@ class SearchIndex:
         person: str | None,
         conversation: str | None,
     ) -> list[SearchHit]:
-        """Ranked hits with each statement once. A hit is identified by its scope and key: the
-        same key in two conversations is two facts (three ``budget``s are three hits). The
+        """Ranked hits with each statement once. A hit is one fact, named by its scope and key:
+        the same key in two conversations is two facts (three ``budget``s are three hits). The
         exception is a copy of one statement: an entry promoted to layout memory from the same
         items (it shares a source), or the same text learned in several conversations; the
         copies are one hit, kept in its best place and citing the sources of every copy this

@@ -695,12 +695,14 @@ _CATALOGUE_FORMATS: tuple[tuple[str, str, str], ...] = (
 the kinds name the format (``docs/robustness.md`` lists every format covered)."""
 
 
-_TRUNCATED_PREFIXES = (
-    r"(?:gh[pousr]_|github_pat_|glpat-|xox[bpae]-|sk-proj-|sk-ant-|sk_live_|rk_live_|"
-    r"npm_|pypi-|hf_|dckr_pat_|glsa_|AKIA|ASIA|AIza|ya29\.|shpat_|sq0atp-)"
-)
+_TRUNCATED_PREFIX_LIST = (
+    r"gh[pousr]_", "github_pat_", "glpat-", r"xox[bpae]-", "sk-proj-", "sk-ant-", "sk_live_",
+    "rk_live_", "npm_", "pypi-", "hf_", "dckr_pat_", "glsa_", "AKIA", "ASIA", "AIza", r"ya29\.",
+    "shpat_", "sq0atp-",
+)  # fmt: skip
 """Vendor prefixes after which a few characters cut short at the end of a text are the first
 half of a token."""
+_TRUNCATED_PREFIXES = "(?:" + "|".join(_TRUNCATED_PREFIX_LIST) + ")"
 
 
 def _own_rules() -> list[_Rule]:
@@ -1058,7 +1060,7 @@ def _own_rules() -> list[_Rule]:
     add(
         _rule(
             "truncated-token",  # at a token start: "pnpm_store_v3", "x-pypi-ab12" hold none
-            r"(?:(?<![A-Za-z0-9_.-])|(?<=\\[ntr]))"
+            r"(?:(?<![A-Za-z0-9_.-])|(?<=\\[ntr]))"  # a token start
             + _TRUNCATED_PREFIXES
             + r"(?P<secret>(?=[A-Za-z_-]{0,40}[0-9])[A-Za-z0-9_-]{6,})"
             r"(?=\.{2,}|…|[ \t]*(?:\[|\()?(?:output )?truncated|[ \t]*(?:\\[nr]|\r?\n|\Z)"
@@ -1170,7 +1172,8 @@ def _own_rules() -> list[_Rule]:
         add(
             _rule(
                 kind,
-                re.compile(pattern, re.IGNORECASE if kind == "crypto-private-key" else 0),
+                pattern,
+                lowered=kind == "crypto-private-key",
                 priority=_P_ENTROPY if kind == "dotted-token" else _P_CONTEXT,
                 validate=validate,
                 prefilter=prefilter,
@@ -1296,7 +1299,7 @@ _SECRET_FILE = (
 ``.vault_pass.txt``, ``db_password.txt``, ``server.key``; ``.pub`` files are not among them)."""
 
 _SECRET_FILE_READ_RX = re.compile(
-    r"(?<![\w-])cat[ \t]+(?:-[a-z]+[ \t]+)*[^\s|;&<>\"']{0,200}?"
+    r"cat(?<![\w-]cat)[ \t]+(?:-[a-z]+[ \t]+)*[^\s|;&<>\"']{0,200}?"
     + _SECRET_FILE
     + r"[ \t]*(?:\\?[\"'}\]]|\Z)"
 )
@@ -1318,26 +1321,52 @@ _SHAPE_FORMATS: tuple[
     # a wallet's private key: 32 bytes in hex under a wallet or key name (an address has 20)
     (
         "crypto-private-key",
-        r"(?:wallet|priv(?:ate)?[_ -]?key|eth(?:ereum)?[_ -]?key|signer|mnemonic|\bpk)"
+        r"(?:wallet|priv(?:ate)?[_ -]?key|eth(?:ereum)?[_ -]?key|signer|mnemonic)"
         r"[a-z0-9_ -]{0,24}\\{0,3}[\"']?[ \t]*[=:][ \t]*\\{0,3}[\"']?"
         r"(?P<secret>0x[0-9a-f]{64})(?![0-9a-z])",
         None,
         None,
-        ("0x",),
+        (
+            "wallet",
+            "privkey",
+            "private_key",
+            "private-key",
+            "private key",
+            "privatekey",
+            "priv_key",
+            "priv-key",
+            "eth_key",
+            "ethereum",
+            "signer",
+            "mnemonic",
+        ),
     ),
-    # a Bitcoin private key in Wallet Import Format, anywhere (its checksum tells)
+    # a Bitcoin private key in Wallet Import Format, near a word that names one (the checksum
+    # tells it from other base58; scanning every base58 run cost 8 ns a byte)
     (
         "bitcoin-wif-key",
         r"(?<![1-9A-HJ-NP-Za-km-z])(?P<secret>5[HJK][1-9A-HJ-NP-Za-km-z]{49}|"
         r"[KL][1-9A-HJ-NP-Za-km-z]{51})(?![1-9A-HJ-NP-Za-km-z])",
         _is_wif,
-        r"[5KL][1-9A-HJ-NP-Za-km-z]{50}",
-        (),
+        None,
+        (
+            "wif",
+            "privkey",
+            "bitcoin",
+            "btc",
+            "wallet",
+            "electrum",
+            "private key",
+            "private_key",
+            "privatekey",
+            "secret key",
+            "seed",
+        ),
     ),
     # what a secret file holds, printed after the command that printed it
     (
         "secret-file-content",
-        r"\bcat[ \t]+(?:-[a-z]+[ \t]+)*[^\s|;&<>]{0,200}?"
+        r"cat(?<![\w-]cat)[ \t]+(?:-[a-z]+[ \t]+)*[^\s|;&<>]{0,200}?"
         + _SECRET_FILE
         + r"[ \t]*(?:\\[nr]|\r?\n)+(?P<secret>[^\s\\\"']{6,512})",
         _not_reference,
@@ -1351,7 +1380,7 @@ _SHAPE_FORMATS: tuple[
         r"(?<![A-Za-z0-9_.-])(?P<secret>[A-Za-z0-9_-]{20,120}\.[A-Za-z0-9_-]{6,60}\."
         r"[A-Za-z0-9_-]{20,200})(?![A-Za-z0-9_.-])",
         _is_random_dotted,
-        r"[A-Za-z0-9_-]{20}\.[A-Za-z0-9_-]{6,60}\.[A-Za-z0-9_-]{20}",
+        r"[A-Za-z0-9_-]{4}\.[A-Za-z0-9_-]{6}[A-Za-z0-9_-]{0,54}\.[A-Za-z0-9_-]{4}",
         (),
     ),
 )
