@@ -108,3 +108,40 @@ async def test_on_the_shared_store_a_fresh_machine_finds_nothing_of_a_forgotten_
     for name, text in memory_files(tmp_path / "two").items():
         assert "1500" not in text and "1500" not in name, name
     await store.aclose()
+
+
+class ProcedureEngine(QuotingEngine):
+    """Learns a procedure (promoted to layout memory), quoting the user everywhere."""
+
+    async def extract(self, request: ExtractionRequest) -> Extraction:
+        out = await super().extract(request)
+        item = request.segments[-1]["input"][0]
+        out.candidates = [
+            Candidate(
+                key="deploy-steps",
+                content=item["content"],
+                kind="procedure",
+                sources=[item["memory_item_id"]],
+            )
+        ]
+        return out
+
+
+async def test_a_layout_forget_takes_the_fact_out_of_the_conversation_it_was_learned_in(
+    tmp_path: Path,
+) -> None:
+    said = "Always deploy with make release-1500 before the Friday freeze."
+    rt = store_runtime(tmp_path, None, ProcedureEngine())
+    payload = run()
+    payload["input"][0]["content"] = said
+    payload["generated_items"][0]["content"][0]["text"] = f"Noted: {said}"
+    await rt.record(payload, rollout_id="ops")
+    await rt.close()
+    client = MemoryClient(tmp_path)
+    view = await client.view(None)
+    assert view.entries["deploy-steps"].status == "active"
+    await client.apply(Forget(key="deploy-steps"), expected=view.version)
+    for hit in await client.search("deploy release-1500 Friday freeze"):
+        assert "1500" not in hit.text, (hit.kind, hit.text)
+    for name, text in memory_files(tmp_path).items():
+        assert "1500" not in text, name

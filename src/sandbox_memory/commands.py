@@ -740,8 +740,6 @@ class MemoryClient:
                     await self._apply_layout(command, expected=expected, cause=cause)
                 else:
                     await self._apply_conversation(command, rid, expected=expected, cause=cause)
-                if isinstance(command, Forget):
-                    await self._forget_derived(command.key, rid)
                 try:
                     await rt.consolidate_layout()
                 except Exception as exc:  # noqa: BLE001 - the command is applied: say so
@@ -794,19 +792,6 @@ class MemoryClient:
             if isinstance(command, Remember) and entry is not None and entry.person is not None:
                 command = command.model_copy(update={"person": entry.person})
         return await self.apply(command, expected=expected, conversation=conversation, cause=cause)
-
-    async def _forget_derived(self, key: str, rid: str | None) -> None:
-        """The forgotten entry leaves the summaries and notes of the runs it came from
-        (``forgetting.py``)."""
-
-        from .forgetting import forget_derived
-
-        if rid is None:
-            entry = (await self.store.layout_entries([key])).get(key)
-        else:
-            entry = (await self.store.load_conversation(rid)).entries.get(key)
-        if entry is not None and entry.status == "retracted":
-            await forget_derived(self.runtime, entry)
 
     async def _apply_layout(self, command: Command, *, expected: int, cause: Cause) -> None:
         """One command on layout memory: the entry it names is read and written, with its

@@ -12,6 +12,12 @@ out of them, for each conversation the entry rests on:
   ``remember``, ``rollout`` when none is left): the summary is written under its new name and
   the old file removed, and the rollout's progress, ``MEMORY.md`` and the notes' header follow.
 
+When it runs: for a layout Forget, as part of its commit (the hook that retracts the entry's
+copies in conversations), so a writer that finishes a commit a dead process left does it too;
+for a conversation's retracted entries, in phase 2 when the conversation is taken in again (a
+Forget there, or a new extraction). It is idempotent: a file already without the fact is not
+written.
+
 What phase 1 wrote is derived data: the recorded run stays in ``sessions/`` as it was (the
 history is not rewritten), and a direct ``Remember`` of the key makes the entry active again
 without bringing the dropped lines back.
@@ -105,11 +111,12 @@ async def forget_derived(rt: LayoutRuntime, entry: Entry) -> list[str]:
             if target != summary_rel:
                 await st.ws.remove(summary_rel)
 
-        def renamed(p: RolloutProgress, slug: str | None = new_slug) -> None:
-            p.slug = slug
-            p.consolidated = False  # phase 2 renders its listing and notes again
+        if new_slug != old_slug:
 
-        await st.update_progress(rid, renamed)
+            def renamed(p: RolloutProgress, slug: str | None = new_slug) -> None:
+                p.slug = slug  # the rendering's inputs name the file: it renders again
+
+            await st.update_progress(rid, renamed)
         rt.renderer.source_changed(rid)
         rt.search_index.mark(rid)
         changed.append(rid)

@@ -41,6 +41,26 @@ class Consolidator:
         self.live_edits = live_edits
         self.renderer = renderer
 
+    async def _forget_derived(self, progress: dict[str, RolloutProgress]) -> bool:
+        """The entries retracted in a conversation phase 2 takes in again (a Forget there, or
+        a new extraction) leave its summary and notes (``forgetting.py``; nothing to do when
+        they already have). Whether a file changed."""
+
+        hook = self.state.forget_derived
+        if hook is None:
+            return False
+        changed = False
+        for rid, prog in sorted(progress.items()):
+            if prog.consolidated or prog.forgotten or not prog.slug:
+                continue
+            conversation = await self.state.store.load_conversation(rid)
+            for entry in conversation.entries.values():
+                if entry.status == "retracted" and any(
+                    s.conversation == rid for s in entry.sources
+                ):
+                    changed = bool(await hook(entry)) or changed
+        return changed
+
     @spans.traced(spans.CONSOLIDATE)
     async def consolidate_layout(self) -> None:
         """Phase 2: select, forget, promote, take in live edits, render. Caller holds the lock.
@@ -52,9 +72,12 @@ class Consolidator:
 
         st = self.state
         store = st.store
-        progress = await store.list_progress()
-        # Missing or partly unreadable: rebuilt from every selected conversation.
+        # Missing or partly unreadable: rebuilt from every selected conversation. A commit a
+        # dead writer left is finished here (a Forget's included: see ``forgetting.py``).
         edit = await store.edit_layout()
+        progress = await store.list_progress()
+        if await self._forget_derived(progress):
+            progress = await store.list_progress()  # a summary may have a new name
         rebuild = await store.layout_damaged()
         # Usage by later runs (found in the recorded items): what is used is kept.
         # The rollouts flagged since the last sync are enough: the index holds the rest.

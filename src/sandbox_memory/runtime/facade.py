@@ -84,6 +84,13 @@ class LayoutRuntime:
         )
         self.extractor = Extractor(st, index=self.search_index, consolidator=self.consolidator)
 
+        async def forget_derived(entry: Entry) -> list[str]:
+            from ..forgetting import forget_derived as take_out
+
+            return await take_out(self, entry)
+
+        st.forget_derived = forget_derived
+
     # ------------------------------------------------------- the shared state
 
     @property

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from ..config import (
@@ -51,6 +51,9 @@ class LayoutState:
         self.store.redactor_source = lambda: self.redactor
         self.store.line_check = self.line_check
         self.store.retract_copies = self._retract_copies
+        self.forget_derived: Callable[[Entry], Awaitable[list[str]]] | None = None
+        """Takes a retracted entry out of the summaries and notes it came from (set by the
+        runtime: ``forgetting.py``)."""
         self._redactor: Redactor | None = None
         self.redaction_settings: RedactionSettings | None = None
         """What ``redactor`` was built from (``None`` for one set from outside): a child
@@ -82,6 +85,9 @@ class LayoutState:
         await retract_copies(
             self.store, entry, copy.source, stamp=copy.stamp, cause=copy.cause, log=True
         )
+        # Part of the commit, so done again by the next writer if this one dies.
+        if self.forget_derived is not None:
+            await self.forget_derived(entry)
 
     @property
     def engine(self) -> ExtractionEngine:
