@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("sandbox_memory")
 
 _KEPT_LINE_RE = re.compile(
-    r"^(?:#|<!--|rollout_id:|updated_at:|rollout_path:|rollout_summary_file:|terminal_state:|"
+    r"^(?:#|<!--|session_id:|rollout_id:|updated_at:|rollout_path:|rollout_summary_file:|terminal_state:|"
     r"conversation:)"
 )
 """Lines memory writes itself around the notes (headers, block marks): never a statement."""
