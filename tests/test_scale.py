@@ -416,3 +416,38 @@ async def test_the_conversation_view_lists_processed_items_a_chunk_at_a_time(
     assert view.processed == expected  # type: ignore[union-attr]
     assert "not-an-id" not in view.processed  # type: ignore[union-attr]
     assert len(reads) > 1 and max(reads) <= 200
+
+
+async def test_a_close_defers_its_backlog_without_looking_up_known_entries(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Past the close's model-call budget, a pending rollout is deferred before its known
+    entries are searched: a long backlog costs a read of each rollout, not a search each."""
+
+    from faultlib import PhaseOneModel
+    from sandbox_memory.search import SearchIndex
+
+    model = PhaseOneModel()
+    rt = LayoutRuntime(
+        LocalWorkspace(tmp_path),
+        layout=MemoryLayoutConfig(),
+        generate=MemoryGenerateConfig(
+            engine="model", phase_one_model=model, max_model_calls_per_close=2
+        ),
+        read=MemoryReadConfig(),
+    )
+    for k in range(6):
+        await rt.record(run(f"Task {k}: the parser drops the last line."), rollout_id=f"c{k}")
+    looked_up: list[str] = []
+    real = SearchIndex.known_entries
+
+    async def counting(self: SearchIndex, text: str, **kwargs: Any) -> Any:
+        looked_up.append(text)
+        return await real(self, text, **kwargs)
+
+    monkeypatch.setattr(SearchIndex, "known_entries", counting)
+    report = await rt.close()
+    assert len(model.calls) == 2
+    assert len(report["deferred"]) == 4
+    assert len(looked_up) == 2
+    assert await rt.pending_rollouts() == sorted(report["deferred"])

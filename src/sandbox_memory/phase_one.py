@@ -93,10 +93,16 @@ class Budget:
     def remaining_seconds(self) -> float:
         return self.deadline - time.monotonic()
 
-    def reserve(self, tokens: int) -> bool:
+    def admits(self, tokens: int) -> bool:
+        """Whether one more call of ``tokens`` fits (what is spent only grows: a call refused
+        now is refused later in the same close)."""
+
         if self.spent_calls + 1 > self.calls or self.spent_tokens + tokens > self.tokens:
             return False
-        if self.remaining_seconds() <= 0:
+        return self.remaining_seconds() > 0
+
+    def reserve(self, tokens: int) -> bool:
+        if not self.admits(tokens):
             return False
         self.spent_calls += 1
         self.spent_tokens += tokens
@@ -220,6 +226,14 @@ class _Raced:
 _RACED = _Raced()
 
 
+def _defer(budget: Budget, rollout_id: str) -> bool:
+    budget.deferred.append(rollout_id)
+    logger.info(
+        "memory budget for this close is spent; rollout %s waits for the next close", rollout_id
+    )
+    return False
+
+
 async def _extract(
     rt: LayoutState, rollout_id: str, *, budget: Budget | None, search: SearchIndex | None
 ) -> bool | _Raced:
@@ -288,6 +302,13 @@ async def _extract(
                 await rt.update_progress(rollout_id, skip)
         return False
 
+    new_bytes = parsed.end_offset - prog.offset
+    spans.note(engine=rt.engine.name, segments=len(segments), new_bytes=new_bytes)
+    estimated = min(new_bytes, rt.generate.max_rollout_chars) // CHARS_PER_TOKEN
+    if rt.engine.name != "offline" and budget is not None and not budget.admits(estimated):
+        # Before the known entries are looked up: a close with a long backlog defers most of
+        # it, and each deferral would otherwise cost a search over every entry.
+        return _defer(budget, rollout_id)
     known = await known_entries(rt, search, conversation, segments)
     previous = None
     if prog.offset > 0 and rt.engine.name != "offline":
@@ -304,21 +325,13 @@ async def _extract(
         max_input_chars=rt.generate.max_rollout_chars,
         external_tools=rt.generate.external_tools,
     )
-    new_bytes = parsed.end_offset - prog.offset
-    spans.note(engine=rt.engine.name, segments=len(segments), new_bytes=new_bytes)
-    estimated = min(new_bytes, rt.generate.max_rollout_chars) // CHARS_PER_TOKEN
     index = ItemIndex.from_segments(segments, external_tools=rt.generate.external_tools)
     started = time.monotonic()
     extraction: Extraction | None = None
     feedback: str | None = None
     for _ in (1, 2):  # a second request only when every candidate of the first was rejected
         if rt.engine.name != "offline" and budget is not None and not budget.reserve(estimated):
-            budget.deferred.append(rollout_id)
-            logger.info(
-                "memory budget for this close is spent; rollout %s waits for the next close",
-                rollout_id,
-            )
-            return False
+            return _defer(budget, rollout_id)
         try:
             extraction = await _run_engine(rt, request, feedback, budget, started)
         except BudgetExpired as cut:
