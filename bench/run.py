@@ -62,7 +62,9 @@ SIZES: dict[str, dict[str, Any]] = {
         "big_rollout": [5, 20],
         "scale": {
             "stored": 10_000,
+            "stored_few": 3_000,
             "pending": [100, 400],
+            "pending_batches": [100, 4],
             "ops": [2_000, 20_000],
             "samples": 3,
             "forget": [1_000, 100],
@@ -78,7 +80,9 @@ SIZES: dict[str, dict[str, Any]] = {
         "big_rollout": [5, 20, 50, 100],
         "scale": {
             "stored": 10_000,
+            "stored_few": 3_000,
             "pending": [100, 1_000],
+            "pending_batches": [500, 4],
             "ops": [2_000, 20_000],
             "samples": 5,
             "forget": [1_000, 100],

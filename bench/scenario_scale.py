@@ -8,11 +8,18 @@ sandbox), then each system's real code runs on them:
   keeps them, hands 30 new runs (30 new conversations) to the manager the SDK runtime uses, and
   closes the sandbox; wall time from the first run to the end of the close, and peak RSS minus
   the resident size before the first run. Zero-latency counting models.
+- **close, 3,000 conversations stored, 30 new**: the same at 3,000 (6,000 entries), where the
+  built-in's work is smaller and ours' fixed costs show.
 - **close with N pending**: N recorded, never extracted conversations, then one close; the time
   per pending rollout at the larger N over the smaller (linear: about 1).
+- **batches of pending conversations**: B new conversations recorded, then a close, again and
+  again on one store (each close extracts what its model-call budget allows and defers the
+  rest); the CPU time of the last batch over the first (flat: about 1).
 - **each operation at 2,000 and at 20,000 entries** (1,000 and 10,000 conversations): record a
-  run, close with one new conversation, ``Remember``, ``Forget``, phase 2 with nothing new and
-  the first-turn read prompt; the row is the cost at the large store over the small one.
+  run, close with one new conversation, ``Remember``, ``Forget`` (through one client that stays
+  open, and as a user calls them: a fresh ``MemoryClient`` on the folder, its ``view()`` for
+  the version, then ``apply``), phase 2 with nothing new and the first-turn read prompt; the
+  row is the cost at the large store over the small one.
 - **read prompt, first turn, 20,000 entries**: ours against the built-in holding a
   ``memory_summary.md`` of the same 20,000 lines (as in the read scenario).
 - **state on disk when conversations are forgotten**: bytes under ``memories/`` of a store of
@@ -289,6 +296,26 @@ async def close_pending(counts: list[int], progress: Progress) -> dict[int, floa
     return seconds
 
 
+async def pending_batches(batch: int, batches: int, progress: Progress) -> list[float]:
+    """CPU seconds of each batch: ``batch`` new conversations recorded, then a close, on one
+    store that keeps what the earlier batches left (their deferred rollouts included)."""
+
+    cpu: list[float] = []
+    with temp_root("scale-batches") as root:
+        memories = make_memory("ours")
+        rt = MemoryClient(root, generate=memories.capability.generate).runtime
+        k = 0
+        for b in range(batches):
+            start = time.process_time()
+            for _ in range(batch):
+                await rt.record(segment_payload(k, 0), rollout_id=conversation_id(k))
+                k += 1
+            await rt.close()
+            cpu.append(time.process_time() - start)
+            progress(f"scale: batch {b + 1} of {batch:,} pending: {cpu[-1]:.2f} s CPU")
+    return cpu
+
+
 # ------------------------------------------------------ each operation, small and large
 
 
@@ -349,6 +376,23 @@ async def operations(root: Path, conversations: int, samples: int) -> dict[str, 
         await client.apply(Forget(key=f"bench-{i}"), expected=view.version)
 
     out["forget"] = await _timed(samples, forget)
+
+    async def remember_user(i: int) -> None:
+        user = MemoryClient(root)
+        view = await user.view(None)
+        await user.apply(
+            Remember(key=f"user-{i}", content=f"User fact {i}.", kind="fact"),
+            expected=view.version,
+        )
+
+    out["remember_user"] = await _timed(samples, remember_user)
+
+    async def forget_user(i: int) -> None:
+        user = MemoryClient(root)
+        view = await user.view(None)
+        await user.apply(Forget(key=f"user-{i}"), expected=view.version)
+
+    out["forget_user"] = await _timed(samples, forget_user)
 
     async def idle(i: int) -> None:
         async with rt.write_lock():
@@ -481,6 +525,10 @@ async def run(sizes: dict[str, Any], progress: Progress) -> tuple[list[Row], dic
             f"{built_large:.0f}s, rendered files and search index included)"
         )
         closes = await close_stored(stored, large_root, progress)
+        few = sizes["stored_few"]
+        with temp_root("scale-few") as few_root:
+            await prepared_store(few_root, conversations=few, entries=2 * few)
+            closes_few = await close_stored(few, few_root, progress)
         ops_small = await operations(small_root, small // 2, samples)
         progress(f"scale: operations at {small:,} entries: {ops_small}")
         ops_large = await operations(large_root, large // 2, samples)
@@ -503,6 +551,23 @@ async def run(sizes: dict[str, Any], progress: Progress) -> tuple[list[Row], dic
             note=f"model calls: ours {o['calls']}, built-in {b['calls']}",
         )
     )
+    o3, b3 = closes_few["ours"], closes_few["builtin"]
+    extra["close_stored_few"] = closes_few
+    rows.append(
+        Row(
+            name="scale.close_3k.wall",
+            metric=(
+                f"close with {few:,} conversations stored ({2 * few:,} entries) and {NEW_RUNS} "
+                "new: wall time"
+            ),
+            unit="s",
+            ours=o3["seconds"],
+            builtin=b3["seconds"],
+            target="ours <= 0.5x built-in",
+            met=o3["seconds"] <= 0.5 * b3["seconds"],
+            note=f"model calls: ours {o3['calls']}, built-in {b3['calls']}",
+        )
+    )
     rows.append(
         Row(
             name="scale.close_10k.memory",
@@ -520,6 +585,8 @@ async def run(sizes: dict[str, Any], progress: Progress) -> tuple[list[Row], dic
         "close": "close with one new conversation",
         "remember": "Remember of one layout fact",
         "forget": "Forget of one layout fact",
+        "remember_user": "Remember of one layout fact through a fresh MemoryClient (view, apply)",
+        "forget_user": "Forget of one layout fact through a fresh MemoryClient (view, apply)",
         "phase2_idle": "phase 2 with nothing new",
         "read_first_turn": "first-turn read prompt",
     }
@@ -568,6 +635,26 @@ async def run(sizes: dict[str, Any], progress: Progress) -> tuple[list[Row], dic
             target="ours <= 1.5 (linear in N)",
             met=per[hi] / per[lo] <= 1.5,
             note=", ".join(f"N={n:,}: {pend[n]:.2f} s" for n in counts),
+        )
+    )
+
+    batch, batches = sizes["pending_batches"]
+    per_batch = await pending_batches(batch, batches, progress)
+    extra["pending_batches_cpu"] = per_batch
+    flat = per_batch[-1] / per_batch[0]
+    rows.append(
+        Row(
+            name=f"scale.pending_batches.b{batch}",
+            metric=(
+                f"CPU time of recording {batch:,} new conversations and closing, batch "
+                f"{batches} / batch 1 (earlier batches' work stays stored)"
+            ),
+            unit="x",
+            ours=flat,
+            builtin=None,
+            target="ours <= 1.5 (flat per batch)",
+            met=flat <= 1.5,
+            note=", ".join(f"{c:.2f} s" for c in per_batch),
         )
     )
 

@@ -287,6 +287,38 @@ def test_docs_facts_walkthrough_runs_on_the_workspace_the_example_keeps(
     assert (skills / "tests-first" / "SKILL.md").exists()
 
 
+async def test_the_two_run_example_leaves_only_the_store_files_docs_workspace_layout_lists(
+    tmp_path: Path,
+) -> None:
+    """docs/workspace-layout.md says what ``memories/store/`` holds after the example."""
+
+    import re
+
+    example = _load("memory")
+    await example.main(offline=True, keep=tmp_path / "ws")
+    store = tmp_path / "ws" / "memories" / "store"
+    found = sorted(str(p.relative_to(store)) for p in store.rglob("*") if p.is_file())
+    conversations = "(fix-invoice-bug|verify-invoice-fix)"
+    listed = [
+        rf"conversations/{conversations}\.json",
+        rf"progress/{conversations}\.json",
+        rf"items/{conversations}\.txt",
+        rf"layout/cites/{conversations}",
+        r"threads/[0-9a-f]+",
+        r"held/\.complete",
+        r"held/[a-z0-9][a-z0-9._-]*",
+        r"layout/head\.json",
+        r"layout/shard-\d\d\.json",
+        r"(log\.jsonl|registry|prompt|rendered|skills|settings)(\.json)?",
+        r"search\.sqlite",
+        r"pending/verify-invoice-fix",
+    ]
+    assert [f for f in found if not any(re.fullmatch(p, f) for p in listed)] == []
+    for kind in ("conversations", "progress", "items", "layout/cites", "threads"):
+        assert len([f for f in found if f.startswith(kind + "/")]) == 2, kind
+    assert "pending/verify-invoice-fix" in found and "held/.complete" in found
+
+
 async def test_multi_agent_example_keeps_its_workspace_for_the_cli(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
