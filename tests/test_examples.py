@@ -312,6 +312,7 @@ async def test_the_two_run_example_leaves_only_the_store_files_docs_workspace_la
         r"(log\.jsonl|registry|prompt|rendered|skills|settings)(\.json)?",
         r"search\.sqlite",
         r"pending/verify-invoice-fix",
+        r"\.lock\.guard-sbm",
     ]
     assert [f for f in found if not any(re.fullmatch(p, f) for p in listed)] == []
     for kind in ("conversations", "progress", "items", "layout/cites", "threads"):
