@@ -451,3 +451,52 @@ async def test_a_close_defers_its_backlog_without_looking_up_known_entries(
     assert len(report["deferred"]) == 4
     assert len(looked_up) == 2
     assert await rt.pending_rollouts() == sorted(report["deferred"])
+
+
+async def test_a_commands_render_reads_only_the_entries_it_changed(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The prompt index shows the newest entries (spread over most shards); after this
+    process' own command only the keys it changed are read again, and the index is the one a
+    fresh process renders from every entry."""
+
+    from sandbox_memory import Forget, MemoryClient, Remember
+    from sandbox_memory.store import Store
+
+    client = MemoryClient(tmp_path, generate=MemoryGenerateConfig(engine="offline"))
+    view = await client.create()
+    for k in range(24):
+        view = await client.apply(
+            Remember(key=f"fact-{k}", content=f"Fact number {k} of the parser.", kind="fact"),
+            expected=view.version,
+        )
+    asked: list[list[str]] = []
+    real = Store.layout_entries
+
+    async def counting(self: Store, keys: Any) -> Any:
+        keys = list(keys)
+        asked.append(keys)
+        return await real(self, keys)
+
+    monkeypatch.setattr(Store, "layout_entries", counting)
+    view = await client.apply(
+        Remember(key="fact-3", content="Fact three, corrected.", kind="fact"),
+        expected=view.version,
+    )
+    view = await client.apply(Forget(key="fact-5"), expected=view.version)
+    view = await client.apply(
+        Remember(key="fact-new", content="A new fact.", kind="fact"), expected=view.version
+    )
+    assert asked and max(len(keys) for keys in asked) <= 1, asked
+    monkeypatch.setattr(Store, "layout_entries", real)
+
+    prompt = tmp_path / STORE / "prompt.json"
+    shown = prompt.read_bytes()
+    assert b"Fact three, corrected." in shown and b"fact-new" in shown
+    assert b"Fact number 5 " not in shown
+    prompt.unlink()
+    (tmp_path / STORE / "rendered.json").unlink()
+    fresh = MemoryClient(tmp_path, generate=MemoryGenerateConfig(engine="offline")).runtime
+    async with fresh.write_lock():
+        await fresh.consolidate_layout()
+    assert prompt.read_bytes() == shown

@@ -113,6 +113,10 @@ class Renderer:
         inputs."""
         self._stamp_rendered = ""
         """Layout memory's stamp the rendering model holds."""
+        self._prompt: tuple[str, dict[str, str]] = ("", {})
+        """The entries ``store/prompt.json`` was last rendered from (as JSON: a few hundred
+        short strings, not parsed entries), with layout memory's stamp then: a render after
+        this process' own commits reads only the keys they changed."""
         self.memory_md_checked = False
         """Set by the live-edit check of this phase 2: ``MEMORY.md`` is what was rendered."""
 
@@ -252,9 +256,10 @@ class Renderer:
         # The keys this process' own commits changed since the last render: only those are
         # read; else every entry is taken in again, a shard at a time (the rendering keeps a
         # line per entry, not the entries).
+        rendered_from = self._stamp_rendered
         known = (
-            store.layout_changed_keys(self._stamp_rendered, layout_stamp)
-            if layout_stamp and self._stamp_rendered
+            store.layout_changed_keys(rendered_from, layout_stamp)
+            if layout_stamp and rendered_from
             else None
         )
         if layout is not None:
@@ -308,10 +313,23 @@ class Renderer:
         # What the first turn of a run needs from layout memory, newest first and cut at twice
         # the budget: a run starts by reading this, not every entry (see ``prompt_entries``).
         wanted = self.model.prompt_keys(2 * budget)
-        entries = (
-            {k: layout.entries[k] for k in wanted}
-            if layout is not None
-            else await store.layout_entries(wanted)
+        if layout is not None:
+            entries = {k: layout.entries[k] for k in wanted}
+        else:
+            # The entries shown last time and unchanged since are the same entries; the
+            # others are read (spread over most shards: as many reads as shards otherwise).
+            since, shown = self._prompt
+            kept = shown if known is not None and since == rendered_from else {}
+            entries = {
+                k: Entry.model_validate_json(kept[k])
+                for k in wanted
+                if k in kept and k not in (known or ())
+            }
+            entries.update(await store.layout_entries([k for k in wanted if k not in entries]))
+        self._prompt = (
+            (layout_stamp, {k: e.model_dump_json() for k, e in entries.items()})
+            if layout_stamp
+            else ("", {})
         )
         await put("store/prompt.json", self.model.prompt_index(2 * budget, entries))
         stamp_doc = {
