@@ -14,7 +14,7 @@ sandbox), then each system's real code runs on them:
   per pending rollout at the larger N over the smaller (linear: about 1).
 - **batches of pending conversations**: B new conversations recorded, then a close, again and
   again on one store (each close extracts what its model-call budget allows and defers the
-  rest); the CPU time of the last batch over the first (flat: about 1).
+  rest); the CPU time of the last batch over the second, the first further one (flat: about 1).
 - **each operation at 2,000 and at 20,000 entries** (1,000 and 10,000 conversations): record a
   run, close with one new conversation, ``Remember``, ``Forget`` (through one client that stays
   open, and as a user calls them: a fresh ``MemoryClient`` on the folder, its ``view()`` for
@@ -641,13 +641,15 @@ async def run(sizes: dict[str, Any], progress: Progress) -> tuple[list[Row], dic
     batch, batches = sizes["pending_batches"]
     per_batch = await pending_batches(batch, batches, progress)
     extra["pending_batches_cpu"] = per_batch
-    flat = per_batch[-1] / per_batch[0]
+    # The first batch starts from nothing known (no registry, no entries): the further ones
+    # are what a store that keeps growing costs.
+    flat = per_batch[-1] / per_batch[1]
     rows.append(
         Row(
             name=f"scale.pending_batches.b{batch}",
             metric=(
                 f"CPU time of recording {batch:,} new conversations and closing, batch "
-                f"{batches} / batch 1 (earlier batches' work stays stored)"
+                f"{batches} / batch 2 (earlier batches' work stays stored)"
             ),
             unit="x",
             ours=flat,
