@@ -299,6 +299,20 @@ def _active_entries(root: Path) -> int:
     return sum(1 for e in entries if e.get("status") == "active")
 
 
+EXAMPLES: dict[str, str] = {}
+"""Instance id -> the memory part of what that task's run was handed (``--example``)."""
+
+
+def memory_part(instructions: str) -> str:
+    """The memory capability's part of a run's system instructions."""
+
+    start = instructions.find("## Memory")
+    if start < 0:
+        return ""
+    end = instructions.find("\n\n# ", start)
+    return instructions[start:] if end < 0 else instructions[start:end]
+
+
 async def run_sequence(seq: Sequence, root: Path) -> SequenceResult:
     result = SequenceResult(seq.id, len(seq.tasks))
     client = UnixLocalSandboxClient()
@@ -334,6 +348,7 @@ async def run_sequence(seq: Sequence, root: Path) -> SequenceResult:
                     ),
                 )
             sandbox = await client.resume(sandbox.state)
+            EXAMPLES[task.instance_id] = memory_part(model.calls[0].system_instructions or "")
             if shared:
                 handed = model.calls[0].system_instructions or ""
                 fixers = {i for f in shared for i in changed_by[f]}
@@ -475,6 +490,9 @@ async def main() -> None:
     )
     parser.add_argument("--no-write", action="store_true", help="print, do not write docs")
     parser.add_argument("--json", action="store_true", help="figures as JSON on stdout")
+    parser.add_argument(
+        "--example", metavar="INSTANCE_ID", help="also print the memory that task's run was handed"
+    )
     args = parser.parse_args()
 
     sequences = load(args.data)
@@ -498,6 +516,8 @@ async def main() -> None:
         print(json.dumps({**figures(results), "seconds": seconds}, indent=1))
     else:
         print(section)
+    if args.example:
+        print(EXAMPLES.get(args.example, f"(no task {args.example} was run)"), file=sys.stderr)
     if not args.no_write:
         write_section(section)
         log(f"wrote {DOC.relative_to(REPO)}")

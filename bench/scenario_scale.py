@@ -400,7 +400,26 @@ async def operations(root: Path, conversations: int, samples: int) -> dict[str, 
 
     out["phase2_idle"] = await _timed(samples, idle)
     out["read_first_turn"] = await read_first_turn("ours", root, samples)
+    out.update(await read_relevant(root, samples))
     return out
+
+
+LONG_TASK_CHARS = 6_000
+"""A long first message (a pasted issue or log), all in the workload's words, so that every
+word of it is in thousands of entries: the relevant section's costliest lookup."""
+
+
+async def read_relevant(root: Path, samples: int) -> dict[str, float]:
+    """Milliseconds of the first-turn read prompt without the section "relevant to this task"
+    (the summary only: the read path before it), and with it, for the short task message of
+    :data:`READ_INPUT` and for a :data:`LONG_TASK_CHARS`-character one."""
+
+    long_input = [{"role": "user", "content": "Task 0: " + entry_text(7, LONG_TASK_CHARS)}]
+    return {
+        "read_summary_only": await read_first_turn("ours", root, samples, relevant=False),
+        "read_relevant_short": await read_first_turn("ours", root, samples),
+        "read_relevant_long": await read_first_turn("ours", root, samples, history=long_input),
+    }
 
 
 READ_INPUT = [
@@ -409,15 +428,26 @@ READ_INPUT = [
 ]
 
 
-async def read_first_turn(system: str, root: Path, samples: int) -> float:
-    """Milliseconds of ``instructions()`` on the first turn of a run (fresh clone and bind)."""
+async def read_first_turn(
+    system: str,
+    root: Path,
+    samples: int,
+    *,
+    relevant: bool = True,
+    history: list[dict[str, Any]] | None = None,
+) -> float:
+    """Milliseconds of ``instructions()`` on the first turn of a run (fresh clone and bind);
+    ours with or without the section "relevant to this task"."""
 
     memories = make_memory(system)
-    history = [dict(i) for i in READ_INPUT]
-    history[0]["content"] = history[0]["content"].replace("{k}", "0")
+    if history is None:
+        history = [dict(i) for i in READ_INPUT]
+        history[0]["content"] = history[0]["content"].replace("{k}", "0")
     async with sandbox(root) as session:
         manifest = session.state.manifest
         base = memories.capability
+        if system == "ours":
+            base.read = dataclasses.replace(base.read, relevant=relevant)
         values = []
         for _ in range(samples):
             capability = base.clone()
@@ -608,6 +638,29 @@ async def run(sizes: dict[str, Any], progress: Progress) -> tuple[list[Row], dic
             )
         )
     extra["read_large"] = {"ours": ops_large["read_first_turn"], "builtin": read_b}
+    for name, label in (
+        ("read_relevant_short", "a short task message"),
+        ("read_relevant_long", f"a {LONG_TASK_CHARS:,}-character task message"),
+    ):
+        rows.append(
+            Row(
+                name=f"scale.{name}_20k",
+                metric=(
+                    f"first-turn read prompt with the relevant section, {label}, {large:,} "
+                    f"entries ({large // 2:,} conversations) / summary only"
+                ),
+                unit="x",
+                ours=ops_large[name] / ops_large["read_summary_only"],
+                builtin=None,
+                target="ours <= 0.5x built-in's summary read",
+                met=ops_large[name] <= 0.5 * read_b,
+                note=(
+                    f"{ops_large['read_summary_only']:.2f} ms -> {ops_large[name]:.2f} ms "
+                    f"(built-in {read_b:.2f} ms; at {small:,} entries: "
+                    f"{ops_small['read_summary_only']:.2f} -> {ops_small[name]:.2f} ms)"
+                ),
+            )
+        )
     rows.append(
         Row(
             name="scale.read_first_turn_20k",
@@ -699,7 +752,23 @@ async def run(sizes: dict[str, Any], progress: Progress) -> tuple[list[Row], dic
     return rows, extra
 
 
+async def read_only(entries: int, samples: int) -> dict[str, float]:
+    """The read rows alone (``python bench/scenario_scale.py read 20000 5``): a store of
+    ``entries`` entries (half as many conversations) as the last close left it."""
+
+    with temp_root("scale-read") as root:
+        await prepared_store(root, conversations=entries // 2, entries=entries)
+        out = {"read_first_turn": await read_first_turn("ours", root, samples)}
+        out.update(await read_relevant(root, samples))
+    with temp_root("scale-read-builtin"):
+        out["builtin"] = await read_builtin(entries, samples)
+    return out
+
+
 def main(argv: list[str]) -> None:
+    if argv[0] == "read":
+        print(json.dumps(asyncio.run(read_only(int(argv[1]), int(argv[2]))), indent=1))
+        return
     step, system, root, stored = argv[0], argv[1], Path(argv[2]), int(argv[3])
     assert step == "close"
     print(json.dumps(asyncio.run(_close_child(system, root, stored))))

@@ -30,6 +30,8 @@ DEFAULT_MODEL = "gpt-5.4-mini"
 EXIT_CODE_RE = re.compile(r"Process exited with code (-?\d+)")
 MEMORY_START = "## Memory\n"
 MEMORY_END = "========= MEMORY_SUMMARY ENDS ========="
+RELEVANT_BEGIN = "========= RELEVANT_TO_THIS_TASK BEGINS ========="
+RELEVANT_END = "========= RELEVANT_TO_THIS_TASK ENDS ========="
 
 
 def offline_mode(force_offline: bool = False) -> bool:
@@ -129,7 +131,15 @@ def memory_section(instructions: str) -> str:
     if start < 0:
         return ""
     end = instructions.find(MEMORY_END, start)
-    return instructions[start : end + len(MEMORY_END)] if end >= 0 else instructions[start:]
+    if end < 0:
+        return instructions[start:]
+    end += len(MEMORY_END)
+    # The section "relevant to this task", when the run got one, follows the summary.
+    if instructions.startswith("\n\n" + RELEVANT_BEGIN, end):
+        found = instructions.find(RELEVANT_END, end)
+        if found >= 0:
+            end = found + len(RELEVANT_END)
+    return instructions[start:end]
 
 
 # -------------------------------------------------------------------------- printing

@@ -50,7 +50,9 @@ async def test_two_run_example_learns_the_fix_and_the_test_command(
     # Run 2 started from the snapshot in a new session and its instructions carried the memory.
     section = outcome.run2_memory_section
     assert section.startswith("## Memory")
-    assert "MEMORY_SUMMARY BEGINS" in section and section.endswith("MEMORY_SUMMARY ENDS =========")
+    assert "MEMORY_SUMMARY BEGINS" in section and section.endswith(
+        ("MEMORY_SUMMARY ENDS =========", "RELEVANT_TO_THIS_TASK ENDS =========")
+    )
     assert example.TEST_COMMAND in section
     assert "fix-invoice" in section
     assert section in outcome.run2_instructions

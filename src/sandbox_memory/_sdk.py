@@ -120,6 +120,25 @@ RUNTIME_FRAMES_SEARCHED = 12
 up in 0.24); bounded so a miss costs microseconds."""
 
 
+def _preparing_runtime_locals() -> dict[str, Any] | None:
+    """The local variables of ``SandboxRuntime.prepare_agent`` calling ``Capability.bind``
+    (found within :data:`RUNTIME_FRAMES_SEARCHED` frames up), or ``None``."""
+
+    import sys
+
+    from agents.sandbox.runtime import SandboxRuntime
+
+    frame = sys._getframe(2)
+    for _ in range(RUNTIME_FRAMES_SEARCHED):
+        if frame is None:
+            return None
+        owner = frame.f_locals.get("self")
+        if isinstance(owner, SandboxRuntime):
+            return dict(frame.f_locals)
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
+
+
 def current_rollout_id() -> str | None:
     """The rollout id the SDK resolved for the run being prepared, read from its runtime.
 
@@ -130,20 +149,21 @@ def current_rollout_id() -> str | None:
     fingerprint is used).
     """
 
-    import sys
+    found = _preparing_runtime_locals()
+    value = getattr(found.get("self"), "_rollout_id", None) if found else None
+    return value if isinstance(value, str) and value else None
 
-    from agents.sandbox.runtime import SandboxRuntime
 
-    frame = sys._getframe(1)
-    for _ in range(RUNTIME_FRAMES_SEARCHED):
-        if frame is None:
-            return None
-        owner = frame.f_locals.get("self")
-        if isinstance(owner, SandboxRuntime):
-            value = getattr(owner, "_rollout_id", None)
-            return value if isinstance(value, str) and value else None
-        frame = frame.f_back  # type: ignore[assignment]
-    return None
+def current_run_input() -> str | list[Any] | None:
+    """The input of the run being prepared (``prepare_agent``'s ``current_input``: the user's
+    message as a string, or the items of the conversation so far), read when ``bind`` is
+    called. ``Capability.process_context`` sees the items, but never a string input, which is
+    how most runs start; the read prompt's relevant section is looked up from it. ``None``
+    when not found."""
+
+    found = _preparing_runtime_locals()
+    value = found.get("current_input") if found else None
+    return value if isinstance(value, (str, list)) else None
 
 
 _LAST_RUN_LOOP: list[weakref.ref[asyncio.AbstractEventLoop]] = []

@@ -32,6 +32,9 @@ from .datapolicy import exc_text
 from .engines.base import ExtractionEngine
 from .errors import MemoryConfigError
 from .phase_two import displayed_entries
+from .relevant import CANDIDATES as RELEVANT_CANDIDATES
+from .relevant import HEADER as RELEVANT_HEADER
+from .relevant import QUERY_TERMS, input_text, render_relevant, task_terms
 from .render import render_read_prompt, render_summary_text
 from .rollouts import history_fingerprint, run_rollout_id, text_value
 from .runtime.carryover import sdk_summary
@@ -84,6 +87,7 @@ class Memory(_SDKMemory):
 
     _fingerprint: str | None = PrivateAttr(default=None)
     _rollout_id: str | None = PrivateAttr(default=None)
+    _run_input: str | list[Any] | None = PrivateAttr(default=None)
     _cache: tuple[Any, str | None] | None = PrivateAttr(default=None)
     _started: bool = PrivateAttr(default=False)
 
@@ -150,6 +154,7 @@ class Memory(_SDKMemory):
         self._cache = None
         self._started = False
         self._rollout_id = _sdk.current_rollout_id()
+        self._run_input = _sdk.current_run_input()
         if self.generate is not None:
             _sdk.check_sdk()
             _sdk.install(session, self)
@@ -157,6 +162,10 @@ class Memory(_SDKMemory):
     def process_context(self, context: list[TResponseInputItem]) -> list[TResponseInputItem]:
         # Only remembered here: the history's first item tells which conversation this is.
         self._fingerprint = history_fingerprint(context)
+        if self._run_input is None:
+            # The conversation so far, as the run starts (kept for the whole run: the read
+            # prompt stays the same on every turn).
+            self._run_input = list(context)
         return context
 
     @spans.traced(spans.READ)
@@ -218,6 +227,9 @@ class Memory(_SDKMemory):
                 person=person,
                 budget=budget,
             )
+        relevant = ""
+        if use and self.read.relevant:
+            relevant = await self._relevant(runtime, summary, person)
         memory_dir = self.layout.memories_dir  # as spelled, as the SDK shows it
         if self.workspace_scope.cwd is not None:
             from pathlib import Path
@@ -225,7 +237,7 @@ class Memory(_SDKMemory):
             memory_dir = self.workspace_scope.model_resource_path(
                 workspace_root=manifest.root, workspace_relative_path=Path(memory_dir)
             ).as_posix()
-        if use and not summary:
+        if use and not summary and not relevant:
             # Memory the SDK's Memory left, not taken in yet: given as the SDK gives it.
             left = await sdk_summary(runtime.state)
             # Editable as in the SDK only when memory never renders (no generation): else
@@ -241,14 +253,33 @@ class Memory(_SDKMemory):
                     memory_dir=memory_dir, summary="", live_update=False, person=person
                 )
                 return "\n\n".join(p for p in (privacy, sdk_prompt) if p)
-        if not summary and not person:
+        if not summary and not relevant and not person:
             return None  # with a person, the privacy rules are given every turn regardless
         return render_read_prompt(
             memory_dir=memory_dir,
             summary=summary,
             live_update=self.read.live_update,
             person=person,
+            relevant=relevant,
         )
+
+    async def _relevant(self, runtime: Any, summary: str, person: str | None) -> str:
+        """The section "relevant to this task" for this run's input (see ``relevant.py``);
+        empty when the input has no words or nothing beyond the summary matches."""
+
+        assert self.read is not None
+        query = input_text(self._run_input)
+        phrases, words = task_terms(query)
+        hits = await runtime.search_index.curated(
+            phrases, words, person=person, limit=RELEVANT_CANDIDATES, max_terms=QUERY_TERMS
+        )
+        body = render_relevant(
+            hits,
+            summary=summary,
+            query=query,
+            budget=self.read.max_relevant_chars - len(RELEVANT_HEADER) - 1,
+        )
+        return f"{RELEVANT_HEADER}\n{body}" if body else ""
 
     async def current_conversation(self) -> str | None:
         """The rollout id of the conversation this bound run belongs to, if it has memory."""

@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 DEFAULT_SUMMARY_BUDGET_CHARS = 8_000
 """The specification's injection limit: 8,000 characters of memory text per run."""
 
+DEFAULT_RELEVANT_BUDGET_CHARS = 4_000
+"""Budget of the read prompt's section "relevant to this task" (see ``MemoryReadConfig``)."""
+
 DEFAULT_MAX_RAW_MEMORIES = 256
 """The SDK's and the specification's default selection size for phase 2."""
 
@@ -235,12 +238,39 @@ class MemoryReadConfig:
     max_summary_chars: int = DEFAULT_SUMMARY_BUDGET_CHARS
     """Budget of the injected memory text (the specification's ``maxLength``)."""
 
+    relevant: bool = True
+    """Also hand each run the memory its own input points at: the section "relevant to this
+    task" (``sandbox_memory/relevant.py``), looked up in the search index at run start, no
+    model call. ``False``: the summary only, as the SDK's memory does."""
+
+    max_relevant_chars: int = DEFAULT_RELEVANT_BUDGET_CHARS
+    """Budget of the section "relevant to this task", on top of ``max_summary_chars``.
+
+    4,000 characters by default: half the summary's budget, so the first turn carries at most
+    12,000 characters (about 3,000 tokens) of memory. That holds 10 to 20 whole entries of
+    the sizes the engines write (a few hundred characters each), more than the few a task
+    usually needs, while a summary-sized section would double what every turn of every run
+    pays for memory."""
+
     def __post_init__(self) -> None:
         if not isinstance(self.max_summary_chars, int) or self.max_summary_chars < 200:
             raise MemoryConfigError(
                 "MemoryReadConfig.max_summary_chars",
                 self.max_summary_chars,
                 "must be an int >= 200",
+            )
+        if not isinstance(self.relevant, bool):
+            raise MemoryConfigTypeError(
+                "MemoryReadConfig.relevant", self.relevant, "must be True or False"
+            )
+        chars = self.max_relevant_chars
+        if not isinstance(chars, int) or isinstance(chars, bool):
+            raise MemoryConfigTypeError(
+                "MemoryReadConfig.max_relevant_chars", chars, "must be an int >= 200"
+            )
+        if chars < 200:
+            raise MemoryConfigError(
+                "MemoryReadConfig.max_relevant_chars", chars, "must be an int >= 200"
             )
 
 

@@ -112,11 +112,23 @@ def render_summary_text(
     return "\n".join(parts).strip()
 
 
+_PLACEHOLDER_RE = re.compile(r"\{([a-z_]+)\}")
+
+RELEVANT_BEGIN = "========= RELEVANT_TO_THIS_TASK BEGINS ========="
+RELEVANT_END = "========= RELEVANT_TO_THIS_TASK ENDS ========="
+
+
 def render_read_prompt(
-    *, memory_dir: str, summary: str, live_update: bool, person: str | None = None
+    *,
+    memory_dir: str,
+    summary: str,
+    live_update: bool,
+    person: str | None = None,
+    relevant: str = "",
 ) -> str:
     """The memory prompt: who the agent works with and the privacy rules (when a person is
-    known), then how to use memory and the summary (when there is one)."""
+    known), then how to use memory, the summary and the section relevant to this task (when
+    there is one; see ``relevant.py``)."""
 
     parts: list[str] = []
     if person:
@@ -126,14 +138,20 @@ def render_read_prompt(
             .replace("{memory_dir}", memory_dir)
             .strip()
         )
-    if summary:
+    if summary or relevant:
         update = load_prompt("live_update.md" if live_update else "read_only.md")
+        block = f"\n\n{RELEVANT_BEGIN}\n{relevant}\n{RELEVANT_END}" if relevant else ""
+        values = {
+            "update_instructions": update.strip().replace("{memory_dir}", memory_dir),
+            "memory_dir": memory_dir,
+            "relevant": block,
+            "summary": summary,
+        }
+        # One pass: memory text that happens to hold "{summary}" is not a placeholder.
         parts.append(
-            load_prompt("memory_read.md")
-            .replace("{update_instructions}", update.strip())
-            .replace("{summary}", summary)
-            .replace("{memory_dir}", memory_dir)
-            .strip()
+            _PLACEHOLDER_RE.sub(
+                lambda m: values.get(m[1], m[0]), load_prompt("memory_read.md")
+            ).strip()
         )
     return "\n\n".join(parts)
 

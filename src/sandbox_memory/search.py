@@ -1249,6 +1249,113 @@ class SearchIndex:
             raise MemoryConfigError("query", query, "has no words to search for")
         await self.sync()
         db = await self._open()
+        ranked = self._ranked(
+            db,
+            expression,
+            query=query,
+            person=person,
+            conversation=conversation,
+            kinds=None,
+            limit=limit * CANDIDATES_PER_HIT,
+            whole=False,
+        )
+        return distinct(self._one_per_key(db, ranked, person, conversation), limit)
+
+    async def curated(
+        self,
+        phrases: list[str],
+        words: list[str],
+        *,
+        person: str | None,
+        limit: int,
+        max_terms: int,
+    ) -> list[SearchHit]:
+        """The best ``limit`` entries and rollout summaries for a run's input, their text
+        whole, each entry key once: what the read prompt's section "relevant to this task" is
+        chosen from (see ``relevant.py``).
+
+        The query is ``phrases`` (FTS5 phrases, all kept) and, up to ``max_terms`` terms in
+        all, the rarest of ``words`` (FTS5 terms) in the index: BM25 weighs a word by its
+        rarity, and FTS5 gives a word held by more than half the documents no weight at all,
+        while scoring every document it holds; such words, and words held by none, are left
+        out. Synced first, so nothing retracted or forgotten can appear; ``person`` as for
+        :meth:`search`. The sync is the flagged one (every entry change, and the rollouts
+        flagged as changed since the last sync): at run start, with thousands of rollouts,
+        listing them all would cost more than the rest."""
+
+        if not phrases and not words:
+            return []
+        await self.sync(flagged=True)
+        db = await self._open()
+        held = self._held(db, words)
+        total = int(db.execute("SELECT COUNT(*) FROM docs").fetchone()[0])
+        useful = [w for w in words if 0 < held.get(w, 0) <= total // 2]
+        useful.sort(key=lambda w: held[w])  # stable: the text's order on ties
+        expression = " OR ".join([*phrases, *useful[: max(0, max_terms - len(phrases))]])
+        if not expression:
+            return []
+        ranked = self._ranked(
+            db,
+            expression,
+            query="",
+            person=person,
+            conversation=None,
+            kinds=("entry", "rollout_summary"),
+            limit=limit,
+            whole=True,
+        )
+        return self._one_per_key(db, ranked, person, None)
+
+    @staticmethod
+    def _held(db: sqlite3.Connection, words: list[str]) -> dict[str, int]:
+        """How many indexed documents hold each of ``words`` (FTS5 terms such as ``"parser"``),
+        read from the index's vocabulary: each word is tokenized as the index does (stemmed),
+        then looked up. A word that is more than one token (a CJK phrase) counts as its
+        rarest token."""
+
+        if not words:
+            return {}
+        db.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_words "
+            f"USING fts5(body, tokenize='{TOKENIZER}')"
+        )
+        db.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_tokens "
+            "USING fts5vocab(temp, query_words, instance)"
+        )
+        db.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.index_terms USING fts5vocab(main, fts, row)"
+        )
+        db.execute("DELETE FROM temp.query_words")
+        db.executemany(
+            "INSERT INTO temp.query_words(rowid, body) VALUES (?, ?)",
+            [(n, w.strip('"')) for n, w in enumerate(words, 1)],
+        )
+        held: dict[str, int] = {}
+        for row, count in db.execute(
+            "SELECT q.doc, COALESCE(t.doc, 0) FROM temp.query_tokens q "
+            "LEFT JOIN temp.index_terms t ON t.term = q.term"
+        ):
+            word = words[int(row) - 1]
+            held[word] = min(held.get(word, int(count)), int(count))
+        db.execute("DELETE FROM temp.query_words")
+        return held
+
+    @staticmethod
+    def _ranked(
+        db: sqlite3.Connection,
+        expression: str,
+        *,
+        query: str,
+        person: str | None,
+        conversation: str | None,
+        kinds: tuple[HitKind, ...] | None,
+        limit: int,
+        whole: bool,
+    ) -> list[SearchHit]:
+        """Documents matching ``expression`` in :data:`HIT_ORDER`; text cut to a window
+        around ``query``'s words unless ``whole``."""
+
         sql = (
             "SELECT d.kind, d.text, -bm25(fts) AS score, d.updated_at, d.conversation, "
             "d.sources, d.key, d.detail, d.path, COALESCE(u.uses, 0) "
@@ -1265,13 +1372,16 @@ class SearchIndex:
         if conversation is not None:
             sql += " AND d.conversation = ?"
             args.append(conversation)
+        if kinds is not None:
+            sql += " AND d.kind IN (SELECT value FROM json_each(?))"
+            args.append(json.dumps(list(kinds)))
         # Ties (the same score) in a fixed order, whatever order the index was filled in:
         # see HIT_ORDER.
         sql += (
             " ORDER BY bm25(fts), d.updated_at DESC, CASE d.kind WHEN 'entry' THEN 0 "
             "WHEN 'rollout_summary' THEN 1 ELSE 2 END, d.doc LIMIT ?"
         )
-        args.append(limit * CANDIDATES_PER_HIT)
+        args.append(limit)
         ranked: list[SearchHit] = []
         probes: dict[str, list[str]] = {}
         for kind, text, score, updated, conv, sources, key, detail, path, uses in db.execute(
@@ -1284,10 +1394,14 @@ class SearchIndex:
                     probes[conv] = self._retracted_probes(db, conv)
                 if probes[conv] and states_any(_unpack(text), probes[conv]):
                     continue
+            plain = _unpack(text)
+            if whole and kind == "entry" and key is not None:
+                # An entry's text is ``<key with spaces>: <content>`` (see ``_sync_scope``).
+                plain = plain[len(key) + 2 :]
             ranked.append(
                 SearchHit(
                     kind=kind,
-                    text=_window(_unpack(text), query),
+                    text=plain if whole else _window(plain, query),
                     score=round(float(score), 4),
                     updated_at=int(updated),
                     conversation=conv,
@@ -1298,7 +1412,7 @@ class SearchIndex:
                     uses=int(uses),
                 )
             )
-        return distinct(self._one_per_key(db, ranked, person, conversation), limit)
+        return ranked
 
     @staticmethod
     def _one_per_key(
