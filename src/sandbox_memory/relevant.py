@@ -31,7 +31,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .search import QUERY_STOPWORDS, SearchHit, fts_query, known_terms
+from .search import QUERY_STOPWORDS, SearchHit, all_words, fts_query, known_terms, says_the_same
 
 QUERY_TAIL_CHARS = 6_000
 """Characters of the run's message text the query is made of (the newest: the message that
@@ -60,11 +60,6 @@ MIN_LINE_TERMS = 2
 PHRASE_WEIGHT = 3
 """A path or symbol of the query in a summary line counts as this many shared words: it names
 the one thing a task is about, where a word may be chance."""
-
-SAME_WORDS = 0.8
-"""Share of a summary line's words an entry must hold for the line to count as saying the
-same: a summary restates an entry with a label (``completed [id]:``, ``Result:``) and item
-ids around it, so the two texts are never equal."""
 
 SOURCES_SHOWN = 4
 """Sources named per entry (``conversation#item``); more are in ``MEMORY.md``."""
@@ -143,21 +138,6 @@ def _words(text: str) -> set[str]:
     }
 
 
-def _all_words(text: str) -> set[str]:
-    return {w.lower() for w in _WORD_RE.findall(text)}
-
-
-def says_the_same(line: str, said: list[set[str]]) -> bool:
-    """Whether a text shown already holds nearly every word of ``line`` (at least
-    :data:`SAME_WORDS` of them): a summary line restating an entry, with its own label and
-    item ids around the same words."""
-
-    words = _all_words(line)
-    if not words:
-        return True
-    return any(len(words & other) >= SAME_WORDS * len(words) for other in said)
-
-
 def _plain(text: str) -> str:
     return " ".join(_WORD_RE.findall(text.lower()))
 
@@ -214,7 +194,7 @@ def _summary_lines(
         if says_the_same(item[2], picked):
             continue  # a better line of this summary says it (``user: ...`` after the request)
         best.append(item)
-        picked.append(_all_words(item[2]))
+        picked.append(all_words(item[2]))
         if len(best) == SUMMARY_LINES_PER_HIT:
             break
     return [line for _, _, line in sorted(best, key=lambda t: t[1])]
@@ -244,20 +224,20 @@ def render_relevant(hits: Iterable[SearchHit], *, summary: str, query: str, budg
     query_words = _words(tail)
     query_phrases = _phrases(tail)
     blocks: list[str] = []
-    said = [_all_words(line) for line in summary.splitlines() if _LINE_KEY_RE.match(line)]
+    said = [all_words(line) for line in summary.splitlines() if _LINE_KEY_RE.match(line)]
     used = 0
     for hit in interleaved(hits):
         if hit.kind == "entry":
             if hit.key is None or hit.key in skip:
                 continue
             block = _entry_block(hit)
-            plain = [_all_words(hit.text)]
+            plain = [all_words(hit.text)]
         elif hit.kind == "rollout_summary":
             lines = _summary_lines(hit, query_words, query_phrases, said)
             if not lines:
                 continue
             block = f"- from `{hit.path}`:\n" + "\n".join(f"  - {line}" for line in lines)
-            plain = [_all_words(line) for line in lines]
+            plain = [all_words(line) for line in lines]
         else:
             continue
         cost = len(block) + 1

@@ -242,7 +242,9 @@ class SearchHit(BaseModel):
     """The entry's content, or the summary's or item's text (a window around the match when
     it is longer than :data:`HIT_TEXT_CHARS`)."""
     score: float
-    """BM25 relevance (higher is better); comparable within one result list only. About 0
+    """BM25 relevance (higher is better); comparable within one result list only, and never
+    rising down the list. An entry or summary standing in for recorded items that say the same
+    carries the best of their scores and its own (see :func:`distinct`). About 0
     when every query word is in more than half the indexed documents (always, when memory
     holds a single document): FTS5 floors such a word's IDF; the text form then omits it."""
     updated_at: int
@@ -323,6 +325,29 @@ def _window(text: str, query: str, size: int = HIT_TEXT_CHARS) -> str:
     start = max(0, min(first - size // 4, len(text) - size))
     piece = text[start : start + size]
     return ("…" if start else "") + piece + ("…" if start + size < len(text) else "")
+
+
+def _hit_of(row: Any, query: str, *, whole: bool) -> SearchHit:
+    """A hit from a row ``(kind, text, score, updated_at, conversation, sources, key, detail,
+    path, uses)``; its text whole, or a window around ``query``'s words."""
+
+    kind, text, score, updated, conv, sources, key, detail, path, uses = row
+    plain = _unpack(text)
+    if whole and kind == "entry" and key is not None:
+        # An entry's text is ``<key with spaces>: <content>`` (see ``_sync_scope``).
+        plain = plain[len(key) + 2 :]
+    return SearchHit(
+        kind=kind,
+        text=plain if whole else _window(plain, query),
+        score=round(float(score), 4),
+        updated_at=int(updated),
+        conversation=conv,
+        sources=[Source(**s) for s in _sources_of(sources)],
+        key=key,
+        detail=detail,
+        path=path,
+        uses=int(uses),
+    )
 
 
 def _unpack(packed: bytes) -> str:
@@ -1259,7 +1284,44 @@ class SearchIndex:
             limit=limit * CANDIDATES_PER_HIT,
             whole=False,
         )
+        ranked += self._citing(db, ranked, query=query, person=person)
         return distinct(self._one_per_key(db, ranked, person, conversation), limit)
+
+    @staticmethod
+    def _citing(
+        db: sqlite3.Connection, ranked: list[SearchHit], *, query: str, person: str | None
+    ) -> list[SearchHit]:
+        """The entries of each conversation that cite its items among ``ranked`` and are not
+        ranked themselves (a long tool output shares more of a query's words than the short
+        entry learned from it): :func:`distinct` puts each in its item's place. Scored 0:
+        they take the score of the items they stand for."""
+
+        wanted: set[tuple[str, str]] = set()
+        for hit in ranked:
+            if hit.kind == "item" and hit.conversation is not None and hit.sources:
+                wanted.add((hit.conversation, hit.sources[0].item))
+        if not wanted:
+            return []
+        have = {(h.conversation, h.key) for h in ranked if h.kind == "entry"}
+        scopes = sorted({f"conversation:{conv}" for conv, _ in wanted} | {"layout"})
+        found: list[SearchHit] = []
+        # One pass over the entries of these scopes (layout memory's promoted entries cite
+        # the items of the conversations they were learned in).
+        for row in db.execute(
+            "SELECT d.kind, d.text, 0.0, d.updated_at, d.conversation, d.sources, d.key, "
+            "d.detail, d.path, COALESCE(u.uses, 0) FROM docs d "
+            "LEFT JOIN usage u ON u.target = d.key AND u.kind = 'entry' "
+            "WHERE d.kind = 'entry' AND d.scope IN (SELECT value FROM json_each(?)) "
+            "AND (d.person IS NULL OR d.person = ?) "
+            "AND EXISTS (SELECT 1 FROM json_each(d.sources) s "
+            "WHERE json_extract(s.value, '$.item') IN (SELECT value FROM json_each(?))) "
+            "ORDER BY d.updated_at DESC, d.doc",
+            (json.dumps(scopes), person, json.dumps(sorted({i for _, i in wanted}))),
+        ):
+            cites = {(c["conversation"], c["item"]) for c in _sources_of(row[5])}
+            if cites & wanted and (row[4], row[6]) not in have:
+                found.append(_hit_of(row, query, whole=False))
+        return found
 
     async def curated(
         self,
@@ -1384,9 +1446,8 @@ class SearchIndex:
         args.append(limit)
         ranked: list[SearchHit] = []
         probes: dict[str, list[str]] = {}
-        for kind, text, score, updated, conv, sources, key, detail, path, uses in db.execute(
-            sql, args
-        ):
+        for row in db.execute(sql, args):
+            kind, text, conv = row[0], row[1], row[4]
             if kind == "item" and conv is not None:
                 # An item of a run a retracted entry was learned from that states it (the
                 # assistant's echo, the user saying it again) is hidden with its sources.
@@ -1394,24 +1455,7 @@ class SearchIndex:
                     probes[conv] = self._retracted_probes(db, conv)
                 if probes[conv] and states_any(_unpack(text), probes[conv]):
                     continue
-            plain = _unpack(text)
-            if whole and kind == "entry" and key is not None:
-                # An entry's text is ``<key with spaces>: <content>`` (see ``_sync_scope``).
-                plain = plain[len(key) + 2 :]
-            ranked.append(
-                SearchHit(
-                    kind=kind,
-                    text=plain if whole else _window(plain, query),
-                    score=round(float(score), 4),
-                    updated_at=int(updated),
-                    conversation=conv,
-                    sources=[Source(**s) for s in _sources_of(sources)],
-                    key=key,
-                    detail=detail,
-                    path=path,
-                    uses=int(uses),
-                )
-            )
+            ranked.append(_hit_of(row, query, whole=whole))
         return ranked
 
     @staticmethod
@@ -1582,41 +1626,118 @@ class SearchIndex:
         return int(db.execute("SELECT COUNT(*) FROM docs WHERE kind = ?", (kind,)).fetchone()[0])
 
 
-def distinct(ranked: list[SearchHit], limit: int) -> list[SearchHit]:
-    """The best ``limit`` hits with one hit per recorded item.
+SAME_WORDS = 0.8
+"""Share of a text's words another must hold for the two to count as saying the same: a
+summary line or an entry restates a message with a label (``Result:``, ``The user (date):``)
+and ids around the same words, so the texts are never equal."""
 
-    An entry and the item it was learned from say the same thing; both in one result list
-    would spend two of its places on one statement. The entry is kept (it carries what the
-    item lacks: a resolved date, who said it, the key), in the better of the two places.
+_ALL_WORDS_RE = re.compile(r"[^\W_]+")
+
+
+def all_words(text: str) -> set[str]:
+    """The distinct lowercase words of ``text``."""
+
+    return {w.lower() for w in _ALL_WORDS_RE.findall(text)}
+
+
+def says_the_same(text: str, said: Iterable[set[str]]) -> bool:
+    """Whether one of the word sets ``said`` holds nearly every word of ``text`` (at least
+    :data:`SAME_WORDS` of them)."""
+
+    words = all_words(text)
+    if not words:
+        return True
+    return any(len(words & other) >= SAME_WORDS * len(words) for other in said)
+
+
+def distinct(ranked: list[SearchHit], limit: int) -> list[SearchHit]:
+    """The best ``limit`` hits, one per fact, curated text above the raw items it stands for,
+    scores never rising down the list.
+
+    - An entry and the items it cites, or a rollout summary or entry and a recorded item of
+      the same conversation whose words it holds (:func:`says_the_same`), say the same thing:
+      the curated hit is kept (it carries what the item lacks: a resolved date, who said it,
+      the key, the outcome) in the best of their places, and with the best of their scores
+      (it stands for their match too). An entry citing items another entry shown covers is
+      left out, and so is an entry whose words an entry shown holds.
+    - The hits are then in score order (ties as ranked), so the order shown is the order of
+      the scores.
     """
 
     kept: list[SearchHit | None] = []
     covering: dict[tuple[str, str], int] = {}
+    """Item (conversation, id) -> the place of the hit standing for it."""
+    words: dict[int, set[str]] = {}
+    """Place -> words of the curated hit there."""
+
     for hit in ranked:
         refs = [(s.conversation, s.item) for s in hit.sources]
         if hit.kind == "item":
-            if refs[0] in covering:
+            if refs and refs[0] in covering:
                 continue
-            covering[refs[0]] = len(kept)
+            same = next(
+                (
+                    p
+                    for p, held in enumerate(kept)
+                    if held is not None
+                    and held.kind != "item"
+                    and held.conversation == hit.conversation
+                    and says_the_same(hit.text, [words[p]])
+                ),
+                None,
+            )
+            if same is not None:
+                if refs:
+                    covering[refs[0]] = same
+                continue
+            if refs:
+                covering[refs[0]] = len(kept)
             kept.append(hit)
-        elif hit.kind == "entry" and refs and all(r in covering for r in refs):
-            places = sorted({covering[r] for r in refs})
-            holders = [p for p in places if (held := kept[p]) is not None and held.kind == "item"]
-            if not holders:
-                continue  # an entry already shown covers the same items
-            kept[holders[0]] = hit
-            for p in holders[1:]:
-                kept[p] = None
-            for r in refs:
-                covering[r] = holders[0]
         else:
-            if hit.kind == "entry":
-                for r in refs:
+            hit_words = all_words(hit.text)
+            cited = refs if hit.kind == "entry" else []
+            holders = sorted(
+                {covering[r] for r in cited if r in covering}
+                | {
+                    p
+                    for p, held in enumerate(kept)
+                    if held is not None
+                    and held.kind == "item"
+                    and held.conversation == hit.conversation
+                    and says_the_same(held.text, [hit_words])
+                }
+            )
+            items = [p for p in holders if (held := kept[p]) is not None and held.kind == "item"]
+            if items:
+                best = items[0]
+                score = max([hit.score, *(h.score for p in items if (h := kept[p]) is not None)])
+                for p in items:
+                    replaced = kept[p]
+                    if replaced is not None:
+                        for s in replaced.sources:
+                            covering[(s.conversation, s.item)] = best
+                    kept[p] = None
+                kept[best] = hit.model_copy(update={"score": score})
+                words[best] = hit_words
+                for r in cited:
+                    covering[r] = best
+            elif cited and all(r in covering for r in cited):
+                continue  # an entry already shown covers the same items
+            elif hit.kind == "entry" and says_the_same(
+                hit.text,
+                [words[p] for p, h in enumerate(kept) if h is not None and h.kind == "entry"],
+            ):
+                continue  # an entry shown says the same
+            else:
+                for r in cited:
                     covering.setdefault(r, len(kept))
-            kept.append(hit)
-        if sum(h is not None for h in kept) >= limit:
-            break
-    return [h for h in kept if h is not None][:limit]
+                words[len(kept)] = hit_words
+                kept.append(hit)
+    # Every candidate is looked at (a curated hit ranked below the limit may stand for an
+    # item within it); the hits beyond the limit are then the lowest scored.
+    out = [h for h in kept if h is not None]
+    out.sort(key=lambda h: -h.score)  # stable: ties keep their ranked order
+    return out[:limit]
 
 
 SCORE_SHOWN_MIN = 0.005

@@ -1,0 +1,135 @@
+"""Search ranking: curated text above the raw items it stands for, one hit per fact, scores
+never rising down the list.
+
+``distinct`` on hand-made hits for each rule, and a real workspace (offline engine) where a
+long tool output and the entry learned from the same fix compete.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from sandbox_memory import MemoryClient, MemoryGenerateConfig
+from sandbox_memory.search import SearchHit, distinct
+from sandbox_memory.store import Source
+
+OFFLINE = MemoryGenerateConfig(engine="offline")
+
+
+def hit(kind: str, text: str, score: float, conv: str, *items: str, key: str | None = None) -> Any:
+    return SearchHit(
+        kind=kind,  # type: ignore[arg-type]
+        text=text,
+        score=score,
+        updated_at=1,
+        conversation=conv,
+        sources=[Source(conversation=conv, item=i) for i in items],
+        key=key,
+        path="p",
+    )
+
+
+def test_an_entry_takes_its_items_place_and_score_so_scores_never_rise() -> None:
+    ranked = [
+        hit("item", "Run python -m pytest: 3 failed in test_parser.py", 5.0, "c", "s:1"),
+        hit("item", "The header has five fields.", 3.0, "c", "s:2"),
+        hit(
+            "entry",
+            "The parser tests fail until parse_header is fixed.",
+            1.0,
+            "c",
+            "s:1",
+            "s:9",
+            key="parser-tests",
+        ),
+    ]
+    out = distinct(ranked, 10)
+    assert [h.kind for h in out] == ["entry", "item"]
+    assert out[0].score == 5.0
+    assert [h.score for h in out] == sorted((h.score for h in out), reverse=True)
+
+
+def test_a_summary_stands_for_the_item_whose_words_it_holds() -> None:
+    ranked = [
+        hit("item", "user: The invoice total is wrong when tax applies.", 4.0, "c", "s:0"),
+        hit(
+            "rollout_summary",
+            "# invoice\n- user: The invoice total is wrong when tax applies. [s:0]\n"
+            "- completed: fixed invoice_total",
+            2.0,
+            "c",
+            "s:0",
+            "s:7",
+        ),
+        hit("item", "user: The invoice total is wrong when tax applies.", 1.5, "other", "t:0"),
+    ]
+    out = distinct(ranked, 10)
+    assert [(h.kind, h.conversation) for h in out] == [("rollout_summary", "c"), ("item", "other")]
+    assert out[0].score == 4.0
+
+
+def test_two_entries_saying_the_same_take_one_place() -> None:
+    ranked = [
+        hit(
+            "entry", "Run the tests with python -m pytest -q.", 3.0, "a", "a:1", key="test-command"
+        ),
+        hit("entry", "Run the tests with `python -m pytest -q`", 2.0, "b", "b:1", key="tests-run"),
+        hit("entry", "The staging database listens on port 6543.", 1.0, "b", "b:2", key="db-port"),
+    ]
+    out = distinct(ranked, 10)
+    assert [h.key for h in out] == ["test-command", "db-port"]
+
+
+def call(call_id: str, cmd: str, output: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function_call",
+            "name": "exec_command",
+            "call_id": call_id,
+            "arguments": json.dumps({"cmd": cmd}),
+        },
+        {"type": "function_call_output", "call_id": call_id, "output": output},
+    ]
+
+
+async def test_raw_tool_output_never_outranks_the_entry_for_the_same_fix(tmp_path: Path) -> None:
+    noise = "\n".join(f"tests/test_parser.py::test_field_{i} PASSED" for i in range(60))
+    failed = (
+        "Chunk ID: 4f2a9c\nWall time: 0.8123 seconds\nProcess exited with code 1\nOutput:\n"
+        + noise
+        + "\nFAILED tests/test_parser.py::test_last_field - parse_header dropped the last "
+        "header field\n1 failed, 60 passed"
+    )
+    passed = (
+        "Chunk ID: 5b3c1d\nWall time: 0.7 seconds\nProcess exited with code 0\nOutput:\n61 passed"
+    )
+    write = "cat > acme/parser.py <<'EOF'\ndef parse_header(line):\n    return line.split(',')\nEOF"
+    items = [
+        *call("c1", "python -m pytest -q tests/test_parser.py", failed),
+        *call("c2", write, "Chunk ID: 1\nWall time: 0.01 seconds\nProcess exited with code 0\n"),
+        *call("c3", "python -m pytest -q tests/test_parser.py", passed),
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "Fixed parse_header in acme/parser.py."}],
+        },
+    ]
+    client = MemoryClient(tmp_path, generate=OFFLINE)
+    await client.runtime.record(
+        {
+            "updated_at": "2026-03-01T10:00:00+00:00",
+            "input": [{"role": "user", "content": "The header parser drops the last field."}],
+            "generated_items": items,
+            "terminal_metadata": {"terminal_state": "completed", "has_final_output": True},
+        },
+        rollout_id="fix-parser",
+    )
+    await client.runtime.close()
+    # Words of the tool output only: the entry learned from it shares none of them.
+    hits = await client.search("Chunk Wall PASSED test_field_7", limit=3)
+    assert hits
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    assert hits[0].kind == "entry" and hits[0].key == "fix-parser-last-field"
+    assert all("test_field_7" not in h.text for h in hits)  # the raw output it stands for
