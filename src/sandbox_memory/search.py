@@ -1452,7 +1452,7 @@ class SearchIndex:
                 # An item of a run a retracted entry was learned from that states it (the
                 # assistant's echo, the user saying it again) is hidden with its sources.
                 if conv not in probes:
-                    probes[conv] = self._retracted_probes(db, conv)
+                    probes[conv] = SearchIndex._retracted_probes(db, conv)
                 if probes[conv] and states_any(_unpack(text), probes[conv]):
                     continue
             ranked.append(_hit_of(row, query, whole=whole))
