@@ -33,7 +33,7 @@ from .workspace import LocalWorkspace, SessionWorkspace, Workspace
 if TYPE_CHECKING:
     from agents.sandbox.session.base_sandbox_session import BaseSandboxSession
 
-    from .capability import Memory
+    from .typing import MemoryCapability
 logger = logging.getLogger("sandbox_memory")
 
 SUPPORTED_SDK = ">=0.24.0,<0.25"
@@ -199,7 +199,7 @@ def renew_shared_http_client() -> None:
     _LAST_RUN_LOOP[:] = [weakref.ref(loop)]
 
 
-def _layout_key(memory: Memory) -> tuple[str, str]:
+def _layout_key(memory: MemoryCapability) -> tuple[str, str]:
     return (
         posixpath.normpath(memory.layout.memories_dir),
         posixpath.normpath(memory.layout.sessions_dir),
@@ -245,7 +245,7 @@ def _log_record_failure(message: str, exc: BaseException) -> None:
 class SessionMemoryManager:
     """Sits in the SDK's registry for one sandbox session and layout; receives every run."""
 
-    def __init__(self, *, session: BaseSandboxSession, memory: Memory) -> None:
+    def __init__(self, *, session: BaseSandboxSession, memory: MemoryCapability) -> None:
         self.session = session
         self.memory = memory
         self.runtime: LayoutRuntime = LayoutRuntime(
@@ -387,7 +387,7 @@ class SessionMemoryManager:
             unregister(self.session, self)
 
 
-def install(session: BaseSandboxSession, memory: Memory) -> SessionMemoryManager:
+def install(session: BaseSandboxSession, memory: MemoryCapability) -> SessionMemoryManager:
     """Place our manager in the SDK's registry for this session and layout (idempotent)."""
 
     from agents.exceptions import UserError
@@ -422,7 +422,9 @@ def install(session: BaseSandboxSession, memory: Memory) -> SessionMemoryManager
     return manager
 
 
-def find_manager(session: BaseSandboxSession, memory: Memory) -> SessionMemoryManager | None:
+def find_manager(
+    session: BaseSandboxSession, memory: MemoryCapability
+) -> SessionMemoryManager | None:
     from agents.sandbox.memory import manager as sdk_manager
 
     by_layout = sdk_manager._MEMORY_GENERATION_MANAGERS.get(session) or {}
@@ -466,7 +468,7 @@ def sdk_read_prompt(*, memory_dir: str, summary: str, live_update: bool) -> str 
     )
 
 
-def runtime_for(session: BaseSandboxSession, memory: Memory) -> LayoutRuntime:
+def runtime_for(session: BaseSandboxSession, memory: MemoryCapability) -> LayoutRuntime:
     """The session's runtime when generation is on, else one read-only runtime per session."""
 
     manager = find_manager(session, memory)

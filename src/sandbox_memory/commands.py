@@ -50,8 +50,8 @@ from .store import (
 from .workspace import LocalWorkspace, Workspace
 
 if TYPE_CHECKING:
-    from .capability import Memory
     from .search import SearchHit
+    from .typing import MemoryCapability
 
 logger = logging.getLogger("sandbox_memory")
 
@@ -325,7 +325,7 @@ class MemoryClient:
             rt.generate_enabled = recorded.generate
 
     @classmethod
-    def for_session(cls, session: Any, memory: Memory) -> MemoryClient:
+    def for_session(cls, session: Any, memory: MemoryCapability) -> MemoryClient:
         from . import _sdk
 
         client = cls(_sdk.workspace_for_session(session), runtime=_sdk.runtime_for(session, memory))

@@ -19,10 +19,10 @@ from .errors import MemoryConfigError, MemoryConflict
 from .search import DEFAULT_LIMIT, SEARCH_TOOL_NAME, format_hits
 
 if TYPE_CHECKING:
-    from .capability import Memory
+    from .typing import MemoryCapability
 
 
-def search_tool(memory: Memory) -> Tool:
+def search_tool(memory: MemoryCapability) -> Tool:
     """The ``memory_search`` agent tool: ranked search over this layout's memory."""
 
     @function_tool(name_override=SEARCH_TOOL_NAME)
@@ -48,7 +48,7 @@ def search_tool(memory: Memory) -> Tool:
     return memory_search
 
 
-def live_update_tools(memory: Memory) -> list[Tool]:
+def live_update_tools(memory: MemoryCapability) -> list[Tool]:
     """Agent tools to remember and forget during a run, through the same rules and versions."""
 
     def client() -> MemoryClient:
