@@ -1,10 +1,12 @@
 """No module of the package imports one that imports it back (DESIGN.md, "Layout of the code").
 
 The graph is built from the source with ``ast``: every import counts, at module level or inside
-a function (an import moved into a function to dodge a cycle is still a cycle), except those
-under ``if TYPE_CHECKING:``, which never run. Importing ``a.b.c`` also runs the ``__init__`` of
-each package on the way that the importing module is not inside already (those are imported
-before it).
+a function (an import moved into a function to dodge a cycle is still a cycle), and so does one
+under ``if TYPE_CHECKING:`` (a type named across a circle ties the two modules as much: a
+protocol in ``sandbox_memory/typing.py`` or beside its user is the way out). Importing ``a.b.c``
+also runs the ``__init__`` of each package on the way that the importing module is not inside
+already (those are imported before it). The package's own ``__init__`` re-exports every public
+name under ``TYPE_CHECKING`` and is imported by no module of it, so it closes no circle.
 """
 
 from __future__ import annotations
@@ -37,13 +39,14 @@ def _is_type_checking(test: ast.expr) -> bool:
     return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
 
 
-def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
-    """Every import statement that can run: anywhere but the body of ``if TYPE_CHECKING:``."""
+def _imports(tree: ast.AST, *, typing: bool = True) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement; with ``typing=False``, only those that can run (anywhere but
+    the body of ``if TYPE_CHECKING:``)."""
 
     found: list[ast.Import | ast.ImportFrom] = []
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
+        if not typing and isinstance(node, ast.If) and _is_type_checking(node.test):
             for child in node.orelse:
                 visit(child)
             return
@@ -56,7 +59,7 @@ def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
     return found
 
 
-def import_graph(package_dir: Path) -> dict[str, set[str]]:
+def import_graph(package_dir: Path, *, typing: bool = True) -> dict[str, set[str]]:
     """Module -> the package's modules that importing it runs (see the module docstring)."""
 
     modules = _modules(package_dir)
@@ -64,7 +67,7 @@ def import_graph(package_dir: Path) -> dict[str, set[str]]:
     for name, (path, is_package) in modules.items():
         here = name.split(".") if is_package else name.split(".")[:-1]
         targets: list[str] = []
-        for node in _imports(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in _imports(ast.parse(path.read_text(encoding="utf-8")), typing=typing):
             if isinstance(node, ast.Import):
                 targets += [alias.name for alias in node.names]
                 continue
@@ -154,7 +157,7 @@ def test_an_import_inside_a_function_closes_a_cycle(tmp_path: Path) -> None:
     assert find_cycle(import_graph(pkg)) == ["pkg.a", "pkg.b", "pkg.a"]
 
 
-def test_imports_for_type_checkers_only_are_no_cycle(tmp_path: Path) -> None:
+def test_imports_for_type_checkers_close_a_cycle_too(tmp_path: Path) -> None:
     pkg = _package(
         tmp_path,
         {
@@ -171,9 +174,9 @@ def test_imports_for_type_checkers_only_are_no_cycle(tmp_path: Path) -> None:
             """,
         },
     )
-    graph = import_graph(pkg)
-    assert graph["pkg.a"] == {"pkg.b"}
-    assert find_cycle(graph) is None
+    assert find_cycle(import_graph(pkg)) == ["pkg.a", "pkg.b", "pkg.a"]
+    runtime_only = import_graph(pkg, typing=False)
+    assert runtime_only["pkg.b"] == set() and find_cycle(runtime_only) is None
 
 
 def test_a_subpackage_init_on_the_way_counts(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from .datapolicy import exc_text
 from .errors import SandboxMemoryError
 from .phase_one import CANCEL_GRACE_SECONDS, stray_cancel
 from .rollouts import display_id
-from .runtime import LayoutRuntime
+from .runtime.facade import LayoutRuntime
 from .workspace import LocalWorkspace, SessionWorkspace, Workspace
 
 if TYPE_CHECKING:

@@ -31,7 +31,7 @@ from .rollouts import (
     safe_rollout_id,
     text_value,
 )
-from .runtime import LayoutRuntime
+from .runtime.facade import LayoutRuntime
 from .store import (
     MAX_CONTENT_CHARS,
     Cause,

@@ -9,11 +9,26 @@
   :mod:`.index` (the search index kept in step), :mod:`.copies` (a layout entry's copies in
   conversations);
 - :mod:`.facade`: :class:`LayoutRuntime`, the steps put together behind one object.
+
+Importing a module of this package imports nothing else of it: the steps' modules and the
+modules outside that take a type from one of them (``phase_one`` takes :class:`.state.
+LayoutState`) would otherwise import the facade, and through it themselves. The package's own
+code imports :class:`LayoutRuntime` from :mod:`.facade`; ``from sandbox_memory.runtime import
+LayoutRuntime`` still works, loaded on first use.
 """
 
 from __future__ import annotations
 
-from .engine import resolve_engine
-from .facade import LayoutRuntime
+import importlib
+from typing import Any
 
-__all__ = ["LayoutRuntime", "resolve_engine"]
+_WHERE = {"LayoutRuntime": "facade", "resolve_engine": "engine"}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sandbox_memory.runtime' has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{module}", __name__), name)

@@ -43,7 +43,7 @@ class Consolidator:
 
     async def _forget_derived(self, progress: dict[str, RolloutProgress]) -> bool:
         """The entries retracted in a conversation phase 2 takes in again (a Forget there, or
-        a new extraction) leave its summary and notes (``forgetting.py``; nothing to do when
+        a new extraction) leave its summary and notes (``runtime/forgetting.py``; nothing to do when
         they already have). Whether a file changed."""
 
         hook = self.state.forget_derived
@@ -73,7 +73,7 @@ class Consolidator:
         st = self.state
         store = st.store
         # Missing or partly unreadable: rebuilt from every selected conversation. A commit a
-        # dead writer left is finished here (a Forget's included: see ``forgetting.py``).
+        # dead writer left is finished here (a Forget's included: see ``runtime/forgetting.py``).
         edit = await store.edit_layout()
         progress = await store.list_progress()
         if await self._forget_derived(progress):

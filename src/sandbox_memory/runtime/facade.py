@@ -24,6 +24,7 @@ from .carryover import keep_sdk_files
 from .consolidate import Consolidator
 from .copies import retract_copies
 from .extract import Extractor
+from .forgetting import forget_derived as take_out
 from .index import save_index, sync_index
 from .live_edits import LiveEdits
 from .record import Recorder
@@ -85,9 +86,7 @@ class LayoutRuntime:
         self.extractor = Extractor(st, index=self.search_index, consolidator=self.consolidator)
 
         async def forget_derived(entry: Entry) -> list[str]:
-            from ..forgetting import forget_derived as take_out
-
-            return await take_out(self, entry)
+            return await take_out(st, entry, index=self.search_index, renderer=self.renderer)
 
         st.forget_derived = forget_derived
 

@@ -53,7 +53,7 @@ class LayoutState:
         self.store.retract_copies = self._retract_copies
         self.forget_derived: Callable[[Entry], Awaitable[list[str]]] | None = None
         """Takes a retracted entry out of the summaries and notes it came from (set by the
-        runtime: ``forgetting.py``)."""
+        runtime: ``runtime/forgetting.py``)."""
         self._redactor: Redactor | None = None
         self.redaction_settings: RedactionSettings | None = None
         """What ``redactor`` was built from (``None`` for one set from outside): a child

@@ -33,7 +33,7 @@ import logging
 import os
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import bounded
 from ..datapolicy import exc_text
@@ -59,9 +59,59 @@ from .postgres import (
 )
 
 if TYPE_CHECKING:
-    from ..runtime import LayoutRuntime
+    from ..config import MemoryGenerateConfig, MemoryLayoutConfig
+    from ..rollouts import LineCheck
+    from ..search import SearchIndex
+    from ..store import Store
+    from ..workspace import Workspace
 
 logger = logging.getLogger("sandbox_memory")
+
+
+class _SealedState(Protocol):
+    seal: SegmentSeal
+
+    def line_check(self, rollout_id: str) -> LineCheck: ...
+
+
+class CopyHost(Protocol):
+    """What the working copy needs of the layout's runtime (``runtime.LayoutRuntime`` is one):
+    its workspace and store, its settings, and the steps a send or a fetch runs."""
+
+    @property
+    def ws(self) -> Workspace: ...
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def layout(self) -> MemoryLayoutConfig: ...
+
+    @property
+    def generate(self) -> MemoryGenerateConfig: ...
+
+    @property
+    def state(self) -> _SealedState: ...
+
+    @property
+    def search_index(self) -> SearchIndex: ...
+
+    def bump(self) -> None: ...
+
+    def session_file_lock(self, rollout_id: str) -> asyncio.Lock: ...
+
+    async def pending_rollouts(self) -> list[str]: ...
+
+    async def sync_search(self) -> bool: ...
+
+    async def consolidate_conversation(self, rollout_id: str) -> bool: ...
+
+    async def render_current(self) -> None: ...
+
+    async def memory_md_edited(self) -> str | None: ...
+
+    async def take_live_edits(self) -> None: ...
+
 
 STATE_FILE = SHARED_COPY_FILE
 """Under ``<memories_dir>/store/``: what the copy was last brought to (versions, hashes)."""
@@ -126,7 +176,7 @@ def _segment_id(line: bytes) -> str | None:
 class SharedCopy:
     """Keeps one layout's workspace copy in step with a :class:`PostgresStore`."""
 
-    def __init__(self, runtime: LayoutRuntime, store: PostgresStore) -> None:
+    def __init__(self, runtime: CopyHost, store: PostgresStore) -> None:
         self.rt = runtime
         self.store = store
         self.mdir = runtime.layout.memories_dir

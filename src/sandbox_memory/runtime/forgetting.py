@@ -29,11 +29,13 @@ import logging
 import re
 from typing import TYPE_CHECKING
 
-from .search import STATED_MIN_CHARS, _plain, states_any
-from .store import Entry, RolloutProgress
+from ..search import STATED_MIN_CHARS, _plain, states_any
+from ..store import Entry, RolloutProgress
 
 if TYPE_CHECKING:
-    from .runtime import LayoutRuntime
+    from ..search import SearchIndex
+    from .render import Renderer
+    from .state import LayoutState
 
 logger = logging.getLogger("sandbox_memory")
 
@@ -67,16 +69,17 @@ def slug_without(slug: str, probes: list[str], kept_text: str) -> str:
     return "-".join(parts) or "rollout"
 
 
-async def forget_derived(rt: LayoutRuntime, entry: Entry) -> list[str]:
+async def forget_derived(
+    st: LayoutState, entry: Entry, *, index: SearchIndex, renderer: Renderer
+) -> list[str]:
     """Take the retracted ``entry`` out of the summaries and notes of the conversations it
     rests on; return the conversations whose files changed."""
 
-    st = rt.state
     mdir = st.layout.memories_dir
     changed: list[str] = []
     for rid in sorted({s.conversation for s in entry.sources} - NOT_CONVERSATIONS):
         items = [s.item for s in entry.sources if s.conversation == rid]
-        texts = [entry.content, *await rt.search_index.item_texts(rid, items)]
+        texts = [entry.content, *await index.item_texts(rid, items)]
         probes = [p for p in dict.fromkeys(_plain(t) for t in texts) if len(p) >= STATED_MIN_CHARS]
         if not probes:
             continue
@@ -117,8 +120,8 @@ async def forget_derived(rt: LayoutRuntime, entry: Entry) -> list[str]:
                 p.slug = slug  # the rendering's inputs name the file: it renders again
 
             await st.update_progress(rid, renamed)
-        rt.renderer.source_changed(rid)
-        rt.search_index.mark(rid)
+        renderer.source_changed(rid)
+        index.mark(rid)
         changed.append(rid)
     if changed:
         logger.info(
