@@ -155,6 +155,30 @@ class Bm25:
         return [(text, self.ids[rowid - 1]) for rowid, text in rows]
 
 
+def duplicates(entries: list[dict[str, Any]]) -> int:
+    """Active entries that repeat another active entry: of one kind citing exactly the same
+    items, or saying the same words (lowercase, punctuation dropped). A decision and a fact
+    taken from different sentences of one message cite one item but say different things;
+    entries of one key in two places (a promoted copy and its conversation's) are one entry."""
+
+    by_key: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        if entry.get("status") == "active":
+            by_key.setdefault(str(entry["key"]), entry)
+    seen: dict[Any, str] = {}
+    repeated: set[str] = set()
+    for key, entry in by_key.items():
+        cited = frozenset(
+            (str(s.get("conversation")), str(s.get("item"))) for s in entry.get("sources", [])
+        )
+        marks = (("text", normalize(entry["content"])), ("items", entry.get("kind"), cited))
+        for mark in marks:
+            if mark in seen and seen[mark] != key:
+                repeated.add(key)
+            seen.setdefault(mark, key)
+    return len(repeated)
+
+
 # --------------------------------------------------------------------------- LoCoMo
 
 
@@ -649,7 +673,9 @@ def render(results: dict[str, Any], tallies: dict[int, Tally], coding: list[dict
         lines.append(f"| {label} | {size[key]:,} | {size[key] / size['dialogue']:.2f} |")
     lines += [
         "",
-        f"Entries: {results['entries']:,} ({results['entries_per_session']:.1f} per session). "
+        f"Entries: {results['entries']:,} ({results['entries_per_session']:.1f} per session), "
+        f"{results['duplicates']} of them repeating another active entry (citing one of its "
+        "items, or saying the same words). "
         f"Feeding and closing took {results['seconds']:.1f} s in all "
         f"({results['seconds'] / max(results['sessions'], 1):.2f} s per session).",
         "",
@@ -769,6 +795,7 @@ async def main() -> None:
     search_kind = "memory" if hasattr(MemoryClient, "search") else "fallback"
     tallies: dict[int, Tally] = {c: Tally() for c in (0, *CATEGORIES)}
     size = {"dialogue": 0, "entries": 0, "memory_md": 0, "injected": 0, "summaries": 0}
+    repeated = 0
     seconds = 0.0
     sessions = 0
     entry_count = 0
@@ -792,6 +819,7 @@ async def main() -> None:
         seconds += state.seconds
         sessions += len(conv.sessions)
         entry_count += len(active)
+        repeated += duplicates(state.entries)
     root = Path(tempfile.mkdtemp(prefix="sbm-quality-coding-"))
     try:
         log("coding scenario")
@@ -817,6 +845,7 @@ async def main() -> None:
         "sessions": sessions,
         "entries": entry_count,
         "entries_per_session": entry_count / max(sessions, 1),
+        "duplicates": repeated,
         "notes": notes,
     }
     figures = {
@@ -825,6 +854,7 @@ async def main() -> None:
             for c, t in tallies.items()
         },
         "size": size,
+        "duplicates": repeated,
         "coding": coding,
         "search": search_kind,
     }

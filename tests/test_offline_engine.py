@@ -182,16 +182,20 @@ async def test_bug_fix_yields_fix_fact_naming_error_files_and_sources() -> None:
     assert len(fix.content) <= 500
 
 
-async def test_bug_fix_also_yields_files_changed_fact() -> None:
+async def test_a_fixed_bug_is_one_entry_naming_symptom_file_and_verification() -> None:
     segment, ids = bug_fix_rollout()
 
     result = await extract([segment])
 
-    changes = [c for c in result.candidates if c.key.startswith("changes-")]
-    assert len(changes) == 1
-    assert "src/invoice.py" in changes[0].content
-    assert changes[0].sources == [ids["patch"]]
+    facts = [c for c in result.candidates if c.kind == "fact"]
+    assert [c.key for c in facts if c.key.startswith(("changes-", "result-"))] == []
+    [fix] = [c for c in facts if c.key.startswith("fix-")]
+    assert "src/invoice.py" in fix.content
+    assert fix.content.startswith("Symptom: `FAILED tests/test_invoice.py::test_total")
+    assert "Verified: the same command then passed." in fix.content
+    assert ids["patch"] in fix.sources
     assert "src/invoice.py" in result.rollout_summary
+    assert "((" not in result.rollout_summary
 
 
 async def test_passing_test_command_yields_test_command_procedure() -> None:
@@ -237,8 +241,8 @@ async def test_stated_user_preference_cites_only_the_user_item() -> None:
 @pytest.mark.parametrize(
     "sentence",
     [
-        "Always run ruff before committing.",
         "Never push directly to main.",
+        "Always keep the changelog sorted by date.",
         "Please use pnpm, not npm.",
         "I like short commit messages.",
         "From now on, write docstrings in Google style.",

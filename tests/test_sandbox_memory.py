@@ -1135,3 +1135,42 @@ async def test_interrupted_run_is_recorded_with_its_interruptions(
     seg = read_segments(workspace_root / "sessions" / "ask.jsonl")[0]
     assert seg["terminal_metadata"]["terminal_state"] == "interrupted"
     assert seg["interruptions"]
+
+
+async def test_the_model_engine_keeps_one_entry_for_two_candidates_citing_the_same_item(
+    client, manifest, workspace_root
+) -> None:
+    memory_model = _cite_first_user_item(
+        ScriptedModel(
+            [
+                extraction_reply(
+                    [
+                        {
+                            "key": "trip-budget",
+                            "content": "The trip budget is 1500 EUR.",
+                            "kind": "fact",
+                            "sources": ["__FIRST__"],
+                        },
+                        {
+                            "key": "budget-of-the-trip-1a2b3c",
+                            "content": "The budget of the trip is 1500 EUR.",
+                            "kind": "fact",
+                            "sources": ["__FIRST__"],
+                        },
+                    ]
+                )
+            ]
+        ),
+        workspace_root,
+    )
+    mem = Memory(generate=MemoryGenerateConfig(engine="model", phase_one_model=memory_model))
+    sandbox = await client.create(manifest=manifest)
+    async with sandbox:
+        await Runner.run(
+            agent(ScriptedModel([[assistant_message("noted")]]), mem),
+            "The trip budget is 1500 EUR.",
+            run_config=rc(sandbox, group_id="trip"),
+        )
+    view = await MemoryClient(workspace_root).view("trip")
+    active = {k: e for k, e in view.entries.items() if e.status == "active"}
+    assert list(active) == ["trip-budget"]

@@ -139,12 +139,11 @@ async def test_terse_answer_loses_nothing_the_patch_says() -> None:
 
     result = await extract([seg.build()])
 
-    changes = next(c for c in result.candidates if c.key.startswith("changes-"))
-    assert "`src/invoice.py` in `total`" in changes.content
-    assert "`return sum(i.price for i in items)`" in changes.content
-    assert "`return sum(i.price * (1 - i.discount) for i in items)`" in changes.content
-    fix = next(c for c in result.candidates if c.key.startswith("fix-"))
-    assert "i.discount" in fix.content
+    [fix] = [c for c in result.candidates if c.kind == "fact"]
+    assert fix.key.startswith("fix-")
+    assert "`src/invoice.py` in `total`" in fix.content
+    assert "`return sum(i.price for i in items)`" in fix.content
+    assert "`return sum(i.price * (1 - i.discount) for i in items)`" in fix.content
 
 
 UNIFIED = """diff --git a/pkg/parse.py b/pkg/parse.py
@@ -178,7 +177,7 @@ async def test_heredoc_git_apply_is_read_as_a_change_of_every_file_it_touches() 
         assert f"`{path}`" in changes.content, changes.content
     assert "`parse_date`" in changes.content
     assert '`return datetime.strptime(text, "%Y-%m-%d")`' in changes.content
-    assert "created `docs/dates.md`" in changes.content
+    assert "Added: `docs/dates.md`" in changes.content
     assert "pkg/cli.py" in result.rollout_summary and "docs/dates.md" in result.rollout_summary
 
 
@@ -332,8 +331,9 @@ async def test_statements_keep_the_speaker_and_resolve_relative_dates() -> None:
 
     result = await extract([segment])
 
-    facts = {c.sources[0]: c for c in result.candidates if c.kind == "fact"}
-    assert ids[0] not in facts  # small talk and a question
+    facts = {i: c for c in result.candidates if c.kind == "fact" for i in c.sources}
+    said = " ".join(c.content for c in result.candidates)
+    assert "Good to see you" not in said  # small talk and a question
     went = facts[ids[2]]
     assert went.content.startswith("Caroline (8 May 2023): ")
     assert "yesterday (7 May 2023)" in went.content
@@ -360,7 +360,7 @@ def test_dates_resolve_against_the_given_day_only() -> None:
     assert resolve_relative_dates("yesterday", None) == "yesterday"
 
 
-async def test_two_different_statements_never_share_a_key() -> None:
+async def test_what_one_person_said_on_a_day_is_one_entry_named_for_them() -> None:
     segment, ids = _chat(
         [
             "Jon: My dance studio opened downtown in March.",
@@ -372,13 +372,28 @@ async def test_two_different_statements_never_share_a_key() -> None:
 
     result = await extract([segment], known)
 
-    facts = [c for c in result.candidates if c.kind == "fact"]
-    assert len({c.key for c in facts}) == 2  # the repeat merges, the other statement does not
-    assert {c.content.split(": ", 1)[1] for c in facts} == {
-        "My dance studio opened downtown in March.",
-        "My dance studio opened a second room for kids.",
-    }
-    assert "jon-dance-studio-opened" not in {c.key for c in facts}
+    [fact] = [c for c in result.candidates if c.kind == "fact"]
+    assert fact.key == "jon-8-may-2023"  # a name, no hash; the known entry is not replaced
+    assert fact.content == (
+        "Jon (8 May 2023): My dance studio opened downtown in March. "
+        "My dance studio opened a second room for kids."
+    )
+    assert fact.sources == [ids[0], ids[1]]
+
+
+async def test_a_later_run_on_the_same_day_adds_an_entry_rather_than_replacing_one() -> None:
+    segment, _ = _chat(["Jon: My dance studio opened a second room for kids."])
+    known = [
+        KnownEntry(
+            key="jon-8-may-2023",
+            kind="fact",
+            content="Jon (8 May 2023): My dance studio opened downtown in March.",
+        )
+    ]
+
+    result = await extract([segment], known)
+
+    assert [c.key for c in result.candidates if c.kind == "fact"] == ["jon-8-may-2023-2"]
 
 
 async def test_small_talk_and_requests_are_not_facts() -> None:
@@ -510,5 +525,187 @@ async def test_an_answer_is_kept_with_the_question_it_answers() -> None:
 
     (fact,) = [c for c in result.candidates if c.sources[0] == ids[1]]
     assert fact.sources == [ids[1], ids[0]]  # it quotes the question: it rests on it too
-    assert fact.content.startswith('Gina (8 May 2023), answering Jon\'s "When was it?": Last')
+    assert fact.content.startswith("Gina (8 May 2023): Last Saturday")
+    assert fact.content.endswith('(answering Jon\'s "When was it?")')
     assert "(the Saturday before 8 May 2023, 6 May 2023)" in fact.content
+
+
+# --------------------------------------------------------------------- teaches nothing
+
+
+async def test_an_acknowledgement_of_what_the_user_said_is_no_result() -> None:
+    seg = Seg()
+    seg.user("Releases are tagged vX.Y.Z, please keep that in mind for the changelog work.")
+    seg.assistant("Noted: releases are tagged vX.Y.Z.")
+    seg.final_output = "Noted: releases are tagged vX.Y.Z."
+
+    result = await extract([seg.build()])
+
+    assert [c for c in result.candidates if c.content.startswith("Result:")] == []
+
+
+async def test_reading_memory_is_no_project_command_and_no_result() -> None:
+    seg = Seg()
+    seg.user("Run the check the way this project runs it.")
+    seg.exec("grep -n -i 'test' memories/MEMORY.md", 0, "12:- **test-command** ...")
+    seg.assistant("Ran the check the way memory says, all of it passes.")
+    seg.final_output = "Ran the check the way memory says, all of it passes."
+
+    result = await extract([seg.build()])
+
+    assert result.candidates == []
+
+
+async def test_one_fix_run_yields_one_fact_with_its_result() -> None:
+    seg = Seg()
+    seg.user("The invoice tests fail. Find and fix the bug.")
+    seg.exec("python -m pytest -q", 1, "FAILED tests/test_invoice.py::test_total - AssertionError")
+    seg.exec("cat src/invoice.py", 0, "def total(items): ...")
+    seg.patch(PATCH)
+    seg.exec("python -m pytest -q", 0, "3 passed")
+    seg.patch(
+        "*** Begin Patch\n*** Add File: notes/repro.py\n+print(1)\n*** End Patch\n",
+        "Created notes/repro.py",
+    )
+    seg.final_output = "Fixed the discount in total(): it was ignored; all tests pass now."
+
+    result = await extract([seg.build()])
+
+    facts = [c for c in result.candidates if c.kind == "fact"]
+    assert len(facts) == 1, [c.key for c in facts]
+    assert "src/invoice.py" in facts[0].content
+    assert "Added: `notes/repro.py`" in facts[0].content
+    assert "Changed: created" not in facts[0].content
+
+
+# --------------------------------------------------------------------- one lesson, updated
+
+
+def test_a_new_version_of_an_entry_keeps_the_sources_of_the_old_one() -> None:
+    from sandbox_memory.engines.base import Candidate
+    from sandbox_memory.phase_two import apply_to_conversation
+    from sandbox_memory.store import ConversationMemory, Source
+
+    memory = ConversationMemory(rollout_id="conv")
+    first = Candidate(
+        key="test-command", content="Run the tests with `make test`.", sources=["a:1"]
+    )
+    apply_to_conversation(memory, [first.model_copy(update={"kind": "procedure"})], person=None)
+    newer = Candidate(
+        key="test-command", content="Run the tests with `make check`.", sources=["b:4"]
+    )
+    changed = apply_to_conversation(
+        memory, [newer.model_copy(update={"kind": "procedure"})], person=None
+    )
+
+    assert changed == ["test-command"]
+    entry = memory.entries["test-command"]
+    assert entry.content == "Run the tests with `make check`."
+    assert entry.sources == [
+        Source(conversation="conv", item="a:1"),
+        Source(conversation="conv", item="b:4"),
+    ]
+    assert memory.version == 2
+
+
+def test_a_candidate_saying_what_a_known_entry_says_updates_it() -> None:
+    from sandbox_memory.engines.base import Candidate
+    from sandbox_memory.phase_two import one_entry_per_subject
+
+    known = [
+        KnownEntry(key="test-command", kind="procedure", content="Run the tests with `make check`.")
+    ]
+    proposed = Candidate(
+        key="how-to-run-tests",
+        kind="procedure",
+        content="Run the tests with `make check` always.",
+        sources=["s:2"],
+    )
+
+    [kept] = one_entry_per_subject([proposed], known)
+
+    assert kept.key == "test-command"
+
+
+def test_two_candidates_saying_the_same_become_one_and_two_facts_of_one_item_stay_two() -> None:
+    from sandbox_memory.engines.base import Candidate
+    from sandbox_memory.phase_two import one_entry_per_subject
+
+    fix = Candidate(
+        key="fix-invoice-tax", content="Fixed the invoice tax in `invoice.py`.", sources=["s:4"]
+    )
+    again = Candidate(
+        key="invoice-tax-fix", content="Fixed the invoice tax in `invoice.py`!", sources=["s:5"]
+    )
+    other = Candidate(key="ci-runner", content="CI runs on runner-1.", sources=["s:4"])
+    decision = Candidate(
+        key="tag-releases", kind="decision", content="Fixed the invoice tax.", sources=["s:4"]
+    )
+
+    kept = one_entry_per_subject([fix, again, other, decision], [])
+
+    assert [(c.key, c.kind) for c in kept] == [
+        ("fix-invoice-tax", "fact"),
+        ("ci-runner", "fact"),
+        ("tag-releases", "decision"),
+    ]
+    assert kept[0].sources == ["s:4", "s:5"]
+
+
+async def test_a_long_bug_report_is_summarised_into_the_lesson_not_quoted() -> None:
+    report = (
+        "Modeling's `separability_matrix` does not compute separability correctly for nested "
+        "CompoundModels\n\nConsider the following model:\n\n```python\nfrom astropy.modeling "
+        "import models as m\ncm = m.Linear1D(10) & m.Linear1D(5)\n```\n\nI would expect the "
+        "outputs to stay separable, but when I nest it the matrix says otherwise. This is with "
+        "v5.3 and was also mentioned in #5764. " + "Here is more of what I tried. " * 20
+    )
+    seg = Seg()
+    user = seg.user(report)
+    seg.exec("python -m pytest -q", 1, "FAILED tests/test_separable.py::test_nested - assert")
+    seg.patch(PATCH.replace("src/invoice.py", "astropy/modeling/separable.py"))
+    seg.exec("python -m pytest -q", 0, "3 passed")
+
+    result = await extract([seg.build()])
+
+    facts = [c for c in result.candidates if c.kind == "fact"]
+    assert len(facts) == 1, [c.content for c in facts]
+    lesson = facts[0].content
+    assert "astropy/modeling/separable.py" in lesson
+    assert (
+        "Reported by the user: Modeling's `separability_matrix` does not compute separability "
+        "correctly for nested CompoundModels"
+    ) in lesson
+    for name in ("`v5.3`", "`#5764`"):
+        assert name in lesson
+    assert "Here is more of what I tried" not in lesson
+    assert user in facts[0].sources
+
+
+async def test_every_changed_file_is_named_before_any_detail() -> None:
+    long_line = "    return " + " + ".join(f"value_{n} * weight_{n}" for n in range(12))
+    paths = [f"pkg/module_{n}/implementation_{n}.py" for n in range(6)]
+    patch = "*** Begin Patch\n" + "".join(
+        f"*** Update File: {p}\n@@ def compute():\n-    return 0\n+{long_line}\n" for p in paths
+    )
+    patch += "*** End Patch\n"
+    seg = Seg()
+    seg.user("Make compute weigh its values")
+    seg.patch(patch, "Updated files")
+
+    result = await extract([seg.build()])
+
+    [changes] = [c for c in result.candidates if c.kind == "fact"]
+    for path in paths:
+        assert f"`{path}`" in changes.content, changes.content
+
+
+async def test_the_test_command_is_the_whole_suite_even_when_only_one_test_was_run() -> None:
+    seg = Seg()
+    seg.user("Fix the polytools bug")
+    seg.exec("python -m pytest -q tests/polys/test_polytools.py::test_issue_13757", 0, "1 passed")
+
+    result = await extract([seg.build()])
+
+    [procedure] = [c for c in result.candidates if c.key == "test-command"]
+    assert procedure.content.startswith("Run the tests with `python -m pytest -q` (add test ids")

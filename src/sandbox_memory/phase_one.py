@@ -7,7 +7,7 @@ import logging
 import math
 import re
 import time
-from collections.abc import Coroutine, Iterator, Mapping
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -15,7 +15,13 @@ from . import bounded, spans
 from .datapolicy import data_text, exc_text
 from .engines.base import Candidate, Extraction, ExtractionRequest, KnownEntry
 from .engines.transcript import item_text, segment_id_of, segment_items
-from .phase_two import ItemIndex, apply_to_conversation, check_candidates, plausible_ms
+from .phase_two import (
+    ItemIndex,
+    apply_to_conversation,
+    check_candidates,
+    one_entry_per_subject,
+    plausible_ms,
+)
 from .privacy import keep_private, run_person, self_statements, shared_slug, shared_text
 from .rollouts import ParsedSegments, last_item_id, read_new_segments, rollout_path
 from .search import MAX_ITEM_CHARS, timestamp_ms
@@ -406,6 +412,7 @@ async def _extract(
             (start, parsed.end_offset),
             path,
             replaced=replaced is not None,
+            known=known,
         )
     await note_items(rt, rollout_id, parsed.item_digests)
     if budget is not None:
@@ -666,6 +673,7 @@ async def _apply(
     path: str,
     *,
     replaced: bool = False,
+    known: Sequence[KnownEntry] = (),
 ) -> bool:
     start_offset, end_offset = span
     store = rt.store
@@ -687,6 +695,11 @@ async def _apply(
         person=person,
     )
     spans.changes(len(accepted), rejected, rt.redactor)
+    # One entry per subject, whichever engine proposed them: duplicates among the changes the
+    # rules let through are folded, and one repeating a known entry updates it.
+    accepted = one_entry_per_subject(accepted, known)
+    if any(cand.key not in existing for cand in accepted):
+        existing = await memory_keys(rt, conversation, accepted)
     for cand in accepted:
         if cand.action == "forget" and cand.key not in conversation.entries:
             # Retracting a shared entry: the conversation records the retraction, and phase 2

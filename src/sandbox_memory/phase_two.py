@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .engines.base import Candidate
+from .engines.base import Candidate, KnownEntry
 from .engines.transcript import (
     is_external_item,
     item_text,
@@ -333,6 +333,88 @@ def check_candidates(
     return accepted, rejected
 
 
+SAME_SUBJECT_SHARE = 0.8
+"""Share of their comparable words (Jaccard) above which two entries of one kind, one saying
+all the other says, say the same thing: "Run the tests with `make check`." and "Run the tests
+with `make check` first." are one entry; two fixes of one file in different functions share
+far less."""
+
+
+def _same_words(a: set[str], b: set[str]) -> bool:
+    """One says all the other says, and little more: "deploy alpha with make deploy-alpha" and
+    "deploy gamma ..." differ in the word that names their subject, so they are two."""
+
+    return bool(a and b) and (a <= b or b <= a) and len(a & b) >= SAME_SUBJECT_SHARE * len(a | b)
+
+
+def _joined(older: str, newer: str) -> str:
+    """One wording of two that are folded: the one that says all the other says, else both
+    (the newer alone when both would not fit)."""
+
+    old_words, new_words = _words(older), _words(newer)
+    if old_words <= new_words:
+        return newer
+    if new_words <= old_words:
+        return older
+    both = f"{older.strip()} {newer.strip()}"
+    return both if len(both) <= MAX_CONTENT_CHARS else newer
+
+
+def one_entry_per_subject(
+    candidates: list[Candidate], known: Iterable[KnownEntry]
+) -> list[Candidate]:
+    """Candidates with duplicates folded, whichever engine proposed them: a candidate saying
+    what a known entry of its kind says becomes an update of that entry (its key); two
+    candidates of one kind that say the same words become one (both wordings unless one says
+    all the other does, every source and keyword). Two facts taken from one message ("Staging
+    moved to host-b; CI runs on runner-1") cite the same item and stay two. A ``forget`` is
+    left as it is."""
+
+    known_words = [(k, _words(k.content)) for k in known]
+    out: list[Candidate] = []
+    at: dict[str, int] = {}
+    for cand in candidates:
+        if cand.action != "remember":
+            at.setdefault(cand.key, len(out))
+            out.append(cand)
+            continue
+        words = _words(cand.content)
+        key = cand.key
+        if not any(k.key == key for k, _ in known_words):
+            for entry, their in known_words:
+                if entry.kind == cand.kind and _same_words(words, their):
+                    key = entry.key
+                    break
+        if key not in at:
+            for other in out:
+                if (
+                    other.action == "remember"
+                    and other.kind == cand.kind
+                    and _same_words(words, _words(other.content))
+                ):
+                    key = other.key
+                    break
+        if key != cand.key and key in at and out[at[key]].action != "remember":
+            key = cand.key  # never fold into a key this consolidation forgets
+        index = at.get(key)
+        if index is None:
+            at[key] = len(out)
+            out.append(cand.model_copy(update={"key": key}))
+        elif out[index].action == "remember" and out[index].kind == cand.kind:
+            held = out[index]
+            out[index] = cand.model_copy(
+                update={
+                    "key": key,
+                    "content": _joined(held.content, cand.content),
+                    "sources": list(dict.fromkeys([*held.sources, *cand.sources])),
+                    "keywords": list(dict.fromkeys([*held.keywords, *cand.keywords])),
+                }
+            )
+        else:
+            out.append(cand)  # check_candidates judges it: one change per key
+    return out
+
+
 def apply_to_conversation(
     memory: ConversationMemory,
     accepted: list[Candidate],
@@ -355,7 +437,7 @@ def apply_to_conversation(
                 key=cand.key,
                 content=cand.content.strip(),
                 kind=cand.kind,
-                sources=sources,
+                sources=merged_sources(memory.entries.get(cand.key), sources),
                 updated_at=stamp,
                 person=person if cand.kind == "preference" or cand.personal else None,
                 keywords=cand.keywords,
@@ -367,6 +449,21 @@ def apply_to_conversation(
     if changed:
         memory.version += 1
     return changed
+
+
+MAX_ENTRY_SOURCES = 32
+"""Most sources an entry keeps as later runs update it (the newest): enough to trace a lesson
+to the runs that taught and confirmed it, bounded so an entry every run touches stays small."""
+
+
+def merged_sources(old: Entry | None, new: list[Source]) -> list[Source]:
+    """The sources of a new version of an entry: what the active entry it updates rested on,
+    then the new evidence (one lesson, updated as evidence arrives, keeps all of it)."""
+
+    if old is None or old.status != "active":
+        return new
+    merged = list(old.sources) + [s for s in new if s not in old.sources]
+    return merged[-MAX_ENTRY_SOURCES:]
 
 
 def same_fact(a: Entry, b: Entry) -> bool:
@@ -448,7 +545,10 @@ def promote(
             continue
         if current is not None and plausible_ms(current.updated_at) >= entry.updated_at:
             continue
-        layout.entries[entry.key] = entry.model_copy(deep=True)
+        copy = entry.model_copy(deep=True)
+        if current is not None and current.person == entry.person:
+            copy.sources = merged_sources(current, copy.sources)
+        layout.entries[entry.key] = copy
         promoted.append(entry.key)
     return promoted
 

@@ -197,6 +197,58 @@ def states_a_fact(
     return len(named) >= min_words
 
 
+SECOND_PERSON = frozenset({"you", "your", "youre", "youve", "youd", "youll", "yours", "yourself"})
+"""Words addressing the listener: "You'd be a great counselor!" is a reaction to them."""
+
+SUGGESTING = frozenset(
+    """could can should might try recommend suggest use using won't wont will""".split()
+)
+"""Words that make a sentence to the listener a suggestion, an offer or a prediction."""
+
+_CLAUSE_SPLIT_RE = re.compile(
+    r"\s+[-\u2013\u2014]+\s+|;\s+|,\s+(?=(?:and|but|so|though|which|and it|it's|that's)\b)"
+    r"|\s+(?=(?:and|but)\s+(?:it|that|this|they|i|we|she|he)\b)"
+)
+"""Where a sentence splits into clauses: dashes, semicolons, and "and/but it ..." joins."""
+
+_OPENER_RE = re.compile(
+    r"^(?:(?:oh|ah|wow|hey|hi|hello|well|yeah|yes|yep|yup|no|ok|okay|so|and|but|also|thanks|"
+    r"thank you|cool|great|awesome|aw+|haha|lol|omg|btw|anyway|honestly|actually)\b"
+    r"(?:\s+[A-Z][a-z]+)?[,!.]*\s+)+",
+    re.IGNORECASE,
+)
+"""Interjections and a vocative at a sentence's start ("Wow, ", "Yeah Mel, ", "Hey Jon, ")."""
+
+
+def addresses_listener(sentence: str) -> bool:
+    """Whether ``sentence`` talks about the listener rather than the speaker or the world
+    ("You're doing an awesome job!"): second person, no first person, no name or number."""
+
+    words = _plain_words(sentence)
+    if not any(w in SECOND_PERSON for w in words) or any(w in FIRST_PERSON for w in words):
+        return False
+    body = _OPENER_RE.sub("", sentence.strip())
+    if any(w in SUGGESTING for w in words):
+        return False  # a suggestion or an offer ("you could try biking") says something
+    return not re.search(r"\d|(?<=\s)[A-Z][a-z]+", body)
+
+
+def condense(sentence: str) -> str:
+    """``sentence`` without what carries no fact: openers and vocatives, and clauses made only
+    of small talk ("... and it was so powerful"). Names, numbers, dates and every word of a
+    clause that is kept stay exactly as said."""
+
+    text = _OPENER_RE.sub("", sentence.strip()) or sentence.strip()
+    parts = _CLAUSE_SPLIT_RE.split(text)
+    if len(parts) > 1:
+        kept = [p for p in parts if content_words(p)]
+        if kept:
+            text = ", ".join(p.strip().rstrip(",") for p in kept)
+            if text[-1:] not in ".!?":
+                text += sentence.strip()[-1:] if sentence.strip()[-1:] in ".!" else ""
+    return text[:1].upper() + text[1:] if text else text
+
+
 _ASIDE_RE = re.compile(r"\[[^\]]*\]|\([^)]*\)")
 
 
@@ -214,6 +266,8 @@ def top_words(texts: Iterable[str], count: int) -> list[str]:
 
 __all__ = [
     "Turn",
+    "addresses_listener",
+    "condense",
     "content_words",
     "is_first_person",
     "is_request",

@@ -59,6 +59,8 @@ from sandbox_memory.engines.changes import (
 )
 from sandbox_memory.engines.conversation import (
     MIN_FACT_WORDS,
+    addresses_listener,
+    condense,
     content_words,
     is_first_person,
     split_speaker,
@@ -66,6 +68,7 @@ from sandbox_memory.engines.conversation import (
     top_words,
 )
 from sandbox_memory.engines.dates import format_day, resolve_relative_dates, run_date
+from sandbox_memory.engines.kinds import statement_kind
 from sandbox_memory.engines.text import shorten
 from sandbox_memory.engines.transcript import (
     WHITESPACE_SLACK,
@@ -125,6 +128,11 @@ FINAL_OUTPUT_CHARS = 500
 
 CONTENT_CHARS = 500
 """Longest candidate content: one or two sentences, as the memory format asks."""
+
+LESSON_CHARS = 800
+"""Longest content of a fixed failure: four short parts (symptom, fix, how it was verified,
+the cause as the agent told it), each whole; the cause is the part a later run needs most and
+the first to be left out when the others are long."""
 
 KEY_MAX_CHARS = 64
 """Longest key: the key rule is ``[a-z0-9][a-z0-9-]{0,63}``."""
@@ -194,6 +202,13 @@ SAID_CHARS = 480
 """Characters of one stated fact: the speaker, the date and the message's informative
 sentences, whole (a sentence that does not fit is left out, never cut)."""
 
+SAID_GROUP_CHARS = 1_200
+"""Characters of one entry of what a person said on a day: the messages of a long day are kept
+in several entries rather than one that no search hit or summary line could show whole."""
+
+SAID_GROUP_MESSAGES = 12
+"""Messages in one such entry: each is one of its sources."""
+
 SAID_SUMMARY_CHARS = 200
 """Characters of a stated fact quoted in the rollout summary (shortened at a word)."""
 
@@ -203,6 +218,14 @@ MAX_SAID_IN_SUMMARY = 24
 CONVERSATION_MIN_MESSAGES = 3
 """User messages without any tool call that make a run a conversation rather than a task:
 its summary then lists what was said instead of a task and its commands."""
+
+REPORT_HEADLINE_CHARS = 160
+"""Characters of a reported problem's headline (its title or first statement) kept in the
+lesson of the work that answered it: one line; the whole report stays in its source item."""
+
+REPORT_NAMES = 6
+"""Identifiers, versions and numbers of a report named after its headline (``separability_matrix``,
+``v5.3``, ``#5764``): what a later search for the same problem will type."""
 
 MIN_CONCLUSION_WORDS = 3
 """Subject words a final answer needs to be kept as the run's conclusion ("Done." has none)."""
@@ -286,28 +309,6 @@ _LEAD_WORDS_RE = re.compile(
     r"^(?:(?:and|also|but|so|oh|ok|okay|btw|by the way|generally|in general|hey|fyi|actually"
     r"|no|nope|instead|wait|rather)\b[,:;.!-]?\s+)+"
 )
-
-_PREFERENCE_RE = re.compile(
-    r"^(?:please\s+)?(?:always|never)\b"
-    r"|\bi\s+(?:really\s+|strongly\s+|generally\s+|usually\s+|much\s+|do\s+|also\s+)?"
-    r"(?:prefer|like|love|hate|dislike|don't like|do not like|can't stand)\b"
-    r"|\bplease\s+(?:always\s+|never\s+)?(?:use|avoid|prefer|stick (?:to|with)|keep using)\b"
-    r"|\bfrom now on\b|\bgoing forward\b|\bmy preference\b|\bi(?:'d| would) rather\b"
-)
-"""User sentences stating a preference ("I prefer", "always", "never", "please use", "I like",
-"from now on"). "I'd like you to ..." is a request, not a preference, and does not match."""
-
-_DECISION_RE = re.compile(
-    r"\bwe\s+(?:now\s+|always\s+|still\s+|currently\s+|only\s+)?"
-    r"(?:use|are using|standardi[sz]ed on|rely on)\b"
-    r"|\bwe're\s+(?:now\s+|still\s+)?using\b"
-    r"|\bwe(?:'ve| have)?\s+(?:decided|agreed)\b"
-    r"|\bwe(?:'ll| will| are going to|'re going to)\s+"
-    r"(?:use|go with|switch to|stick with|move to)\b"
-    r"|\blet'?s\s+(?:go with|use|stick with|switch to|move to)\b"
-    r"|\bthe decision is\b|^decision:\s|\bwe(?:'re| are)\s+going with\b"
-)
-"""User sentences stating a decision ("we use X", "let's go with Y", "we decided ...")."""
 
 _CORRECTION_RE = re.compile(
     r"^no(?:pe)?\s*[,.!:;-]|^no\s+(?:that|this|it|you|we|don't|not|use|wait|stop)\b"
@@ -646,7 +647,11 @@ def _is_we(sentence: str) -> bool:
 
 
 QUESTION_CHARS = 120
-"""Characters of the question a statement answers, quoted with it (whole words)."""
+"""Characters of the question a statement answers read for its topic (whole words)."""
+
+QUESTION_WORDS = 4
+"""Content words of the question an answer replies to kept with it ("asked about plans
+summer"): what the answer is about, without quoting the question."""
 
 
 def _question_of(text: str, who: str, item_id: str) -> tuple[str, str, str] | None:
@@ -1071,6 +1076,8 @@ class _Rollout:
         self.segment_ids: list[str] = []
         self.item_count = 0
         self.task: tuple[str, str] | None = None
+        self.task_text: str | None = None
+        """The first request, as scanned (a bug report, a task), for its summary."""
         self.follow_ups: list[tuple[str, str]] = []
         self.statements: list[_Statement] = []
         self.commands: list[_Command] = []
@@ -1202,6 +1209,7 @@ class _Rollout:
         text = turn.text
         if self.task is None:
             self.task = (item_id, line)
+            self.task_text = raw_text
         else:
             self.follow_ups.append((item_id, line))
         who = "user" if speaker is None else speaker
@@ -1216,15 +1224,14 @@ class _Rollout:
         for sentence in _sentences(text):
             if sentence.endswith("?"):
                 continue  # a question states nothing
-            low, body = _normalize_for_match(sentence)
+            low, _body = _normalize_for_match(sentence)
             quoted = shorten(resolve_relative_dates(sentence, self._date), STATEMENT_CHARS)
             if not quoted:
                 continue
-            kinds = []
-            if _PREFERENCE_RE.search(body):
-                kinds.append("preference")
-            elif _DECISION_RE.search(body):
-                kinds.append("decision")
+            kinds: list[str] = []
+            stated_kind = statement_kind(sentence)
+            if stated_kind is not None:
+                kinds.append(stated_kind)
             if may_correct and _CORRECTION_RE.search(low):
                 kinds.append("correction")
             for kind in kinds:
@@ -1243,8 +1250,12 @@ class _Rollout:
                 self.events.add(f"- {who} {kind}: {quoted} [{item_id}]")
                 noted = True
             names = frozenset(w.lower() for n in self.speakers for w in n.split())
-            if not kinds and states_a_fact(sentence, min_words=minimum, names=names):
-                stated.append(resolve_relative_dates(sentence, self._date))
+            if (
+                not kinds
+                and states_a_fact(sentence, min_words=minimum, names=names)
+                and not addresses_listener(sentence)
+            ):
+                stated.append(resolve_relative_dates(condense(sentence), self._date))
                 owned = owned or is_first_person(sentence) or _is_we(sentence)
         if stated:
             said = _Said(
@@ -1491,6 +1502,8 @@ class _Fix:
     summary: str
     described_by: int | None
     """Segment whose final answer the fix quotes (not repeated as a conclusion)."""
+    files: tuple[str, ...] = ()
+    """Paths the fix changed."""
 
 
 @dataclass
@@ -1519,24 +1532,31 @@ def _files_phrase(paths: Sequence[str]) -> str:
 
 
 def _describe_files(files: Mapping[str, _FileRecord], budget: int) -> str:
-    """What changed in ``files``, within ``budget`` characters: detailed parts while they fit,
-    then names only, then a count of the rest; never a cut part."""
+    """What changed in ``files``, within ``budget`` characters: every file named by its path
+    first (a file's history is found by its path), then what changed in each while it fits;
+    only names that do not fit at all are counted; never a cut part."""
 
-    parts: list[str] = []
-    used = 0
     items = list(files.items())
-    for index, (path, record) in enumerate(items):
-        for detailed in (True, False):
-            part = record.describe(path, detailed=detailed)
-            if used + len(part) + 2 <= budget:
-                parts.append(part)
-                used += len(part) + 2
-                break
-        else:
-            rest = len(items) - index
-            parts.append(f"and {rest} more file{'s' if rest != 1 else ''}")
+    parts = [record.describe(path, detailed=False) for path, record in items]
+    kept = 0
+    used = 0
+    for part in parts:
+        if used + len(part) + 2 > budget:
             break
-    return "; ".join(parts)
+        used += len(part) + 2
+        kept += 1
+    for index in range(kept):
+        path, record = items[index]
+        detailed = record.describe(path)
+        extra = len(detailed) - len(parts[index])
+        if extra > 0 and used + extra <= budget:
+            parts[index] = detailed
+            used += extra
+    shown = parts[:kept]
+    rest = len(items) - kept
+    if rest:
+        shown.append(f"and {rest} more file{'s' if rest != 1 else ''}")
+    return "; ".join(shown)
 
 
 def _find_fixes(rollout: _Rollout) -> list[_Fix]:
@@ -1637,28 +1657,30 @@ def _fix_fact(
     if passing.failed:
         after = "that error was gone in the next run"
     elif failure.cmd.strip() == passing.cmd.strip():
-        after = "the command then passed"
+        after = "the same command then passed"
     else:
         after = f"{_quote_cmd(passing.cmd)} then passed"
     content = ""
     how = ""
     for budget in (FIX_FILES_CHARS, FIX_FILES_CHARS // 2, 0):
         if fixer is not None:
-            how = f"by running {_quote_cmd(fixer.cmd)}"
+            how = f"ran {_quote_cmd(fixer.cmd)}"
         elif budget:
-            how = f"({_describe_files(files, budget)})"
+            how = _describe_files(files, budget)
         else:
-            how = f"by changing {_files_phrase(list(files))}"
-        content = f"`{error}` from {_quote_cmd(failure.cmd)} was fixed {how}; {after}."
-        if len(content) <= CONTENT_CHARS:
+            how = f"changed {_files_phrase(list(files))}"
+        content = (
+            f"Symptom: `{error}` from {_quote_cmd(failure.cmd)}. Fix: {how}. Verified: {after}."
+        )
+        if len(content) <= LESSON_CHARS:
             break
     described_by: int | None = None
     description = "" if passing.failed else _fix_description(rollout, failure, passing)
-    room = CONTENT_CHARS - len(content) - len(" The agent reported: ")
+    room = LESSON_CHARS - len(content) - len(" Cause (the agent's account): ")
     if description and _informative(description, MIN_DESCRIPTION_WORDS) and room > 40:
         said = shorten(description, room)
         if said and not said.endswith("…"):
-            content += f" The agent reported: {said}"
+            content += f" Cause (the agent's account): {said}"
             described_by = passing.segment_index
     subject = failure.failure_words or _subject_words(
         " ".join(f.rsplit("/", 1)[-1] for f in list(files)[:FAILURE_SUBJECT_WORDS])
@@ -1682,13 +1704,14 @@ def _fix_fact(
     ]
     summary = f"- fixed: {error} ({how}) [{', '.join(dict.fromkeys(sources))}]"
     return _Fix(
-        content=_clip_content(content),
+        content=shorten(content, LESSON_CHARS),
         key=key,
         subject=list(subject),
         sources=list(dict.fromkeys(sources)),
         keywords=keywords,
         summary=summary,
         described_by=described_by,
+        files=tuple(files),
     )
 
 
@@ -1720,6 +1743,7 @@ def _procedures(rollout: _Rollout, resolver: _KeyResolver) -> list[Candidate]:
     general command: what later runs need is how to run the checks, not the last test picked
     (the fix fact names the test that covered a fix)."""
 
+    stated = {stated_procedure_key(s.text) for s in rollout.statements if s.kind == "procedure"}
     best: dict[str, _Command] = {}
     for command in rollout.finished:
         if not command.passed or command.category is None:
@@ -1730,8 +1754,8 @@ def _procedures(rollout: _Rollout, resolver: _KeyResolver) -> list[Candidate]:
     out: list[Candidate] = []
     for key, _pattern, prefix, same_content, key_word in _CATEGORIES:
         chosen = best.get(key)
-        if chosen is None:
-            continue
+        if chosen is None or (key in stated and _is_narrow(chosen.cmd)):
+            continue  # a narrow run does not replace the command the user just stated
         command = chosen
         resolved = resolver.resolve(
             "procedure", key, [key_word, "command"], same_procedure=(same_content, key_word)
@@ -1743,7 +1767,10 @@ def _procedures(rollout: _Rollout, resolver: _KeyResolver) -> list[Candidate]:
         if runnable is None:
             continue  # no whole command short enough to quote: no procedure to copy
         quoted = f"`{runnable}`"
-        if narrow:
+        whole = _without_selection(runnable, _pattern) if narrow else None
+        if whole is not None:
+            content = f"{prefix} `{whole}` (add test ids, as in {quoted}, to run a few)"
+        elif narrow:
             content = f"{prefix} {quoted} (this runs only the selected tests)"
         else:
             content = f"{prefix} {quoted}"
@@ -1761,6 +1788,40 @@ def _procedures(rollout: _Rollout, resolver: _KeyResolver) -> list[Candidate]:
             )
         )
     return out
+
+
+_SELECTION_FLAGS = frozenset(
+    {"-k", "-run", "--filter", "--grep", "--run", "--testNamePattern", "--only"}
+)
+
+
+def _without_selection(cmd: str, pattern: re.Pattern[str]) -> str | None:
+    """The command that runs the whole suite, from one that ran a selection: the same runner
+    and options without the test ids, test files and ``-k``-style filters (``python -m pytest
+    -q tests/a.py::test_x`` -> ``python -m pytest -q``); None when nothing general is left."""
+
+    try:
+        tokens = shlex.split(cmd)
+    except ValueError:
+        return None
+    kept: list[str] = []
+    skip = False
+    for token in tokens:
+        if skip:
+            skip = False
+            continue
+        if token in _SELECTION_FLAGS:
+            skip = True
+            continue
+        if token.split("=", 1)[0] in _SELECTION_FLAGS or _is_narrow(f" {token}"):
+            continue
+        kept.append(token)
+    while kept and kept[-1] == "--":
+        kept.pop()
+    whole = shlex.join(kept)
+    if whole == cmd or not any(pattern.search(seg) for seg in command_segments(whole)):
+        return None
+    return whole
 
 
 def _procedure_command(cmd: str, pattern: re.Pattern[str]) -> str | None:
@@ -1802,6 +1863,9 @@ def _statement_candidates(rollout: _Rollout, resolver: _KeyResolver) -> list[Can
             drop = _DECISION_TRIGGER_WORDS
             lead = f"Decision stated by {statement.speaker or 'the user'}"
             minimum = 1
+        elif statement.kind == "procedure":
+            out.append(_stated_procedure(statement, resolver))
+            continue
         else:
             kind = "decision"
             drop = _PREF_TRIGGER_WORDS
@@ -1833,6 +1897,46 @@ def _statement_candidates(rollout: _Rollout, resolver: _KeyResolver) -> list[Can
     return out
 
 
+_SPAN_RE = re.compile(r"`([^`]+)`")
+
+
+def stated_procedure_key(text: str) -> str:
+    """The key of a procedure a person stated: the kind of command it names (``test-command``
+    when it names a test runner, so what the user said and what the agent ran are one entry),
+    else the command's first words, else the sentence's subject."""
+
+    spans = [" ".join(span.split()) for span in _SPAN_RE.findall(text)]
+    for span in spans:
+        category = command_category(span)
+        if category is not None:
+            return category
+    after_verb = re.search(r"\b(?:run|running|execute|invoke|with|using|via)\s+(.*)$", text, re.I)
+    if after_verb and not spans:
+        category = command_category(after_verb.group(1))
+        if category is not None:
+            return category
+    if spans:
+        return make_key(*spans[0].split()[:SIGNATURE_WORDS])
+    return make_key(*_subject_words(text, _PREF_TRIGGER_WORDS)[:KEY_SUBJECT_WORDS])
+
+
+def _stated_procedure(statement: _Statement, resolver: _KeyResolver) -> Candidate:
+    """How a piece of work is done, as a person said it (the command whole, in its quotes)."""
+
+    key = stated_procedure_key(statement.text)
+    subject = _subject_words(key.replace("-", " "))
+    spans = [" ".join(span.split()) for span in _SPAN_RE.findall(statement.text)]
+    return Candidate(
+        key=resolver.resolve("procedure", key, subject),
+        content=_clip_content(f"Procedure stated by {_who(statement.speaker)}: {statement.text}"),
+        kind="procedure",
+        sources=[statement.item_id],
+        keywords=list(dict.fromkeys([*subject, *(s.split()[0] for s in spans if s.split())]))[
+            :MAX_KEYWORDS
+        ],
+    )
+
+
 def _hashed_key(words: Sequence[str], text: str) -> str:
     """``<words>-<hash of text>``: readable, and two different texts never share a key."""
 
@@ -1840,46 +1944,193 @@ def _hashed_key(words: Sequence[str], text: str) -> str:
     return f"{base}-{_short_hash(text)}"
 
 
-def _said_candidates(rollout: _Rollout) -> list[Candidate]:
-    """One fact per informative message: who said it, when, and the sentences, whole."""
+_IDENTIFIER_RE = re.compile(
+    r"`([^`\n]{1,60})`"
+    r"|((?:[\w.-]+/)+[\w.-]+\.\w{1,5})\b"
+    r"|\b((?:[A-Za-z_]\w*\.)+[A-Za-z_]\w*(?:\(\))?)"
+    r"|\b([A-Za-z_]\w*\(\))"
+    r"|\b([a-z]+_[a-z0-9_]+)\b"
+    r"|\b([A-Z][a-z0-9]+[A-Z]\w*)\b"
+    r"|(#\d+)\b"
+    r"|\b(v?\d+(?:\.\d+)+)\b"
+)
+"""Names a report is about: code spans, paths, dotted names, calls, snake_case and CamelCase
+words, issue numbers and versions."""
 
-    out: list[Candidate] = []
-    task_run = not _is_conversation(rollout)
-    for said in rollout.said[-MAX_SAID_FACTS:]:
-        if task_run and said.from_task and not said.owned:
-            continue  # the task's own description of the problem: the run's summary has it
-        who = _who(said.speaker)
-        when = f" ({format_day(said.said_on)})" if said.said_on else ""
-        context = ""
-        if said.asked is not None:
-            asker = said.asked[0]
-            context = f', answering {asker}\'s "{said.asked[1]}"'
-        lead = f"{who}{when}{context}: "
-        body = shorten(said.text, SAID_CHARS - len(lead))
-        if not body:
+_HEADING_RE = re.compile(r"^\s*(?:#+\s*|\*\*|<!--|-->|\||```)")
+
+
+def _report_names(text: str, skip: str) -> list[str]:
+    names: dict[str, None] = {}
+    for match in _IDENTIFIER_RE.finditer(text):
+        name = next(g for g in match.groups() if g)
+        name = name.strip().rstrip(".")
+        if name and len(name) > 1 and name not in skip and "`" not in name:
+            names.setdefault(name, None)
+        if len(names) >= REPORT_NAMES:
+            break
+    return list(names)
+
+
+def _report_summary(rollout: _Rollout) -> tuple[str, str] | None:
+    """``(summary, item id)`` of the problem the run's first request reports: its headline (a
+    short first line, else its first statement, shortened at a word) and the identifiers,
+    versions and issue numbers it names, exactly as written; not the report itself."""
+
+    said = next((s for s in rollout.said if s.from_task), None)
+    if rollout.task is None or rollout.task_text is None or said is None:
+        return None  # a bare request ("Fix the parser") reports nothing beyond the task
+    item_id, raw = rollout.task[0], rollout.task_text
+    text = split_speaker(raw).text
+    if len(" ".join(text.split())) <= REPORT_HEADLINE_CHARS:
+        return None  # a one-line request is its own headline: the run's summary quotes it
+    headline = ""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or _HEADING_RE.match(stripped) and len(stripped) < 4:
             continue
-        words = content_words(said.text)
-        speaker_words = _words(said.speaker or "user")[:2]
-        key = _hashed_key([*speaker_words, *words[: KEY_SUBJECT_WORDS - 1]], f"{who}\n{said.text}")
-        out.append(
-            Candidate(
-                key=key,
-                content=lead + body,
-                kind="fact",
-                sources=[said.item_id, *([said.asked[2]] if said.asked else [])],
-                keywords=list(dict.fromkeys([*speaker_words, *words]))[:MAX_KEYWORDS],
-                personal=said.personal,
-            )
+        stripped = _HEADING_RE.sub("", stripped).strip(" #*")
+        if not stripped:
+            continue
+        first = next(iter(_sentences(stripped)), stripped)
+        headline = shorten(
+            first.replace("`", "'") if first.count("`") % 2 else first, REPORT_HEADLINE_CHARS
         )
+        if headline:
+            break
+    if not headline:
+        return None
+    names = _report_names(text[:USER_SCAN_CHARS], headline)
+    quoted = ", ".join(f"`{n}`" for n in names)
+    summary = f"Reported by {said.speaker or 'the user'}: {headline}" + (
+        f" (names {quoted})" if quoted else ""
+    )
+    return summary, item_id
+
+
+SHORT_ANSWER_WORDS = 4
+"""Content words (resolved dates aside) of an answer short enough to be kept with the question
+it answers ("Last Saturday.", "Running, mostly."): alone it says nothing; a longer answer says
+what it is about itself."""
+
+_ASIDE_RE = re.compile(r"\([^)]*\)|\[[^\]]*\]")
+
+
+def _short_answer(said: _Said) -> bool:
+    return said.asked is not None and (
+        len(content_words(_ASIDE_RE.sub(" ", said.text))) <= SHORT_ANSWER_WORDS
+    )
+
+
+def _said_text(said: _Said) -> str:
+    body = shorten(said.text, SAID_CHARS)
+    if said.asked is None or not body or not _short_answer(said):
+        return body
+    return f'{body} (answering {said.asked[0]}\'s "{said.asked[1]}")'
+
+
+def _said_candidates(
+    rollout: _Rollout, resolver: _KeyResolver, *, task_summarised: bool
+) -> list[Candidate]:
+    """What each person said on a day, as one entry: who, when, and the informative sentences
+    of their messages, whole (a long day is split into parts). In a task run, the first request
+    is left out when the lesson of its work summarises it, and otherwise kept only when the
+    speaker says something of their own (``I``, ``we``)."""
+
+    task_run = not _is_conversation(rollout)
+    groups: dict[tuple[str | None, date | None, bool], list[_Said]] = {}
+    for said in rollout.said[-MAX_SAID_FACTS:]:
+        if task_run and said.from_task and (task_summarised or not said.owned):
+            continue  # the problem the task reports: summarised in the lesson of its work
+        # Apart only when the run has a person: what they say of themselves stays theirs.
+        private = said.personal and bool(rollout.people)
+        groups.setdefault((said.speaker, said.said_on, private), []).append(said)
+    out: list[Candidate] = []
+    taken: set[str] = set()
+    for (speaker, day, personal), saids in groups.items():
+        who = _who(speaker)
+        lead = f"{who} ({format_day(day)}): " if day else f"{who}: "
+        speaker_words = _words(speaker or "user")[:2]
+        day_words = _words(format_day(day)) if day else []
+        base = make_key(*speaker_words, *day_words, *(["personal"] if personal else []))
+        parts: list[list[_Said]] = [[]]
+        size = len(lead)
+        for said in saids:
+            body = _said_text(said)
+            if not body:
+                continue
+            if parts[-1] and (
+                size + len(body) + 1 > SAID_GROUP_CHARS or len(parts[-1]) >= SAID_GROUP_MESSAGES
+            ):
+                parts.append([])
+                size = len(lead)
+            parts[-1].append(said)
+            size += len(_said_text(said)) + 1
+        for part in parts:
+            if not part:
+                continue
+            key = base
+            number = 1
+            while key in taken or resolver.knows("fact", key):
+                number += 1
+                key = f"{base}-{number}"
+            taken.add(key)
+            text = " ".join(_said_text(s) for s in part)
+            words = top_words((s.text for s in part), MAX_KEYWORDS)
+            out.append(
+                Candidate(
+                    key=key,
+                    content=lead + text,
+                    kind="fact",
+                    sources=list(
+                        dict.fromkeys(
+                            i
+                            for s in part
+                            for i in (
+                                s.item_id,
+                                s.asked[2] if s.asked and _short_answer(s) else None,
+                            )
+                            if i
+                        )
+                    ),
+                    keywords=list(dict.fromkeys([*speaker_words, *words]))[:MAX_KEYWORDS],
+                    personal=personal,
+                )
+            )
     return out
 
 
-def _conclusion_candidates(rollout: _Rollout, fixes: Sequence[_Fix]) -> list[Candidate]:
-    """The conclusion each segment's run reached (its final answer), when it says something a
-    later run can use and no fix fact already quotes it."""
+_MEMORY_FILES_RE = re.compile(
+    r"(?:^|[\s/'\"])(?:MEMORY\.md|memory_summary\.md|raw_memories(?:\.md)?|rollout_summaries)\b"
+)
+"""Memory's own files (the seed's fixed names, whatever folder the layout puts them in)."""
 
+
+def _reads_memory(command: _Command) -> bool:
+    """A look at memory itself (``grep -n test memories/MEMORY.md``): the agent reading what
+    earlier runs learned, which teaches nothing about the project."""
+
+    return not command.may_change_state and bool(_MEMORY_FILES_RE.search(command.cmd))
+
+
+def _acted(rollout: _Rollout) -> bool:
+    """Whether the run did work (a command other than reading memory, or a change): only then
+    is its final answer a result worth keeping; a reply to what someone said ("Noted: ...")
+    repeats their words, which memory already holds."""
+
+    return bool(rollout.patches) or any(not _reads_memory(c) for c in rollout.commands)
+
+
+def _conclusion(rollout: _Rollout, fixes: Sequence[_Fix]) -> tuple[str, list[str], str] | None:
+    """``(text, item ids, request text)`` of the conclusion the run reached (its last final
+    answer that says something a later run can use and no fix already quotes), citing every
+    segment's conclusion of the same kind: one result, confirmed by each run that reached it."""
+
+    if not _acted(rollout):
+        return None
     quoted = {fix.described_by for fix in fixes if fix.described_by is not None}
-    out: list[Candidate] = []
+    found: tuple[str, list[str], str] | None = None
+    ids: list[str] = []
     for seg_index, final in rollout.final_outputs.items():
         if seg_index in quoted:
             continue
@@ -1892,18 +2143,119 @@ def _conclusion_candidates(rollout: _Rollout, fixes: Sequence[_Fix]) -> list[Can
         if not text:
             continue
         request = rollout.requests.get(seg_index)
-        request_text = split_speaker(request[1]).text if request else ""
-        words = _subject_words(request_text)[:FAILURE_SUBJECT_WORDS] or _subject_words(final)[:2]
+        ids.append(last[1])
+        found = (text, ids, split_speaker(request[1]).text if request else "")
+    return found
+
+
+def _files_phrase_by_op(files: Mapping[str, _FileRecord], budget: int) -> str:
+    """``Changed: ...; added: ...``: files the run changed apart from those it created."""
+
+    changed = {p: r for p, r in files.items() if r.op != "created"}
+    added = {p: r for p, r in files.items() if r.op == "created"}
+    parts: list[str] = []
+    for label, group in (("Changed", changed), ("Added", added)):
+        if group:
+            room = budget - sum(len(x) + 2 for x in parts) - len(label) - 3
+            if room <= 0:
+                break
+            described = _describe_files(group, room)
+            if label == "Added":
+                described = described.replace("created `", "`")
+            parts.append(f"{label}: {described}")
+    return ". ".join(parts)
+
+
+def _with_report(
+    content: str, sources: list[str], report: tuple[str, str] | None
+) -> tuple[str, list[str]]:
+    """A lesson with the problem its work answered appended, when it fits whole."""
+
+    if report is None:
+        return content, sources
+    text = f" {report[0].rstrip('.')}."
+    if len(content) + len(text) > LESSON_CHARS:
+        return content, sources
+    return content + text, list(dict.fromkeys([*sources, report[1]]))[-MAX_SOURCES:]
+
+
+def _work_lessons(
+    rollout: _Rollout,
+    fixes: Sequence[_Fix],
+    files: Mapping[str, _FileRecord],
+    slug: str,
+    resolver: _KeyResolver,
+) -> list[Candidate]:
+    """What the run's work taught, one entry per lesson: each fixed failure (symptom, fix,
+    verification, cause), the last one also carrying the run's other changes and its result;
+    a run that fixed nothing but changed files, one entry of its changes and result; a run
+    that only looked around, its conclusion."""
+
+    conclusion = _conclusion(rollout, fixes)
+    report = _report_summary(rollout) if fixes or files or conclusion else None
+    out: list[Candidate] = []
+    main = max((i for i, f in enumerate(fixes) if f.files), default=len(fixes) - 1)
+    for index, fix in enumerate(fixes):
+        content = fix.content
+        sources = list(fix.sources)
+        keywords = list(fix.keywords)
+        if index == main:
+            rest = {p: r for p, r in files.items() if p not in fix.files}
+            room = LESSON_CHARS - len(content) - 2
+            if rest and room > 40:
+                also = _files_phrase_by_op(rest, room)
+                if also:
+                    content += f" {also}."
+                    sources += [i for r in rest.values() for i in r.ids]
+                    keywords += [p.rsplit("/", 1)[-1] for p in rest]
+            if conclusion is not None:
+                result = f" Result: {conclusion[0]}"
+                if len(content) + len(result) <= LESSON_CHARS:
+                    content += result
+                    sources += conclusion[1]
+            content, sources = _with_report(content, sources, report)
         out.append(
             Candidate(
-                key=_hashed_key(["result", *words], request_text or final),
-                content=f"Result: {text}",
+                key=resolver.resolve("fact", fix.key, fix.subject),
+                content=shorten(content, LESSON_CHARS),
                 kind="fact",
-                sources=[last[1]],
-                keywords=_subject_words(final)[:MAX_KEYWORDS],
+                sources=list(dict.fromkeys(sources))[:MAX_SOURCES],
+                keywords=list(dict.fromkeys(keywords))[:MAX_KEYWORDS],
             )
         )
-    return out[-MAX_LISTED:]
+    if fixes:
+        return out
+    if files:
+        changes = _files_candidate(rollout, files, slug, resolver)
+        if changes is None:
+            return out
+        if conclusion is not None:
+            result = f" Result: {conclusion[0]}"
+            if len(changes.content) + len(result) <= CONTENT_CHARS:
+                changes = changes.model_copy(
+                    update={
+                        "content": changes.content + result,
+                        "sources": list(dict.fromkeys([*changes.sources, *conclusion[1]]))[
+                            -MAX_SOURCES:
+                        ],
+                    }
+                )
+        content, sources = _with_report(changes.content, changes.sources, report)
+        return [changes.model_copy(update={"content": content, "sources": sources})]
+    if conclusion is not None:
+        text, item_ids, request_text = conclusion
+        words = _subject_words(request_text)[:FAILURE_SUBJECT_WORDS] or _subject_words(text)[:2]
+        content, sources = _with_report(f"Result: {text}", item_ids[-MAX_SOURCES:], report)
+        out.append(
+            Candidate(
+                key=make_key("result", *words),
+                content=content,
+                kind="fact",
+                sources=sources,
+                keywords=_subject_words(text)[:MAX_KEYWORDS],
+            )
+        )
+    return out
 
 
 def _note_patch(files: dict[str, _FileRecord], patch: _Patch) -> None:
@@ -1936,7 +2288,7 @@ def _files_candidate(
 
     if not files:
         return None
-    content = f"Changed: {_describe_files(files, CONTENT_CHARS - len('Changed: .'))}."
+    content = f"{_files_phrase_by_op(files, CONTENT_CHARS - 1)}."
     stems = [p.rsplit("/", 1)[-1].rsplit(".", 1)[0] for p in files]
     if slug in ("untitled-rollout", "empty-rollout"):
         subject = _subject_words(" ".join(stems).replace("_", " "))[:FAILURE_SUBJECT_WORDS]
@@ -2184,22 +2536,11 @@ def extract_offline(request: ExtractionRequest) -> Extraction:
         chosen.add(candidate)
     for candidate in _procedures(rollout, resolver):
         chosen.add(candidate)
-    for fix in fixes:
-        chosen.add(
-            Candidate(
-                key=resolver.resolve("fact", fix.key, fix.subject),
-                content=fix.content,
-                kind="fact",
-                sources=fix.sources[:MAX_SOURCES],
-                keywords=fix.keywords,
-            )
-        )
-    files_fact = _files_candidate(rollout, files, slug, resolver)
-    if files_fact is not None:
-        chosen.add(files_fact)
-    for candidate in _conclusion_candidates(rollout, fixes):
+    lessons = _work_lessons(rollout, fixes, files, slug, resolver)
+    for candidate in lessons:
         chosen.add(candidate)
-    for candidate in _said_candidates(rollout):
+    summarised = bool(lessons) and _report_summary(rollout) is not None
+    for candidate in _said_candidates(rollout, resolver, task_summarised=summarised):
         chosen.add(candidate)
 
     has_previous = bool(request.previous_summary and request.previous_summary.strip())
