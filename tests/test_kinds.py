@@ -91,6 +91,14 @@ TABLE: list[tuple[str, str | None]] = [
     ("Losing my job was tough but it gave me the push I needed to do what I love.", None),
     ("You're right, I love it and that'll keep my confidence up.", None),
     ("Always here to help.", None),
+    # --- bug reports name commands without saying how the project does its work
+    ("Running `pytest --pdb` will run the `tearDown()` of `unittest.TestCase` classes.", None),
+    ("I'm trying to run pytest with a test file that contains patch.", None),
+    ("But when run with xdist (`-n auto`), it just displays the last one.", None),
+    ("Here is a minimal example using tox that reproduces the problem.", None),
+    ("With `pytest==5.4.1`, test was also skipped with `--pdb`.", None),
+    ("When running `python3 -bb -m pytest --setup-show` it fails.", None),
+    ("We should replace it with `return s`.", None),
 ]
 
 

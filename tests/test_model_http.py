@@ -145,7 +145,9 @@ async def test_the_schema_sent_is_strict_structured_outputs(
         assert obj.get("additionalProperties") is False
         assert sorted(obj["required"]) == sorted(obj["properties"])
     candidate = schema["$defs"]["_CandidateOut"]["properties"]
-    assert set(candidate) == {"key", "content", "kind", "sources", "action", "keywords"}
+    assert set(candidate) == {"key", "content", "kind", "sources", "action", "keywords", "subjects"}
+    subjects = schema["$defs"]["_SubjectsOut"]["properties"]
+    assert set(subjects) == {"files", "commands", "tests", "people", "tools"}
 
 
 async def test_request_carries_model_settings_and_no_secret(

@@ -309,3 +309,16 @@ async def test_a_tenant_role_with_its_own_schema_cannot_read_another_tenants_tab
         conn.execute("SELECT content FROM acme.sbm_entries")
     await acme.aclose()
     await globex.aclose()
+
+
+async def test_an_entrys_subjects_are_stored_and_read_back(pg_dsn: str) -> None:
+    from sandbox_memory.engines.base import Subjects
+
+    store = PostgresStore(pg_dsn, namespace="s")
+    about = Subjects(files=["acme/invoice.py"], commands=["make check"], people=["Ana"])
+    fix = entry("fix-invoice-tax").model_copy(update={"subjects": about})
+    await store.write_scope("layout", entries={"fix-invoice-tax": fix, "plain": entry("plain")})
+    state = await store.read_scope("layout")
+    assert state.entries["fix-invoice-tax"].subjects == about
+    assert state.entries["plain"].subjects is None
+    await store.aclose()

@@ -709,3 +709,150 @@ async def test_the_test_command_is_the_whole_suite_even_when_only_one_test_was_r
 
     [procedure] = [c for c in result.candidates if c.key == "test-command"]
     assert procedure.content.startswith("Run the tests with `python -m pytest -q` (add test ids")
+
+
+async def test_a_command_run_again_in_a_later_conversation_is_no_new_entry(
+    tmp_path: Any,
+) -> None:
+    from faultlib import runtime
+
+    def run(task: str, call: str) -> dict[str, Any]:
+        return {
+            "input": [{"role": "user", "content": task}],
+            "generated_items": [
+                {
+                    "type": "function_call",
+                    "name": "exec_command",
+                    "call_id": call,
+                    "arguments": json.dumps({"cmd": "python3 -m pytest -q"}),
+                },
+                {
+                    "type": "function_call_output",
+                    "call_id": call,
+                    "output": "Chunk ID: 1\nWall time: 0.1 seconds\n"
+                    "Process exited with code 0\nOutput:\n3 passed\n",
+                },
+            ],
+        }
+
+    rt = runtime(tmp_path, engine="offline")
+    await rt.record(run("Check the parser", "c1"), rollout_id="first")
+    await rt.close()
+    rt = runtime(tmp_path, engine="offline")
+    await rt.record(run("Check the lexer", "c2"), rollout_id="second")
+    await rt.close()
+
+    first = json.loads((tmp_path / "memories/store/conversations/first.json").read_text())
+    second = json.loads((tmp_path / "memories/store/conversations/second.json").read_text())
+    assert "test-command" in first["entries"]
+    assert "test-command" not in second["entries"]
+    assert (
+        "Run the tests with `python3 -m pytest -q`."
+        in (tmp_path / "memories/MEMORY.md").read_text()
+    )
+
+
+async def test_a_fix_carries_its_files_commands_and_test_as_fields() -> None:
+    seg = Seg()
+    seg.user("Fix the invoice total")
+    seg.exec("python -m pytest -q", 1, "FAILED tests/test_invoice.py::test_total - AssertionError")
+    seg.exec("cat src/invoice.py", 0, "def total(items): ...")
+    seg.patch(PATCH)
+    seg.patch(
+        "*** Begin Patch\n*** Add File: tests/test_discount.py\n+def test_d(): ...\n*** End Patch\n",
+        "Created tests/test_discount.py",
+    )
+    seg.exec("python -m pytest -q", 0, "4 passed")
+
+    result = await extract([seg.build()])
+
+    [fix] = [c for c in result.candidates if c.kind == "fact"]
+    assert fix.subjects is not None
+    assert fix.subjects.files == ["src/invoice.py"]  # not the file only read, nor one created
+    assert fix.subjects.commands == ["python -m pytest -q"]
+    assert fix.subjects.tests == ["tests/test_invoice.py::test_total"]
+    [procedure] = [c for c in result.candidates if c.kind == "procedure"]
+    assert procedure.subjects is not None and procedure.subjects.commands == ["python -m pytest -q"]
+
+
+async def test_the_first_message_of_a_conversation_corrects_nothing() -> None:
+    from sandbox_memory.engines.base import ExtractionRequest
+    from sandbox_memory.engines.offline import extract_offline
+
+    seg = Seg()
+    seg.user("[Bug]: the offset text is colored by tick.color instead of tick.labelcolor")
+    segment = seg.build()
+    reply = Seg("e5f6a7b8")
+    reply.user("Use the labelcolor setting instead.")
+
+    new = extract_offline(ExtractionRequest(rollout_id="r", segments=[segment]))
+    later = extract_offline(
+        ExtractionRequest(rollout_id="r", segments=[reply.build()], continues_rollout=True)
+    )
+
+    assert "correction" not in new.raw_memory
+    assert "user correction: Use the labelcolor setting instead." in later.raw_memory
+    assert "tick.labelcolor" not in "".join(
+        line for line in later.raw_memory.splitlines() if "correction" in line
+    )
+
+
+async def test_a_change_to_many_files_names_every_path() -> None:
+    paths = [f"sympy/polys/domains/module_number_{n}.py" for n in range(18)]
+    patch = "*** Begin Patch\n" + "".join(
+        f"*** Update File: {p}\n@@ def f():\n-    return False\n+    return NotImplemented\n"
+        for p in paths
+    )
+    seg = Seg()
+    seg.user("Return NotImplemented, not False, upon rich comparison with unknown type")
+    seg.patch(patch + "*** End Patch\n", "Updated files")
+
+    result = await extract([seg.build()])
+
+    [changes] = [c for c in result.candidates if c.kind == "fact"]
+    for path in paths:
+        assert f"`{path}`" in changes.content, path
+
+
+async def test_a_decision_that_corrects_the_agent_is_one_decision() -> None:
+    first = Seg("seg00001")
+    first.user("Set up the package manager")
+    first.exec("npm install", 0, "added 3 packages")
+    second = Seg("seg00002")
+    second.user("No, we decided to use pnpm instead.")
+
+    result = await extract([first.build(), second.build()])
+
+    decisions = [c for c in result.candidates if c.kind == "decision"]
+    assert len(decisions) == 1, decisions
+
+
+async def test_commands_named_in_a_bug_report_are_not_the_projects_procedures() -> None:
+    report = (
+        "`pytest --pdb` runs tearDown of skipped classes\n\n"
+        "Running `pytest --pdb` will run the `tearDown()` of `unittest.TestCase` classes that "
+        "are skipped. I'm trying to run pytest with a test file, for example:\n\n```python\n"
+        "import unittest\n```\n\nAfter changing this, run `tox -e linting,py37`, pass all the "
+        "tests and resolve this issue. " + "More details of the environment follow. " * 12
+    )
+    seg = Seg()
+    seg.user(report)
+    seg.exec("python -m pytest -q testing/test_unittest.py::test_pdb", 0, "1 passed")
+
+    result = await extract([seg.build()])
+
+    [procedure] = [c for c in result.candidates if c.kind == "procedure"]
+    assert procedure.key == "test-command"
+    assert procedure.content.startswith("Run the tests with `python -m pytest -q`")
+
+
+async def test_two_preferences_in_one_message_are_one_entry() -> None:
+    segment, ids = _chat(["Audrey: I love cooking! My favorite recipe is Chicken Pot Pie."])
+
+    result = await extract([segment])
+
+    [preference] = [c for c in result.candidates if c.kind == "preference"]
+    assert preference.content == (
+        "Audrey's preference: I love cooking! My favorite recipe is Chicken Pot Pie."
+    )
+    assert preference.sources == [ids[0]]

@@ -21,6 +21,7 @@ from .phase_two import (
     check_candidates,
     one_entry_per_subject,
     plausible_ms,
+    says_nothing_new,
 )
 from .privacy import keep_private, run_person, self_statements, shared_slug, shared_text
 from .rollouts import ParsedSegments, last_item_id, read_new_segments, rollout_path
@@ -330,6 +331,7 @@ async def _extract(
         extra_prompt=rt.generate.extra_prompt,
         max_input_chars=rt.generate.max_rollout_chars,
         external_tools=rt.generate.external_tools,
+        continues_rollout=prog.offset > 0,
     )
     index = ItemIndex.from_segments(segments, external_tools=rt.generate.external_tools)
     started = time.monotonic()
@@ -700,6 +702,14 @@ async def _apply(
     accepted = one_entry_per_subject(accepted, known)
     if any(cand.key not in existing for cand in accepted):
         existing = await memory_keys(rt, conversation, accepted)
+    # A shared lesson met again word for word is not copied into this conversation (its own
+    # entries take the new evidence as a new version with the sources merged).
+    accepted = [
+        c
+        for c in accepted
+        if c.key in conversation.entries
+        or not says_nothing_new(existing.get(c.key), c, person=person)
+    ]
     for cand in accepted:
         if cand.action == "forget" and cand.key not in conversation.entries:
             # Retracting a shared entry: the conversation records the retraction, and phase 2

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .engines.base import Candidate, KnownEntry
+from .engines.base import Candidate, KnownEntry, Subjects
 from .engines.transcript import (
     is_external_item,
     item_text,
@@ -347,6 +347,34 @@ def _same_words(a: set[str], b: set[str]) -> bool:
     return bool(a and b) and (a <= b or b <= a) and len(a & b) >= SAME_SUBJECT_SHARE * len(a | b)
 
 
+def says_nothing_new(current: Entry | None, cand: Candidate, *, person: str | None) -> bool:
+    """Whether ``cand`` would only repeat an active entry word for word (the test command
+    every task runs again): a shared entry needs no copy in each conversation that met it
+    again."""
+
+    return (
+        cand.action == "remember"
+        and current is not None
+        and current.status == "active"
+        and current.kind == cand.kind
+        and current.content == cand.content.strip()
+        and current.person == (person if cand.kind == "preference" or cand.personal else None)
+    )
+
+
+def merged_subjects(a: Subjects | None, b: Subjects | None) -> Subjects | None:
+    """The subjects of two folded candidates: each field's values of both, once, in order."""
+
+    if a is None or b is None:
+        return a or b
+    return Subjects(
+        **{
+            name: list(dict.fromkeys([*getattr(a, name), *getattr(b, name)]))
+            for name in Subjects.model_fields
+        }
+    )
+
+
 def _joined(older: str, newer: str) -> str:
     """One wording of two that are folded: the one that says all the other says, else both
     (the newer alone when both would not fit)."""
@@ -408,6 +436,7 @@ def one_entry_per_subject(
                     "content": _joined(held.content, cand.content),
                     "sources": list(dict.fromkeys([*held.sources, *cand.sources])),
                     "keywords": list(dict.fromkeys([*held.keywords, *cand.keywords])),
+                    "subjects": merged_subjects(held.subjects, cand.subjects),
                 }
             )
         else:
@@ -441,6 +470,7 @@ def apply_to_conversation(
                 updated_at=stamp,
                 person=person if cand.kind == "preference" or cand.personal else None,
                 keywords=cand.keywords,
+                subjects=cand.subjects,
             )
             if _same(memory.entries.get(cand.key), entry):
                 continue  # the same items extracted again (a redone extraction): no change

@@ -46,7 +46,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from . import bounded
 from .datapolicy import exc_text
-from .engines.base import EntryKind
+from .engines.base import EntryKind, Subjects
 from .errors import MemoryConfigError
 from .rollouts import ROLLOUT_ID_RE, LineCheck, segment_fingerprint
 from .workspace import LeaseLock, Workspace, set_aside_folder
@@ -111,6 +111,8 @@ class Entry(BaseModel):
     person: str | None = None
     """Whose entry this is; ``None`` means shared work, shown to everyone."""
     keywords: list[str] = Field(default_factory=list)
+    subjects: Subjects | None = None
+    """What the entry is about (files, commands, tests, people, tools), as fields."""
 
     def exists_for(self, person: str | None) -> bool:
         """Whether this entry exists at all for someone acting for ``person`` (a run for them,

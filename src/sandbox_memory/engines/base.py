@@ -51,6 +51,28 @@ class ExtractionRequest(BaseModel):
     """Why the engine's previous answer for these segments was rejected (one retry)."""
     deadline: float | None = None
     """``time.monotonic()`` by which the extraction must end (the close's time budget)."""
+    continues_rollout: bool = False
+    """Whether earlier segments of this rollout were extracted before: only then can the first
+    new message answer (or correct) something the agent did."""
+
+
+class Subjects(BaseModel):
+    """What an entry is about, as fields rather than only words in its text: a file's history
+    of fixes is found by its path, a command's entry by the command."""
+
+    files: list[str] = Field(default_factory=list)
+    """Paths the lesson is about (files changed, not files only read)."""
+    commands: list[str] = Field(default_factory=list)
+    """Command lines it names (the failing and the verifying run, a procedure's command)."""
+    tests: list[str] = Field(default_factory=list)
+    """Test ids it names (the failing test)."""
+    people: list[str] = Field(default_factory=list)
+    """Who said it or whom it is about."""
+    tools: list[str] = Field(default_factory=list)
+    """Programs or tools it is about (``pytest``, ``ruff``)."""
+
+    def empty(self) -> bool:
+        return not (self.files or self.commands or self.tests or self.people or self.tools)
 
 
 class Candidate(BaseModel):
@@ -68,6 +90,8 @@ class Candidate(BaseModel):
     personal: bool = False
     """What the run's person said about themselves: kept as that person's entry, never shared
     (when the run has no person, there is no one to keep it private for)."""
+    subjects: Subjects | None = None
+    """What it is about (files, commands, tests, people, tools), as fields."""
 
 
 class Extraction(BaseModel):

@@ -79,11 +79,29 @@ _RUN_VERB_RE = re.compile(
     r"\b(?:run|runs|ran|running|execute|executes|invoke|invokes|call|calls)\s+"
     r"(?:the\s+|a\s+|our\s+|your\s+)?"
 )
-_HOW_RE = re.compile(
-    r"\b(?:run|runs|ran|running|execute|executes|invoke|use|uses|using|type|with|via)\b"
-    r"|\b(?:before|after|first|then|prior to|to \w+,)\b"
+_HOW_VERBS = (
+    r"(?:run|use|execute|invoke|type|call|install|build|deploy|test|lint|format|regenerate"
+    r"|generate|start|activate|source|export|bump|type-check|typecheck|check)"
 )
-"""Words that make a named command an instruction of how to do something."""
+
+_INSTRUCTION_RE = re.compile(
+    r"^(?:(?:please|always|never|first|then|also|and|just|now)\s+|,\s*)*"
+    r"(?:(?:to|before|after|prior to)\s+[^,]{1,60},\s*)?"
+    r"(?:(?:please|always|first|then|just)\s+)*" + _HOW_VERBS + r"\b"
+)
+"""An instruction: the sentence starts with a verb of doing the work ("Run ruff before
+committing", "Always run the tests with ...", "To deploy, run ...", "Before running the
+tests, run ...")."""
+
+_PRACTICE_RE = re.compile(
+    r"\b(?:we|you|one)\s+(?:always\s+|usually\s+|normally\s+|typically\s+|just\s+|can\s+"
+    r"|should\s+|must\s+|need to\s+|have to\s+)*" + _HOW_VERBS + r"\b"
+    r"|\b(?:runs|is run|are run|builds|is built|installs|deploys|is deployed)\s+(?:with|via|using)\b"
+    r"|^\S+\s+by\s+running\b"
+)
+"""A stated practice: how the project's people do it ("We run the migrations with ...",
+"You can install it with ...", "The suite runs with ..."), not what someone tried or saw
+("I'm trying to run ...", "when running ... it fails", "Running X will run Y")."""
 
 _TOOL_WORD_RE = re.compile(
     r"^(?:\S*/)?(?:make|pytest|py\.test|tox|nox|ruff|black|flake8|pylint|mypy|pyright|tsc|eslint"
@@ -133,7 +151,7 @@ def statement_kind(sentence: str) -> StatementKind | None:
         return "preference"
     if _SETTLED_RE.search(body):
         return "decision"
-    if _names_command(body, text) and _HOW_RE.search(body):
+    if _names_command(body, text) and (_INSTRUCTION_RE.search(body) or _PRACTICE_RE.search(body)):
         return "procedure"
     if _GROUP_SETTLED_RE.search(body) or _RULE_RE.search(body) and _WE_RE.search(body):
         return "decision"

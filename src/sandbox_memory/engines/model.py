@@ -77,6 +77,18 @@ PHASE_ONE_DEFAULT_SETTINGS = ModelSettings(
 _WORD_RE = re.compile(r"[a-z0-9][a-z0-9_-]{2,}")
 
 
+class _SubjectsOut(BaseModel):
+    """:class:`Subjects` as the model writes them: every field required."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    files: list[str]
+    commands: list[str]
+    tests: list[str]
+    people: list[str]
+    tools: list[str]
+
+
 class _CandidateOut(BaseModel):
     """A candidate as the model writes it: every field required, no defaults (strict schemas
     of OpenAI and Azure refuse ``default``)."""
@@ -89,6 +101,7 @@ class _CandidateOut(BaseModel):
     sources: list[str]
     action: Literal["remember", "forget"]
     keywords: list[str]
+    subjects: _SubjectsOut
 
 
 class _ExtractionOutput(BaseModel):

@@ -45,6 +45,7 @@ from sandbox_memory.engines.base import (
     Extraction,
     ExtractionRequest,
     KnownEntry,
+    Subjects,
     tool_text_as_data,
 )
 from sandbox_memory.engines.changes import (
@@ -223,6 +224,11 @@ REPORT_HEADLINE_CHARS = 160
 """Characters of a reported problem's headline (its title or first statement) kept in the
 lesson of the work that answered it: one line; the whole report stays in its source item."""
 
+REPORT_MESSAGE_CHARS = 800
+"""A user message longer than this (or holding a fenced block) is a report or pasted material:
+the sentences in it ("After changing this, run `tox -e linting`", a template's checklist) are
+not the user's preferences, decisions or procedures for this project."""
+
 REPORT_NAMES = 6
 """Identifiers, versions and numbers of a report named after its headline (``separability_matrix``,
 ``v5.3``, ``#5764``): what a later search for the same problem will type."""
@@ -312,7 +318,7 @@ _LEAD_WORDS_RE = re.compile(
 
 _CORRECTION_RE = re.compile(
     r"^no(?:pe)?\s*[,.!:;-]|^no\s+(?:that|this|it|you|we|don't|not|use|wait|stop)\b"
-    r"|^actually\b|^(?:don't|do not|dont)\b|\binstead\b|^not\s+(?:that|this|quite)\b"
+    r"|^actually\b|^(?:don't|do not|dont)\b|\binstead\b(?!\s+of\b)|^not\s+(?:that|this|quite)\b"
     r"|^(?:that's|that is|this is|it's|it is)\s+(?:wrong|not right|incorrect|not what)\b"
     r"|^(?:wrong|incorrect)\b|^(?:stop|undo|revert)\b|\bi (?:said|meant|told you)\b"
 )
@@ -1072,7 +1078,7 @@ class _CandidateSet:
 class _Rollout:
     """One pass over the items of the new segments, collecting what extraction needs."""
 
-    def __init__(self, segments: Sequence[Mapping[str, Any]]) -> None:
+    def __init__(self, segments: Sequence[Mapping[str, Any]], *, continues: bool = False) -> None:
         self.segment_ids: list[str] = []
         self.item_count = 0
         self.task: tuple[str, str] | None = None
@@ -1111,6 +1117,7 @@ class _Rollout:
         self._sessions: dict[int, _Command] = {}
         self._seen_user_texts: set[str] = set()
         self._seen_statements: set[tuple[str, str]] = set()
+        self._continues = continues
         self._walk(segments)
 
     # ---- walking
@@ -1127,7 +1134,9 @@ class _Rollout:
             if self._person:
                 self.people.setdefault(self._person, None)
             self._date = run_date(segment.get("updated_at"))
-            self._after_agent = True  # a run's first message follows the agent's last reply
+            # A run's first message follows the agent's last reply, unless nothing came before
+            # it: the first message of a conversation corrects nothing.
+            self._after_agent = seg_index > 0 or self._continues
             if self._date is not None:
                 self.dates.setdefault(format_day(self._date), None)
             for item_id, item in segment_items(segment, seg_id):
@@ -1207,6 +1216,9 @@ class _Rollout:
         if turn.speaker:
             self.speakers.setdefault(turn.speaker, None)
         text = turn.text
+        # A report or pasted material (an issue with its template, a log): what it says is
+        # summarised with the work, not filed as the user's own preferences or procedures.
+        reported = len(text) > REPORT_MESSAGE_CHARS or "```" in text
         if self.task is None:
             self.task = (item_id, line)
             self.task_text = raw_text
@@ -1229,11 +1241,16 @@ class _Rollout:
             if not quoted:
                 continue
             kinds: list[str] = []
-            stated_kind = statement_kind(sentence)
+            stated_kind = None if reported else statement_kind(sentence)
             if stated_kind is not None:
                 kinds.append(stated_kind)
-            if may_correct and _CORRECTION_RE.search(low):
-                kinds.append("correction")
+            if (
+                may_correct
+                and not reported
+                and _CORRECTION_RE.search(low)
+                and stated_kind != "decision"
+            ):
+                kinds.append("correction")  # (a decision that corrects is one decision)
             for kind in kinds:
                 if (kind, quoted) in self._seen_statements:
                     continue
@@ -1504,6 +1521,12 @@ class _Fix:
     """Segment whose final answer the fix quotes (not repeated as a conclusion)."""
     files: tuple[str, ...] = ()
     """Paths the fix changed."""
+    commands: tuple[str, ...] = ()
+    """The failing command and the one that then passed (or fixed it)."""
+    tests: tuple[str, ...] = ()
+    """The failing test's id, when the output names it."""
+    tools: tuple[str, ...] = ()
+    """The program that failed."""
 
 
 @dataclass
@@ -1712,7 +1735,24 @@ def _fix_fact(
         summary=summary,
         described_by=described_by,
         files=tuple(files),
+        commands=tuple(
+            dict.fromkeys(
+                one_line(c.cmd, COMMAND_CHARS)
+                for c in (failure, fixer or passing)
+                if len(one_line(c.cmd, COMMAND_CHARS)) < COMMAND_CHARS
+            )
+        ),
+        tests=tuple(_failing_tests(failure.error_line or "")),
+        tools=(failure.program,) if failure.program else (),
     )
+
+
+def _failing_tests(line: str) -> list[str]:
+    """Test ids an error line names (``tests/a.py::test_x``, ``test_x (mod.Class.test_x)``)."""
+
+    found = [m.group(0) for m in _PYTEST_ID_RE.finditer(line)]
+    found += [f"{m.group(2)}.{m.group(1)}" for m in _UNITTEST_ID_RE.finditer(line)]
+    return list(dict.fromkeys(found))
 
 
 def _fix_description(rollout: _Rollout, failure: _Command, passing: _Command) -> str:
@@ -1769,7 +1809,7 @@ def _procedures(rollout: _Rollout, resolver: _KeyResolver) -> list[Candidate]:
         quoted = f"`{runnable}`"
         whole = _without_selection(runnable, _pattern) if narrow else None
         if whole is not None:
-            content = f"{prefix} `{whole}` (add test ids, as in {quoted}, to run a few)"
+            content = f"{prefix} `{whole}` (add test ids to run a few)"
         elif narrow:
             content = f"{prefix} {quoted} (this runs only the selected tests)"
         else:
@@ -1785,6 +1825,9 @@ def _procedures(rollout: _Rollout, resolver: _KeyResolver) -> list[Candidate]:
                 kind="procedure",
                 sources=command.ids(),
                 keywords=keywords[:MAX_KEYWORDS],
+                subjects=Subjects(
+                    commands=[whole or runnable], tools=[command.program] if command.program else []
+                ),
             )
         )
     return out
@@ -1892,8 +1935,37 @@ def _statement_candidates(rollout: _Rollout, resolver: _KeyResolver) -> list[Can
                 sources=[statement.item_id],
                 keywords=subject[:MAX_KEYWORDS],
                 personal=statement.personal and statement.kind == "preference",
+                subjects=_people(statement.speaker),
             )
         )
+    return _one_per_message(out)
+
+
+def _one_per_message(candidates: list[Candidate]) -> list[Candidate]:
+    """Statements of one kind from one message as one entry ("I love cooking! My favourite
+    recipe is Chicken Pot Pie."): one lesson, not one entry per sentence citing the same item."""
+
+    out: list[Candidate] = []
+    at: dict[tuple[str, tuple[str, ...]], int] = {}
+    for cand in candidates:
+        mark = (cand.kind, tuple(cand.sources))
+        index = at.get(mark)
+        if index is not None:
+            held = out[index]
+            said = cand.content.split(": ", 1)[-1]
+            if len(held.content) + len(said) + 1 <= LESSON_CHARS:
+                out[index] = held.model_copy(
+                    update={
+                        "content": f"{held.content} {said}",
+                        "keywords": list(dict.fromkeys([*held.keywords, *cand.keywords]))[
+                            :MAX_KEYWORDS
+                        ],
+                        "personal": held.personal or cand.personal,
+                    }
+                )
+                continue
+        at.setdefault(mark, len(out))
+        out.append(cand)
     return out
 
 
@@ -1934,6 +2006,7 @@ def _stated_procedure(statement: _Statement, resolver: _KeyResolver) -> Candidat
         keywords=list(dict.fromkeys([*subject, *(s.split()[0] for s in spans if s.split())]))[
             :MAX_KEYWORDS
         ],
+        subjects=Subjects(commands=spans, people=[statement.speaker] if statement.speaker else []),
     )
 
 
@@ -2095,6 +2168,7 @@ def _said_candidates(
                     ),
                     keywords=list(dict.fromkeys([*speaker_words, *words]))[:MAX_KEYWORDS],
                     personal=personal,
+                    subjects=_people(speaker),
                 )
             )
     return out
@@ -2159,9 +2233,11 @@ def _files_phrase_by_op(files: Mapping[str, _FileRecord], budget: int) -> str:
             room = budget - sum(len(x) + 2 for x in parts) - len(label) - 3
             if room <= 0:
                 break
-            described = _describe_files(group, room)
-            if label == "Added":
-                described = described.replace("created `", "`")
+            # The label says it: "Changed: `a` in `f`: ..." rather than "updated `a` ...".
+            described = _describe_files(group, room + 8 * len(group))
+            described = described.replace("created `" if label == "Added" else "updated `", "`")
+            if len(described) > room:
+                described = _describe_files(group, room)
             parts.append(f"{label}: {described}")
     return ". ".join(parts)
 
@@ -2199,6 +2275,7 @@ def _work_lessons(
         content = fix.content
         sources = list(fix.sources)
         keywords = list(fix.keywords)
+        touched = {p: r for p, r in files.items() if p in fix.files}
         if index == main:
             rest = {p: r for p, r in files.items() if p not in fix.files}
             room = LESSON_CHARS - len(content) - 2
@@ -2208,6 +2285,7 @@ def _work_lessons(
                     content += f" {also}."
                     sources += [i for r in rest.values() for i in r.ids]
                     keywords += [p.rsplit("/", 1)[-1] for p in rest]
+                    touched.update(rest)
             if conclusion is not None:
                 result = f" Result: {conclusion[0]}"
                 if len(content) + len(result) <= LESSON_CHARS:
@@ -2221,6 +2299,12 @@ def _work_lessons(
                 kind="fact",
                 sources=list(dict.fromkeys(sources))[:MAX_SOURCES],
                 keywords=list(dict.fromkeys(keywords))[:MAX_KEYWORDS],
+                subjects=Subjects(
+                    files=_changed_paths(touched),
+                    commands=list(fix.commands),
+                    tests=list(fix.tests),
+                    tools=list(fix.tools),
+                ),
             )
         )
     if fixes:
@@ -2231,7 +2315,7 @@ def _work_lessons(
             return out
         if conclusion is not None:
             result = f" Result: {conclusion[0]}"
-            if len(changes.content) + len(result) <= CONTENT_CHARS:
+            if len(changes.content) + len(result) <= LESSON_CHARS:
                 changes = changes.model_copy(
                     update={
                         "content": changes.content + result,
@@ -2288,7 +2372,10 @@ def _files_candidate(
 
     if not files:
         return None
-    content = f"{_files_phrase_by_op(files, CONTENT_CHARS - 1)}."
+    # Every path named (up to a lesson's length), details only within an entry's usual size:
+    # what is left is for the run's result.
+    names = sum(len(p) + 4 for p in files) + len("Changed: . Added: ")
+    content = f"{_files_phrase_by_op(files, max(CONTENT_CHARS, min(LESSON_CHARS, names)) - 1)}."
     stems = [p.rsplit("/", 1)[-1].rsplit(".", 1)[0] for p in files]
     if slug in ("untitled-rollout", "empty-rollout"):
         subject = _subject_words(" ".join(stems).replace("_", " "))[:FAILURE_SUBJECT_WORDS]
@@ -2301,11 +2388,23 @@ def _files_candidate(
     keywords = list(dict.fromkeys(p.rsplit("/", 1)[-1] for p in files))[:MAX_KEYWORDS]
     return Candidate(
         key=resolver.resolve("fact", key, ["changes", *subject]),
-        content=_clip_content(content),
+        content=shorten(content, LESSON_CHARS),
         kind="fact",
         sources=sources,
         keywords=keywords,
+        subjects=Subjects(files=_changed_paths(files)),
     )
+
+
+def _changed_paths(files: Mapping[str, _FileRecord]) -> list[str]:
+    """Paths the run changed (a file it only created, a scratch script or a new test, is not a
+    file whose history this lesson is part of)."""
+
+    return [path for path, record in files.items() if record.op != "created"]
+
+
+def _people(speaker: str | None) -> Subjects | None:
+    return Subjects(people=[speaker]) if speaker else None
 
 
 # --------------------------------------------------------------------------- documents
@@ -2509,7 +2608,7 @@ def extract_offline(request: ExtractionRequest) -> Extraction:
     segments = [s for s in request.segments if isinstance(s, Mapping)]
     if not segments:
         return _empty_extraction(request.rollout_id)
-    rollout = _Rollout(segments)
+    rollout = _Rollout(segments, continues=request.continues_rollout)
     if rollout.item_count == 0 and not rollout.final_outputs:
         return _empty_extraction(request.rollout_id)
 

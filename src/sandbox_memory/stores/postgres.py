@@ -230,6 +230,10 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (namespace, name)
     );
     """,
+    # 5: an entry's subjects (files, commands, tests, people, tools) as a field of their own.
+    """
+    ALTER TABLE sbm_entries ADD COLUMN subjects jsonb;
+    """,
 ]
 """Migration ``i`` takes the schema from version ``i`` to ``i + 1``; never edit a released one."""
 
@@ -248,6 +252,7 @@ def _entry(
     person: str | None,
     keywords: Any,
     updated_at: int,
+    subjects: Any = None,
 ) -> Entry:
     """An entry from its ``sbm_entries`` columns (``kind`` to ``updated_at``, in table order)."""
 
@@ -260,6 +265,7 @@ def _entry(
         person=person,
         keywords=keywords,
         updated_at=int(updated_at),
+        subjects=subjects,
     )
 
 
@@ -636,7 +642,7 @@ class PostgresStore:
             for row in await (
                 await conn.execute(
                     "SELECT scope, key, version, kind, content, sources, status, person, "
-                    "keywords, updated_at FROM sbm_entries WHERE namespace = %s "
+                    "keywords, updated_at, subjects FROM sbm_entries WHERE namespace = %s "
                     "AND scope = ANY(%s)",
                     (self.namespace, list(scopes)),
                 )
@@ -732,7 +738,7 @@ class PostgresStore:
             for row in await (
                 await conn.execute(
                     "SELECT e.scope, e.key, e.version, e.kind, e.content, e.sources, e.status, "
-                    "e.person, e.keywords, e.updated_at FROM sbm_entries e "
+                    "e.person, e.keywords, e.updated_at, e.subjects FROM sbm_entries e "
                     "JOIN unnest(%s::text[], %s::bigint[]) AS w(scope, after) "
                     "ON e.scope = w.scope AND e.version > w.after WHERE e.namespace = %s",
                     (names, after, self.namespace),
@@ -807,7 +813,7 @@ class PostgresStore:
                 for row in await (
                     await conn.execute(
                         "SELECT key, version, kind, content, sources, status, person, "
-                        "keywords, updated_at FROM sbm_entries WHERE namespace = %s AND "
+                        "keywords, updated_at, subjects FROM sbm_entries WHERE namespace = %s AND "
                         "scope = %s AND key = ANY(%s)",
                         (self.namespace, scope, list(expected_entries)),
                     )
@@ -885,13 +891,14 @@ class PostgresStore:
                 await cur.executemany(
                     """
                     INSERT INTO sbm_entries (namespace, scope, key, version, kind, content,
-                        sources, status, person, keywords, updated_at)
-                    VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s::jsonb, %s)
+                        sources, status, person, keywords, updated_at, subjects)
+                    VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s::jsonb, %s, %s::jsonb)
                     ON CONFLICT (namespace, scope, key) DO UPDATE SET
                         version = EXCLUDED.version, kind = EXCLUDED.kind,
                         content = EXCLUDED.content, sources = EXCLUDED.sources,
                         status = EXCLUDED.status, person = EXCLUDED.person,
-                        keywords = EXCLUDED.keywords, updated_at = EXCLUDED.updated_at
+                        keywords = EXCLUDED.keywords, updated_at = EXCLUDED.updated_at,
+                        subjects = EXCLUDED.subjects
                     """,
                     [
                         (
@@ -906,6 +913,7 @@ class PostgresStore:
                             e.person,
                             json.dumps(e.keywords),
                             e.updated_at,
+                            None if e.subjects is None else e.subjects.model_dump_json(),
                         )
                         for e in entries.values()
                     ],
