@@ -674,8 +674,8 @@ def render(results: dict[str, Any], tallies: dict[int, Tally], coding: list[dict
     lines += [
         "",
         f"Entries: {results['entries']:,} ({results['entries_per_session']:.1f} per session), "
-        f"{results['duplicates']} of them repeating another active entry (citing one of its "
-        "items, or saying the same words). "
+        f"{results['duplicates']} of them repeating another active entry (of one kind citing "
+        "exactly the same items, or saying the same words). "
         f"Feeding and closing took {results['seconds']:.1f} s in all "
         f"({results['seconds'] / max(results['sessions'], 1):.2f} s per session).",
         "",

@@ -66,7 +66,17 @@ from agents.sandbox import Manifest, SandboxAgent, SandboxRunConfig  # noqa: E40
 from agents.sandbox.capabilities import Filesystem, Shell  # noqa: E402
 from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient  # noqa: E402
 from agents.testing import ScriptedModel, assistant_message  # noqa: E402
-from quality import DOC, OFFLINE, REPO, TOP_K, Bm25, _layout_entries, _sh, log  # noqa: E402
+from quality import (  # noqa: E402
+    DOC,
+    OFFLINE,
+    REPO,
+    TOP_K,
+    Bm25,
+    _layout_entries,
+    _sh,
+    duplicates,
+    log,
+)
 
 from sandbox_memory import Memory, MemoryClient  # noqa: E402
 from sandbox_memory.engines.transcript import item_text, segment_items  # noqa: E402
@@ -270,6 +280,8 @@ class SequenceResult:
     tasks: int
     rows: list[Row] = field(default_factory=list)
     active_entries: int = 0
+    duplicates: int = 0
+    """Active entries repeating another (``quality.duplicates``)."""
     seconds: float = 0.0
 
 
@@ -290,13 +302,16 @@ def _items_by_task(root: Path, done: list[Task]) -> list[tuple[str, list[str]]]:
     return docs
 
 
-def _active_entries(root: Path) -> int:
+def _entries(root: Path) -> list[dict[str, Any]]:
     store = root / "memories" / "store"
     entries: list[dict[str, Any]] = []
     for path in sorted((store / "conversations").glob("*.json")):
         entries += json.loads(path.read_text())["entries"].values()
-    entries += _layout_entries(store)
-    return sum(1 for e in entries if e.get("status") == "active")
+    return entries + _layout_entries(store)
+
+
+def _active_entries(root: Path) -> int:
+    return sum(1 for e in _entries(root) if e.get("status") == "active")
 
 
 EXAMPLES: dict[str, str] = {}
@@ -377,6 +392,7 @@ async def run_sequence(seq: Sequence, root: Path) -> SequenceResult:
         await client.delete(sandbox)
     result.seconds = time.perf_counter() - started
     result.active_entries = _active_entries(root)
+    result.duplicates = duplicates(_entries(root))
     return result
 
 
@@ -406,6 +422,7 @@ def figures(results: list[SequenceResult]) -> dict[str, Any]:
                 "tasks": res.tasks,
                 "repeat_tasks": len(res.rows),
                 "active_entries_per_task": res.active_entries / max(res.tasks, 1),
+                "duplicates": res.duplicates,
                 "seconds": res.seconds,
                 **{name: _rate(res.rows, name) for name, _ in MEASURES},
             }
@@ -416,6 +433,7 @@ def figures(results: list[SequenceResult]) -> dict[str, Any]:
             "repeat_tasks": len(rows),
             "active_entries_per_task": sum(res.active_entries for res in results)
             / max(sum(res.tasks for res in results), 1),
+            "duplicates": sum(res.duplicates for res in results),
             **{name: _rate(rows, name) for name, _ in MEASURES},
         },
         "rows": [
@@ -459,7 +477,8 @@ def render(results: list[SequenceResult], seconds: float) -> str:
             f"{name} {seq['active_entries_per_task']:.1f}"
             for name, seq in [*data["sequences"].items(), ("overall", data["overall"])]
         )
-        + f". The whole run took {seconds:.0f} s.",
+        + f"; duplicate active entries (of one kind citing exactly the same items, or saying the "
+        f"same words): {data['overall']['duplicates']}. The whole run took {seconds:.0f} s.",
         "",
         "The `FAIL_TO_PASS` ids of this data are synthesized (see the data's README), so the",
         "test file is a stand-in too; what is measured is whether memory carries the file, the",
