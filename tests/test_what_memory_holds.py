@@ -856,3 +856,19 @@ async def test_two_preferences_in_one_message_are_one_entry() -> None:
         "Audrey's preference: I love cooking! My favorite recipe is Chicken Pot Pie."
     )
     assert preference.sources == [ids[0]]
+
+
+async def test_a_report_the_result_already_names_is_not_repeated() -> None:
+    report = "The invoice total ignores the discount\n\n" + "Steps and details follow. " * 12
+    seg = Seg()
+    seg.user(report)
+    seg.patch(PATCH)
+    seg.exec("python -m pytest -q", 0, "3 passed")
+    seg.assistant("Fixed: the invoice total ignores the discount; `total` applies it now.")
+    seg.final_output = "Fixed: the invoice total ignores the discount; `total` applies it now."
+
+    result = await extract([seg.build()])
+
+    [lesson] = [c for c in result.candidates if c.kind == "fact"]
+    assert "Reported by" not in lesson.content
+    assert "Result: Fixed: the invoice total ignores the discount" in lesson.content

@@ -2249,6 +2249,10 @@ def _with_report(
 
     if report is None:
         return content, sources
+    headline = report[0].split(": ", 1)[-1]
+    said = set(_subject_words(content))
+    if set(_subject_words(headline)) <= said:
+        return content, sources  # the lesson already says it (its result names the problem)
     text = f" {report[0].rstrip('.')}."
     if len(content) + len(text) > LESSON_CHARS:
         return content, sources
