@@ -496,8 +496,12 @@ async def test_an_entry_learned_in_several_conversations_is_one_hit_citing_each(
     tmp_path: Path,
 ) -> None:
     c = client_for(tmp_path)
-    for rid in ("ops", "ops2"):
-        await record(c, rid, "We use the staging database on port 6543.", "Noted.")
+    # The second says it anew (a word for word repeat of a shared entry is no copy of its own).
+    for rid, said in (
+        ("ops", "We use the staging database on port 6543."),
+        ("ops2", "We use the staging database on port 6543 for every test run."),
+    ):
+        await record(c, rid, said, "Noted.")
         await c.runtime.close()
     holders = {
         rid: [e.key for e in (await c.view(rid)).entries.values() if "6543" in e.content]
