@@ -872,3 +872,45 @@ async def test_a_report_the_result_already_names_is_not_repeated() -> None:
     [lesson] = [c for c in result.candidates if c.kind == "fact"]
     assert "Reported by" not in lesson.content
     assert "Result: Fixed: the invoice total ignores the discount" in lesson.content
+
+
+async def test_a_new_version_that_says_otherwise_supersedes_the_old_one_in_the_log(
+    tmp_path: Any,
+) -> None:
+    from faultlib import runtime
+
+    def run(cmd: str, call: str) -> dict[str, Any]:
+        return {
+            "input": [{"role": "user", "content": "Run the checks"}],
+            "generated_items": [
+                {
+                    "type": "function_call",
+                    "name": "exec_command",
+                    "call_id": call,
+                    "arguments": json.dumps({"cmd": cmd}),
+                },
+                {
+                    "type": "function_call_output",
+                    "call_id": call,
+                    "output": "Chunk ID: 1\nWall time: 0.1 seconds\n"
+                    "Process exited with code 0\nOutput:\n3 passed\n",
+                },
+            ],
+        }
+
+    rt = runtime(tmp_path, engine="offline")
+    await rt.record(run("make test", "c1"), rollout_id="ops")
+    await rt.close()
+    rt = runtime(tmp_path, engine="offline")
+    await rt.record(run("make check", "c2"), rollout_id="ops")
+    await rt.close()
+
+    log = [json.loads(line) for line in (tmp_path / "memories/store/log.jsonl").open()]
+    [line] = [r for r in log if r["detail"] and "superseded" in r["detail"]]
+    assert line["keys"] == ["test-command"] and line["scope"] == "conversation:ops"
+    assert "test-command superseded (was: Run the tests with `make test`.)" in line["detail"]
+    entry = json.loads((tmp_path / "memories/store/conversations/ops.json").read_text())["entries"][
+        "test-command"
+    ]
+    assert entry["content"] == "Run the tests with `make check`."
+    assert len(entry["sources"]) == 4  # both runs' call and output

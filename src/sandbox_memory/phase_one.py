@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from . import bounded, spans
 from .datapolicy import data_text, exc_text
 from .engines.base import Candidate, Extraction, ExtractionRequest, KnownEntry
-from .engines.transcript import item_text, segment_id_of, segment_items
+from .engines.transcript import item_text, one_line, segment_id_of, segment_items
 from .phase_two import (
     ItemIndex,
     apply_to_conversation,
@@ -666,6 +666,10 @@ def resolve_citations(candidates: list[Candidate], index: ItemIndex) -> list[Can
     return out
 
 
+SUPERSEDED_CHARS = 160
+"""Characters of a replaced entry's old content quoted in the log line of its new version."""
+
+
 async def _apply(
     rt: LayoutState,
     rollout_id: str,
@@ -715,7 +719,31 @@ async def _apply(
             # Retracting a shared entry: the conversation records the retraction, and phase 2
             # carries it to layout memory (see ``promote``).
             conversation.entries[cand.key] = existing[cand.key].model_copy(deep=True)
+    # What a new version says instead of the old one is kept in the log: a contradiction
+    # supersedes visibly (shared entries only: a person's entry stays out of the shared log).
+    superseded = {
+        c.key: old.content
+        for c in accepted
+        if c.action == "remember"
+        and (old := conversation.entries.get(c.key)) is not None
+        and old.status == "active"
+        and old.person is None
+        and old.content != c.content.strip()
+    }
     changed = apply_to_conversation(conversation, accepted, person=person)
+    notes = (
+        [
+            f"{len(rejected)} change(s) rejected: "
+            + "; ".join(f"{r.key}: {r.reason}" for r in rejected)
+        ]
+        if rejected
+        else []
+    )
+    notes += [
+        f"{key} superseded (was: {one_line(superseded[key], SUPERSEDED_CHARS)})"
+        for key in changed
+        if key in superseded
+    ]
     last_item = last_item_id(segments)
     if last_item:
         conversation.head = last_item
@@ -729,12 +757,7 @@ async def _apply(
                 cause="consolidation",
                 scope=f"conversation:{rollout_id}",
                 keys=changed,
-                detail=(
-                    f"{len(rejected)} change(s) rejected: "
-                    + "; ".join(f"{r.key}: {r.reason}" for r in rejected)
-                )[:1000]
-                if rejected
-                else None,
+                detail="; ".join(notes)[:1000] if notes else None,
             )
         )
     await store.save_conversation(conversation)
