@@ -36,6 +36,14 @@ CREDENTIALS = [
 ]
 
 
+LESSONS = [
+    "Use pnpm with Node 18 for every install.",
+    "Keep the npm v10 lockfile committed beside package.json.",
+    "Run pnpm dedupe after upgrading a dependency.",
+    "Regenerate the lockfile with npm 10 when the registry changes.",
+]
+
+
 class KeyedEngine:
     """Proposes one procedure per key, citing the user's message."""
 
@@ -53,11 +61,12 @@ class KeyedEngine:
             candidates=[
                 Candidate(
                     key=key,
-                    content="Use pnpm with Node 18 and keep the npm v10 lockfile.",
+                    # A lesson each (the same words under two keys are folded into one entry).
+                    content=LESSONS[n % len(LESSONS)],
                     kind="procedure",
                     sources=[item["memory_item_id"]],
                 )
-                for key in self.keys
+                for n, key in enumerate(self.keys)
             ],
         )
 
