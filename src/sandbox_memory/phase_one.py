@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import bounded, spans
 from .datapolicy import data_text, exc_text
-from .engines.base import Candidate, Extraction, ExtractionRequest, KnownEntry
+from .engines.base import Candidate, Extraction, ExtractionRequest, KnownEntry, traits
 from .engines.transcript import item_text, one_line, segment_id_of, segment_items
 from .phase_two import (
     ItemIndex,
@@ -312,13 +312,14 @@ async def _extract(
     new_bytes = parsed.end_offset - prog.offset
     spans.note(engine=rt.engine.name, segments=len(segments), new_bytes=new_bytes)
     estimated = min(new_bytes, rt.generate.max_rollout_chars) // CHARS_PER_TOKEN
-    if rt.engine.name != "offline" and budget is not None and not budget.admits(estimated):
+    can = traits(rt.engine)
+    if can.spends_model_calls and budget is not None and not budget.admits(estimated):
         # Before the known entries are looked up: a close with a long backlog defers most of
         # it, and each deferral would otherwise cost a search over every entry.
         return _defer(budget, rollout_id)
     known = await known_entries(rt, search, conversation, segments)
     previous = None
-    if prog.offset > 0 and rt.engine.name != "offline":
+    if prog.offset > 0 and can.continues_from_notes:
         notes = await rt.ws.read_text(f"{rt.layout.memories_dir}/raw_memories/{rollout_id}.md")
         if notes and "\n\n" in notes:
             body = _BLOCK_MARK_RE.sub("", notes.split("\n\n", 1)[1]).lstrip("\n")
@@ -338,7 +339,7 @@ async def _extract(
     extraction: Extraction | None = None
     feedback: str | None = None
     for _ in (1, 2):  # a second request only when every candidate of the first was rejected
-        if rt.engine.name != "offline" and budget is not None and not budget.reserve(estimated):
+        if can.spends_model_calls and budget is not None and not budget.reserve(estimated):
             return _defer(budget, rollout_id)
         try:
             extraction = await _run_engine(rt, request, feedback, budget, started)
@@ -371,7 +372,7 @@ async def _extract(
             await _record_failure(rt, rollout_id, what, retry_at=retry_at, logged=exc_text(exc))
             return False
         extraction.candidates = resolve_citations(extraction.candidates, index)
-        if feedback is not None or not extraction.candidates or rt.engine.name == "offline":
+        if feedback is not None or not extraction.candidates or not can.takes_feedback:
             break
         existing = await memory_keys(rt, conversation, extraction.candidates)
         accepted, rejected = check_candidates(

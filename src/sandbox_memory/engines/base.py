@@ -8,6 +8,7 @@ memory rules afterwards (see ``phase_two.py``): an engine only proposes.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -108,11 +109,43 @@ class Extraction(BaseModel):
 
 @runtime_checkable
 class ExtractionEngine(Protocol):
-    """Anything that turns an :class:`ExtractionRequest` into an :class:`Extraction`."""
+    """Anything that turns an :class:`ExtractionRequest` into an :class:`Extraction`.
+
+    An engine may also say what it can do, as class attributes (read by :func:`traits`; an
+    engine that says nothing is taken for one that calls a model, the cautious reading):
+
+    - ``spends_model_calls``: each extraction costs model calls and tokens, so the close's
+      budgets apply to it;
+    - ``continues_from_notes``: given the rollout's earlier notes, it writes the next ones as
+      their continuation (:attr:`ExtractionRequest.previous_summary`);
+    - ``takes_feedback``: when every candidate it proposed was rejected, a second request
+      saying why can do better.
+    """
 
     name: str
 
     async def extract(self, request: ExtractionRequest) -> Extraction: ...
+
+
+@dataclass(frozen=True)
+class EngineTraits:
+    """What an engine can do (see :class:`ExtractionEngine`)."""
+
+    spends_model_calls: bool = True
+    continues_from_notes: bool = True
+    takes_feedback: bool = True
+
+
+def traits(engine: ExtractionEngine) -> EngineTraits:
+    """The traits ``engine`` declares; those it leaves out are a model engine's."""
+
+    default = EngineTraits()
+    return EngineTraits(
+        **{
+            name: bool(getattr(engine, name, getattr(default, name)))
+            for name in ("spends_model_calls", "continues_from_notes", "takes_feedback")
+        }
+    )
 
 
 _INSTRUCTION_RE = re.compile(

@@ -2659,6 +2659,12 @@ class OfflineEngine:
     """Phase-1 extraction without a model: deterministic, local, fast (see module docstring)."""
 
     name = "offline"
+    spends_model_calls = False
+    """Deterministic and local: the close's model budgets do not apply."""
+    continues_from_notes = False
+    """Each extraction stands alone; earlier notes are not read back."""
+    takes_feedback = False
+    """The same request gives the same result: a second one with feedback changes nothing."""
 
     async def extract(self, request: ExtractionRequest) -> Extraction:
         return extract_offline(request)
