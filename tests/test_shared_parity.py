@@ -129,10 +129,16 @@ async def play(rt: LayoutRuntime, client: MemoryClient) -> None:
     """One history: two conversations learn, a person keeps something private, one lesson is
     forgotten, and the close after it."""
 
-    await rt.record(run_payload(lesson("alpha")), rollout_id="conv-a")
-    await rt.record(run_payload(lesson("bravo")), rollout_id="conv-b")
+    # Each run at its own time, the same in every history: hits that differ only in time (the
+    # two "Noted." replies) then come in the same order in each (search.HIT_ORDER), however
+    # close together a loaded machine records them.
+    def at(payload: dict[str, Any], second: int) -> dict[str, Any]:
+        return {**payload, "updated_at": f"2026-12-04T10:00:{second:02d}+00:00"}
+
+    await rt.record(at(run_payload(lesson("alpha")), 1), rollout_id="conv-a")
+    await rt.record(at(run_payload(lesson("bravo")), 2), rollout_id="conv-b")
     await rt.record(
-        run_payload("My locker code is 4471, keep it between us."),
+        at(run_payload("My locker code is 4471, keep it between us."), 3),
         rollout_id="ann-chat",
         person="ann",
     )
