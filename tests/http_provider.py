@@ -12,14 +12,19 @@ a :class:`Reply`. Helpers build the usual replies and failures:
   ``retry-after-ms``; 500 ...);
 - :func:`hang`: no answer until the client gives up (or the server stops);
 - :func:`raw`: a body as given (invalid JSON from the model is ``text("{not json")``);
-- :func:`refusal`, :func:`incomplete`: a refusal, a response cut at max_output_tokens.
+- :func:`refusal`, :func:`incomplete`: a refusal, a response cut at max_output_tokens;
+- :func:`embeddings`: ``POST /v1/embeddings`` answered with deterministic vectors (not a
+  semantic model: a bag of hashed words, with ``synonyms`` folded onto one word), optionally of
+  the wrong size.
 
 Use the ``provider`` fixture (``tests/conftest.py``) or ``with ProviderServer() as server``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -176,6 +181,46 @@ def incomplete(partial: str, reason: str = "max_output_tokens") -> Reply:
     message = _message(partial)
     message["status"] = "incomplete"
     return Reply(output=[message], response_status="incomplete", incomplete_reason=reason)
+
+
+def embedding_of(text: str, dimension: int, synonyms: dict[str, str] | None = None) -> list[float]:
+    """A deterministic vector for ``text``: each word (after ``synonyms``) adds 1 at a place
+    fixed by its hash. Texts sharing words (or synonyms) point the same way."""
+
+    vector = [0.0] * dimension
+    for word in re.findall(r"[a-z0-9]+", text.lower()):
+        word = (synonyms or {}).get(word, word)
+        vector[int(hashlib.sha256(word.encode()).hexdigest(), 16) % dimension] += 1.0
+    return vector
+
+
+def embeddings(
+    dimension: int = 64, *, synonyms: dict[str, str] | None = None, size: int | None = None
+) -> Responder:
+    """A responder for ``POST /v1/embeddings``: one :func:`embedding_of` vector per input
+    text, of ``size`` numbers when given (a wrong dimension), else ``dimension``."""
+
+    def respond(request: Request) -> Reply:
+        raw = request.body.get("input")
+        texts = [raw] if isinstance(raw, str) else list(raw or [])
+        data = [
+            {
+                "object": "embedding",
+                "index": n,
+                "embedding": embedding_of(str(t), dimension, synonyms)[: size or dimension]
+                + [0.0] * max(0, (size or dimension) - dimension),
+            }
+            for n, t in enumerate(texts)
+        ]
+        body = {
+            "object": "list",
+            "data": data,
+            "model": request.body.get("model", "unknown"),
+            "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)},
+        }
+        return Reply(body=body)
+
+    return respond
 
 
 def function_call(name: str, arguments: dict[str, Any], call_id: str) -> dict[str, Any]:

@@ -11,6 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
+from .embedding import (
+    DEFAULT_EMBEDDING_DIMENSION,
+    DEFAULT_EMBEDDING_MODEL,
+    Embedder,
+    EmbedderChoice,
+)
 from .errors import MemoryConfigError, MemoryConfigTypeError
 
 if TYPE_CHECKING:
@@ -252,7 +258,34 @@ class MemoryReadConfig:
     usually needs, while a summary-sized section would double what every turn of every run
     pays for memory."""
 
+    embedder: EmbedderChoice | Embedder = "none"
+    """How ``memory_search`` ranks (``docs/search.md``): ``"none"``, BM25 only; ``"openai"``,
+    BM25 fused with the cosine ranking of ``embedding_model``'s vectors from the SDK's OpenAI
+    client; or any :class:`~sandbox_memory.embedding.Embedder`. An embedder that fails falls
+    back to BM25 (one WARNING), never failing a search."""
+
+    embedding_model: str = DEFAULT_EMBEDDING_MODEL
+    """The embeddings model ``embedder="openai"`` asks for."""
+
+    embedding_dimension: int = DEFAULT_EMBEDDING_DIMENSION
+    """The size of ``embedding_model``'s vectors (a reply of another size is a failure)."""
+
     def __post_init__(self) -> None:
+        if not (self.embedder in ("none", "openai") or isinstance(self.embedder, Embedder)):
+            raise MemoryConfigError(
+                "MemoryReadConfig.embedder",
+                self.embedder,
+                'must be "none", "openai" or an Embedder (name, dimension, async embed)',
+            )
+        if not isinstance(self.embedding_model, str) or not self.embedding_model.strip():
+            raise MemoryConfigError(
+                "MemoryReadConfig.embedding_model", self.embedding_model, "must be a model name"
+            )
+        dim = self.embedding_dimension
+        if not isinstance(dim, int) or isinstance(dim, bool) or dim < 1:
+            raise MemoryConfigError(
+                "MemoryReadConfig.embedding_dimension", dim, "must be an int >= 1"
+            )
         if not isinstance(self.max_summary_chars, int) or self.max_summary_chars < 200:
             raise MemoryConfigError(
                 "MemoryReadConfig.max_summary_chars",

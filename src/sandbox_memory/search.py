@@ -56,8 +56,10 @@ import tempfile
 import unicodedata
 import weakref
 import zlib
+from array import array
 from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import datetime
+from operator import mul
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -65,6 +67,7 @@ from pydantic import BaseModel, Field
 
 from . import bounded, spans
 from .datapolicy import exc_text
+from .embedding import EMBED_CHARS, Embedder, EmbedderError, normalized
 from .engines.transcript import item_text, output_call_id, segment_id_of, segment_items
 from .errors import MemoryConfigError
 from .rollouts import LineCheck, read_new_segments, rollout_path
@@ -222,6 +225,18 @@ CREATE TABLE IF NOT EXISTS usage(
 );
 """
 
+_VECTORS_TABLE = "CREATE TABLE IF NOT EXISTS vectors(hash TEXT PRIMARY KEY, vec BLOB NOT NULL)"
+"""Embeddings by content hash (embedder name and text): created by the first search with an
+embedder, in an index old or new (turning an embedder on does not rebuild the index; without
+one, the index holds no such table). Never pruned by a sync: a text that
+comes back (a re-extracted entry) is not embedded again; a rebuild of the index drops them."""
+
+RRF_K = 60
+"""Reciprocal rank fusion: a document's fused score is ``sum(RRF_K / (RRF_K + rank))`` over
+the two rankings (BM25, cosine) it is in; 60 is the constant of the original paper (Cormack,
+Clarke and Buettcher, 2009), which damps the head of each list so that agreement between the
+two rankings counts more than a first place in one."""
+
 FLAGGED_SYNC_MAX = 256
 """Most rollouts a flagged sync looks at one by one (a few calls each); with more flagged, one
 listing of every rollout (one call per folder) costs less."""
@@ -262,6 +277,10 @@ class SearchHit(BaseModel):
     """The workspace file to open for more."""
     uses: int = 0
     """How often later runs used it (entries) or its conversation (summaries, items)."""
+    ranking: str = "bm25"
+    """How the list was ranked: ``bm25`` (lexical only: no embedder configured, or the embedder
+    failed and the search fell back), or ``bm25+<embedder name>`` (BM25 and cosine similarity
+    fused, :data:`RRF_K`); the ``score`` is then the fused score."""
 
 
 def _segment_cjk(text: str) -> str:
@@ -348,6 +367,10 @@ def _hit_of(row: Any, query: str, *, whole: bool) -> SearchHit:
         path=path,
         uses=int(uses),
     )
+
+
+def _vector_hash(embedder: str, text: str) -> str:
+    return hashlib.sha256(f"{embedder}\x00{text}".encode()).hexdigest()
 
 
 def _unpack(packed: bytes) -> str:
@@ -525,8 +548,15 @@ class SearchIndex:
         memories_dir: str,
         sessions_dir: str,
         line_check: Callable[[str], LineCheck],
+        embedder: Embedder | None = None,
     ) -> None:
         self.ws = workspace
+        self.embedder = embedder
+        """Ranks by meaning beside BM25 (``None``: lexical only); see :meth:`_vector_ranked`."""
+        self.embed_failed = False
+        """Whether the embedder failed since it last worked (warned once, then quiet)."""
+        self.texts_embedded = 0
+        """Texts sent to the embedder by this object (a cost figure for tests and bench)."""
         self.line_check = line_check
         """How a rollout's lines are checked (only lines memory recorded are indexed)."""
         self.store = store
@@ -1274,6 +1304,7 @@ class SearchIndex:
             raise MemoryConfigError("query", query, "has no words to search for")
         await self.sync()
         db = await self._open()
+        lexical_ids: list[int] = []
         ranked = self._ranked(
             db,
             expression,
@@ -1283,9 +1314,169 @@ class SearchIndex:
             kinds=None,
             limit=limit * CANDIDATES_PER_HIT,
             whole=False,
+            doc_ids=lexical_ids,
         )
+        if self.embedder is not None:
+            nearest = await self._vector_ranked(
+                db,
+                query,
+                person=person,
+                conversation=conversation,
+                limit=limit * CANDIDATES_PER_HIT,
+            )
+            if nearest is not None:
+                ranked = self._fused(
+                    db,
+                    query,
+                    ranked,
+                    lexical_ids,
+                    nearest,
+                    person=person,
+                    conversation=conversation,
+                )
         ranked += self._citing(db, ranked, query=query, person=person)
         return distinct(self._one_per_key(db, ranked, person, conversation), limit)
+
+    def _fused(
+        self,
+        db: sqlite3.Connection,
+        query: str,
+        lexical: list[SearchHit],
+        lexical_ids: list[int],
+        nearest: list[int],
+        *,
+        person: str | None,
+        conversation: str | None,
+    ) -> list[SearchHit]:
+        """BM25's hits and the ``nearest`` documents (by cosine, best first) fused by
+        reciprocal rank (:data:`RRF_K`), best first. The nearest documents are read under the
+        same filters as BM25's (person, conversation, retracted items), and everything after
+        (one hit per key, :func:`distinct`) applies to the fused list as to the lexical one."""
+
+        assert self.embedder is not None
+        label = f"bm25+{self.embedder.name}"
+        score: dict[int, float] = {}
+        hits: dict[int, SearchHit] = {}
+        for rank, (doc, hit) in enumerate(zip(lexical_ids, lexical, strict=True), 1):
+            score[doc] = RRF_K / (RRF_K + rank)
+            hits[doc] = hit
+        vector_ids: list[int] = []
+        vector_hits = self._ranked(
+            db,
+            "",
+            query=query,
+            person=person,
+            conversation=conversation,
+            kinds=None,
+            limit=len(nearest),
+            whole=False,
+            ids=nearest,
+            doc_ids=vector_ids,
+        )
+        for rank, (doc, hit) in enumerate(zip(vector_ids, vector_hits, strict=True), 1):
+            score[doc] = score.get(doc, 0.0) + RRF_K / (RRF_K + rank)
+            hits.setdefault(doc, hit)
+        order = sorted(score, key=lambda d: -score[d])  # stable: BM25's order on ties
+        return [
+            hits[d].model_copy(update={"score": round(score[d], 4), "ranking": label})
+            for d in order
+        ]
+
+    async def _vector_ranked(
+        self,
+        db: sqlite3.Connection,
+        query: str,
+        *,
+        person: str | None,
+        conversation: str | None,
+        limit: int,
+    ) -> list[int] | None:
+        """The ids of the ``limit`` documents (this search may see) nearest to ``query`` by
+        cosine similarity of their embeddings, best first; ``None`` when the embedder failed
+        (logged once as a WARNING until it works again): the search is then BM25 alone.
+
+        Each document's text (redacted when recorded) is embedded once: vectors are kept in
+        the index by a hash of the embedder's name and the text. Similarity is computed over
+        every eligible document in Python (see ``docs/search.md`` for its cost)."""
+
+        embedder = self.embedder
+        assert embedder is not None
+        sql = (
+            "SELECT d.id, d.text FROM docs d WHERE (d.person IS NULL OR d.person = ?) "
+            "AND NOT (d.kind = 'item' AND EXISTS (SELECT 1 FROM retracted r "
+            "WHERE r.conversation = d.conversation "
+            "AND r.item = json_extract(d.sources, '$[0].item')))"
+        )
+        args: list[Any] = [person]
+        if conversation is not None:
+            sql += " AND d.conversation = ?"
+            args.append(conversation)
+        if not db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'vectors'"
+        ).fetchone():
+            async with self._lock:
+                db.execute(_VECTORS_TABLE)
+        docs: list[tuple[int, str]] = []
+        texts: dict[str, str] = {}
+        for doc, packed in db.execute(sql, args).fetchall():
+            text = _unpack(packed)[:EMBED_CHARS]
+            digest = _vector_hash(embedder.name, text)
+            docs.append((int(doc), digest))
+            texts.setdefault(digest, text)
+        have: dict[str, array[float]] = {}
+        digests = sorted(texts)
+        for start in range(0, len(digests), 500):
+            chunk = digests[start : start + 500]
+            for digest, blob in db.execute(
+                "SELECT hash, vec FROM vectors WHERE hash IN (SELECT value FROM json_each(?))",
+                (json.dumps(chunk),),
+            ):
+                vec = array("f")
+                vec.frombytes(blob)
+                if len(vec) == embedder.dimension:
+                    have[digest] = vec
+        missing = [d for d in digests if d not in have]
+        try:
+            vectors = await embedder.embed([*(texts[d] for d in missing), query[:EMBED_CHARS]])
+            self.texts_embedded += len(missing) + 1
+            if len(vectors) != len(missing) + 1:
+                raise EmbedderError(f"{len(vectors)} vectors for {len(missing) + 1} texts")
+            for vector in vectors:
+                if len(vector) != embedder.dimension:
+                    raise EmbedderError(
+                        f"a vector of {len(vector)} numbers, {embedder.dimension} expected"
+                    )
+        except Exception as exc:  # noqa: BLE001
+            if not self.embed_failed:
+                logger.warning(
+                    "memory search: embedder %s failed (%s); ranking by BM25 alone until it "
+                    "works again",
+                    embedder.name,
+                    exc_text(exc),
+                )
+            self.embed_failed = True
+            return None
+        self.embed_failed = False
+        if missing:
+            async with self._lock:  # a sync may hold a transaction open across its awaits
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    for digest, vector in zip(missing, vectors, strict=False):
+                        vec = array("f", normalized(vector))
+                        have[digest] = vec
+                        db.execute(
+                            "INSERT OR REPLACE INTO vectors(hash, vec) VALUES (?, ?)",
+                            (digest, vec.tobytes()),
+                        )
+                    db.execute("COMMIT")
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+                self._unsaved = True
+        probe = normalized(vectors[-1])
+        sims = [(sum(map(mul, probe, have[digest])), doc) for doc, digest in docs]
+        sims.sort(key=lambda p: (-p[0], p[1]))
+        return [doc for _, doc in sims[:limit]]
 
     @staticmethod
     def _citing(
@@ -1414,23 +1605,48 @@ class SearchIndex:
         kinds: tuple[HitKind, ...] | None,
         limit: int,
         whole: bool,
+        ids: list[int] | None = None,
+        doc_ids: list[int] | None = None,
     ) -> list[SearchHit]:
         """Documents matching ``expression`` in :data:`HIT_ORDER`; text cut to a window
-        around ``query``'s words unless ``whole``."""
+        around ``query``'s words unless ``whole``. With ``ids`` (document ids, best first),
+        those documents instead, in that order, under the same filters (person, conversation,
+        retracted items). ``doc_ids`` receives the id of each hit returned."""
 
-        sql = (
-            "SELECT d.kind, d.text, -bm25(fts) AS score, d.updated_at, d.conversation, "
-            "d.sources, d.key, d.detail, d.path, COALESCE(u.uses, 0) "
-            "FROM fts JOIN docs d ON d.id = fts.rowid "
+        head = (
+            "SELECT d.kind, d.text, {score}, d.updated_at, d.conversation, "
+            "d.sources, d.key, d.detail, d.path, COALESCE(u.uses, 0), d.id "
+        )
+        joins = (
             "LEFT JOIN usage u ON u.target = CASE WHEN d.kind = 'entry' THEN d.key "
             "ELSE d.conversation END AND u.kind = CASE WHEN d.kind = 'entry' THEN 'entry' "
             "ELSE 'conversation' END "
-            "WHERE fts MATCH ? AND (d.person IS NULL OR d.person = ?) "
+        )
+        filters = (
+            "(d.person IS NULL OR d.person = ?) "
             "AND NOT (d.kind = 'item' AND EXISTS (SELECT 1 FROM retracted r "
             "WHERE r.conversation = d.conversation "
             "AND r.item = json_extract(d.sources, '$[0].item')))"
         )
-        args: list[Any] = [expression, person]
+        args: list[Any]
+        if ids is None:
+            sql = (
+                head.format(score="-bm25(fts) AS score")
+                + "FROM fts JOIN docs d ON d.id = fts.rowid "
+                + joins
+                + "WHERE fts MATCH ? AND "
+                + filters
+            )
+            args = [expression, person]
+        else:
+            sql = (
+                head.format(score="0.0")
+                + "FROM docs d "
+                + joins
+                + "WHERE d.id IN (SELECT value FROM json_each(?)) AND "
+                + filters
+            )
+            args = [json.dumps(ids), person]
         if conversation is not None:
             sql += " AND d.conversation = ?"
             args.append(conversation)
@@ -1439,14 +1655,19 @@ class SearchIndex:
             args.append(json.dumps(list(kinds)))
         # Ties (the same score) in a fixed order, whatever order the index was filled in:
         # see HIT_ORDER.
-        sql += (
-            " ORDER BY bm25(fts), d.updated_at DESC, CASE d.kind WHEN 'entry' THEN 0 "
-            "WHEN 'rollout_summary' THEN 1 ELSE 2 END, d.doc LIMIT ?"
-        )
-        args.append(limit)
+        if ids is None:
+            sql += (
+                " ORDER BY bm25(fts), d.updated_at DESC, CASE d.kind WHEN 'entry' THEN 0 "
+                "WHEN 'rollout_summary' THEN 1 ELSE 2 END, d.doc LIMIT ?"
+            )
+            args.append(limit)
+            rows = db.execute(sql, args).fetchall()
+        else:
+            place = {doc: n for n, doc in enumerate(ids)}
+            rows = sorted(db.execute(sql, args).fetchall(), key=lambda r: place[r[10]])
         ranked: list[SearchHit] = []
         probes: dict[str, list[str]] = {}
-        for row in db.execute(sql, args):
+        for row in rows:
             kind, text, conv = row[0], row[1], row[4]
             if kind == "item" and conv is not None:
                 # An item of a run a retracted entry was learned from that states it (the
@@ -1455,7 +1676,9 @@ class SearchIndex:
                     probes[conv] = SearchIndex._retracted_probes(db, conv)
                 if probes[conv] and states_any(_unpack(text), probes[conv]):
                     continue
-            ranked.append(_hit_of(row, query, whole=whole))
+            ranked.append(_hit_of(row[:10], query, whole=whole))
+            if doc_ids is not None:
+                doc_ids.append(int(row[10]))
         return ranked
 
     @staticmethod
@@ -1760,6 +1983,8 @@ def format_hits(hits: Iterable[SearchHit]) -> str:
         refs = ", ".join(f"{s.conversation}#{s.item}" for s in hit.sources[:4]) or "-"
         when = datetime.fromtimestamp(hit.updated_at / 1000).strftime("%Y-%m-%d %H:%M")
         used = f"; used {hit.uses}x" if hit.uses else ""
+        if hit.ranking != "bm25":  # BM25 alone is the default and says nothing more
+            used += f"; ranked {hit.ranking}"
         # A score that prints as 0.00 says nothing (see SCORE_SHOWN_MIN): left out.
         score = f"score {hit.score:.2f}; " if hit.score >= SCORE_SHOWN_MIN else ""
         head = f"[{n}] {what}; {score}{when}; sources {refs}; in {hit.path}{used}"

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
 from ..datapolicy import exc_text
+from ..embedding import resolve as resolve_embedder
 from ..engines.base import ExtractionEngine
 from ..search import SearchIndex
 from ..store import Cause, Entry, LayoutMemory, LogRecord, Registry, RolloutProgress, Source
@@ -68,6 +69,11 @@ class LayoutRuntime:
             memories_dir=layout.memories_dir,
             sessions_dir=layout.sessions_dir,
             line_check=self.state.line_check,
+            embedder=None
+            if read is None
+            else resolve_embedder(
+                read.embedder, model=read.embedding_model, dimension=read.embedding_dimension
+            ),
         )
         """The derived full-text index (``search.py``), synced after runs and at close."""
         self.shared: SharedCopy | None = None

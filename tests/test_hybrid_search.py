@@ -1,0 +1,194 @@
+"""Hybrid search: BM25 fused with an embedder's cosine ranking, through the real HTTP path.
+
+The embedder is :class:`~sandbox_memory.embedding.OpenAIEmbedder` on the SDK's OpenAI client,
+pointed at ``tests/http_provider.py``'s ``/v1/embeddings`` (deterministic vectors: hashed
+words with synonyms folded, not a semantic model). Failures (429, 500, no answer, a wrong
+dimension) fall back to BM25 with one WARNING; Forget, private memory and layout isolation hold
+through the fused ranking as through BM25's.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from http_provider import ProviderServer, embeddings, hang, status
+from sandbox_memory import (
+    Forget,
+    MemoryClient,
+    MemoryConfigError,
+    MemoryGenerateConfig,
+    MemoryLayoutConfig,
+    MemoryReadConfig,
+    Remember,
+)
+from sandbox_memory.embedding import OpenAIEmbedder
+
+OFFLINE = MemoryGenerateConfig(engine="offline")
+DIM = 64
+SYNONYMS = {"automobile": "car", "vehicle": "car", "editor": "vim", "shortcuts": "keybindings"}
+
+
+def hybrid(root: Path, *, timeout: float = 10.0, **kw: Any) -> MemoryClient:
+    c = MemoryClient(
+        root,
+        generate=OFFLINE,
+        read=MemoryReadConfig(embedder="openai", embedding_dimension=DIM),
+        **kw,
+    )
+    embedder = c.runtime.search_index.embedder
+    assert isinstance(embedder, OpenAIEmbedder)
+    embedder.timeout = timeout
+    return c
+
+
+def lexical(root: Path, **kw: Any) -> MemoryClient:
+    return MemoryClient(root, generate=OFFLINE, **kw)
+
+
+def embedding_requests(server: ProviderServer) -> list[Any]:
+    return [r for r in server.requests if r.path.endswith("/embeddings")]
+
+
+async def remember(c: MemoryClient, key: str, content: str, **kw: Any) -> None:
+    view = await c.create()
+    await c.apply(Remember(key=key, content=content, **kw), expected=view.version)
+
+
+async def test_the_fused_ranking_finds_what_bm25_misses_and_says_so(
+    openai_env: ProviderServer, tmp_path: Path
+) -> None:
+    openai_env.respond_with(embeddings(DIM, synonyms=SYNONYMS))
+    c = hybrid(tmp_path)
+    await remember(c, "fleet", "The company car is parked in bay 4.")
+    await remember(c, "lunch", "Lunch is served at noon in the canteen.")
+    # BM25 alone: no word of the query is in memory.
+    assert await lexical(tmp_path).search("automobile") == []
+    hits = await c.search("automobile")
+    assert hits[0].key == "fleet"
+    assert {h.ranking for h in hits} == {f"bm25+openai:text-embedding-3-small:{DIM}"}
+    scores = [h.score for h in hits]
+    assert scores == sorted(scores, reverse=True)
+    # The documents were embedded once, in one batch with the query, on the configured model.
+    first = embedding_requests(openai_env)
+    assert len(first) == 1 and first[0].body["model"] == "text-embedding-3-small"
+    assert len(first[0].body["input"]) == 3  # two entries and the query
+
+    # A second search embeds the query only; a new process reads the cached vectors too.
+    await c.search("vehicle parking")
+    await hybrid(tmp_path).search("vehicle parking")
+    later = embedding_requests(openai_env)[1:]
+    assert [r.body["input"] for r in later] == [["vehicle parking"], ["vehicle parking"]]
+    # A changed entry is embedded again (its text changed), the other is not.
+    await remember(c, "lunch", "Lunch is served at one in the canteen.")
+    await c.search("vehicle parking")
+    assert embedding_requests(openai_env)[-1].body["input"] == [
+        "lunch: Lunch is served at one in the canteen.",
+        "vehicle parking",
+    ]
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        pytest.param(lambda: status(429, retry_after=0), id="429"),
+        pytest.param(lambda: status(500), id="500"),
+        pytest.param(hang, id="hang"),
+        pytest.param(lambda: embeddings(DIM, size=DIM // 2), id="wrong-dimension"),
+    ],
+)
+async def test_a_failing_embedder_falls_back_to_bm25_with_one_warning(
+    openai_env: ProviderServer,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    failure: Any,
+) -> None:
+    reply = failure()
+    openai_env.respond_with(reply if callable(reply) else (lambda _r: reply))
+    c = hybrid(tmp_path, timeout=0.5)
+    await remember(c, "fleet", "The company car is parked in bay 4.")
+    await remember(c, "lunch", "Lunch is served at noon in the canteen.")
+    want = await lexical(tmp_path).search("company car parked")
+    with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
+        first = await c.search("company car parked")
+        second = await c.search("company car parked")
+    assert first == want and second == want
+    assert {h.ranking for h in first} == {"bm25"}
+    warned = [r for r in caplog.records if "embedder" in r.getMessage()]
+    assert len(warned) == 1 and warned[0].levelno == logging.WARNING
+    # It works again: the fused ranking comes back.
+    openai_env.respond_with(embeddings(DIM, synonyms=SYNONYMS))
+    assert (await c.search("company car parked"))[0].ranking.startswith("bm25+openai")
+
+
+async def test_private_memory_stays_private_through_the_fused_ranking(
+    openai_env: ProviderServer, tmp_path: Path
+) -> None:
+    openai_env.respond_with(embeddings(DIM, synonyms=SYNONYMS))
+    c = hybrid(tmp_path)
+    await remember(c, "ann-editor", "Ann prefers vim keybindings.", kind="preference", person="ann")
+    await remember(c, "lunch", "Lunch is served at noon in the canteen.")
+    query = "text editor shortcuts"  # no word in common: only the vectors find it
+    assert [h.key for h in await c.search(query, person="ann")][:1] == ["ann-editor"]
+    for person in (None, "bob"):
+        assert "ann-editor" not in {h.key for h in await c.search(query, person=person)}
+
+
+async def test_a_forgotten_entry_and_its_items_stay_out_of_the_fused_ranking(
+    openai_env: ProviderServer, tmp_path: Path
+) -> None:
+    openai_env.respond_with(embeddings(DIM, synonyms=SYNONYMS))
+    c = hybrid(tmp_path)
+    payload = {
+        "updated_at": "2026-03-01T10:00:00+00:00",
+        "input": [{"role": "user", "content": "We use the staging database on port 6543."}],
+        "generated_items": [
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "Noted."}],
+            }
+        ],
+        "terminal_metadata": {"terminal_state": "completed", "has_final_output": True},
+    }
+    await c.runtime.record(payload, rollout_id="ops")
+    await c.runtime.close()
+    view = await c.view(None)
+    (learned,) = [e for e in view.entries.values() if "6543" in e.content and e.sources]
+    rests_on = {(s.conversation, s.item) for s in learned.sources}
+    query = "staging database port 6543"
+    before = await c.search(query)
+    assert before[0].ranking.startswith("bm25+openai")
+    assert learned.key in {h.key for h in before}
+
+    await c.apply(Forget(key=learned.key), expected=view.version)
+    for searcher in (c, hybrid(tmp_path)):
+        hits = await searcher.search(query)
+        assert hits == [] or hits[0].ranking.startswith("bm25+openai")
+        assert learned.key not in {h.key for h in hits}
+        cited = {(s.conversation, s.item) for h in hits if h.kind == "item" for s in h.sources}
+        assert not cited & rests_on
+
+
+async def test_layouts_stay_isolated_through_the_fused_ranking(
+    openai_env: ProviderServer, tmp_path: Path
+) -> None:
+    openai_env.respond_with(embeddings(DIM, synonyms=SYNONYMS))
+    a = hybrid(tmp_path, layout=MemoryLayoutConfig(memories_dir="mem_a", sessions_dir="s_a"))
+    b = hybrid(tmp_path, layout=MemoryLayoutConfig(memories_dir="mem_b", sessions_dir="s_b"))
+    await remember(a, "fleet", "The company car is parked in bay 4.")
+    await remember(b, "bike", "The vehicle for couriers is a cargo bike.")
+    assert {h.key for h in await a.search("automobile")} == {"fleet"}
+    assert {h.key for h in await b.search("automobile")} == {"bike"}
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("embedder", "local-ish"), ("embedding_model", ""), ("embedding_dimension", 0)],
+)
+def test_bad_embedder_settings_are_refused_naming_the_field(field: str, value: Any) -> None:
+    with pytest.raises(MemoryConfigError, match=f"MemoryReadConfig.{field}"):
+        MemoryReadConfig(**{field: value})
