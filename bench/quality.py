@@ -64,11 +64,14 @@ from agents.sandbox.capabilities import Filesystem, Shell  # noqa: E402
 from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient  # noqa: E402
 from agents.testing import ScriptedModel, assistant_message, function_call  # noqa: E402
 
-from sandbox_memory import Memory, MemoryClient, MemoryGenerateConfig  # noqa: E402
+from sandbox_memory import Memory, MemoryClient, MemoryGenerateConfig, MemoryReadConfig  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "locomo-dev.zip"
 DOC = REPO / "docs" / "quality.md"
+SEARCH_READ: dict[str, Any] = {}
+"""Search's read settings (the embedder, from ``--embedder``); BM25 alone when empty."""
+
 OFFLINE = MemoryGenerateConfig(engine="offline")
 TOP_K = 10
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -355,7 +358,7 @@ async def _search(
 ) -> list[tuple[str, list[str]]]:
     if fallback is not None:
         return fallback.top(question)
-    client = MemoryClient(state.root, generate=OFFLINE)
+    client = MemoryClient(state.root, generate=OFFLINE, **SEARCH_READ)
     hits = await client.search(question, limit=3 * TOP_K)
     return [(hit.text, [s.item for s in hit.sources]) for hit in hits]
 
@@ -787,7 +790,17 @@ async def main() -> None:
     parser.add_argument("--samples", help="comma-separated sample ids (e.g. 26,30)")
     parser.add_argument("--no-write", action="store_true", help="print, do not write docs")
     parser.add_argument("--json", action="store_true", help="figures as JSON on stdout")
+    parser.add_argument(
+        "--embedder",
+        choices=("none", "minilm"),
+        default="none",
+        help="search's embedder: none (BM25), minilm (bench/onnx_embedder.py, fused)",
+    )
     args = parser.parse_args()
+    if args.embedder == "minilm":
+        from onnx_embedder import OnnxMiniLM
+
+        SEARCH_READ["read"] = MemoryReadConfig(embedder=OnnxMiniLM())
 
     conversations = load_locomo(args.data)
     if args.samples:

@@ -70,6 +70,7 @@ from quality import (  # noqa: E402
     DOC,
     OFFLINE,
     REPO,
+    SEARCH_READ,
     TOP_K,
     Bm25,
     _layout_entries,
@@ -78,7 +79,7 @@ from quality import (  # noqa: E402
     log,
 )
 
-from sandbox_memory import Memory, MemoryClient  # noqa: E402
+from sandbox_memory import Memory, MemoryClient, MemoryReadConfig  # noqa: E402
 from sandbox_memory.engines.transcript import item_text, segment_items  # noqa: E402
 
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "swe-cl-dev.json"
@@ -343,7 +344,8 @@ async def run_sequence(seq: Sequence, root: Path) -> SequenceResult:
             if shared:
                 memory_md_path = root / "memories" / "MEMORY.md"
                 probe["memory_md"] = memory_md_path.read_text() if memory_md_path.is_file() else ""
-                hits = await MemoryClient(root, generate=OFFLINE).search(task.problem, limit=TOP_K)
+                searcher = MemoryClient(root, generate=OFFLINE, **SEARCH_READ)
+                hits = await searcher.search(task.problem, limit=TOP_K)
                 probe["hits"] = [(h.text, h.conversation) for h in hits]
                 probe["bm25"] = Bm25(_items_by_task(root, done)).top(task.problem)
             check_out(root, task)
@@ -510,9 +512,19 @@ async def main() -> None:
     parser.add_argument("--no-write", action="store_true", help="print, do not write docs")
     parser.add_argument("--json", action="store_true", help="figures as JSON on stdout")
     parser.add_argument(
+        "--embedder",
+        choices=("none", "minilm"),
+        default="none",
+        help="search's embedder: none (BM25), minilm (bench/onnx_embedder.py, fused)",
+    )
+    parser.add_argument(
         "--example", metavar="INSTANCE_ID", help="also print the memory that task's run was handed"
     )
     args = parser.parse_args()
+    if args.embedder == "minilm":
+        from onnx_embedder import OnnxMiniLM
+
+        SEARCH_READ["read"] = MemoryReadConfig(embedder=OnnxMiniLM())
 
     sequences = load(args.data)
     if args.sequences:
