@@ -166,3 +166,12 @@ async def rebuilt_index_rows(root: Path, scratch: Path) -> dict[str, Any]:
     await client.runtime.search_index.sync()
     client.runtime.search_index.close()
     return index_entry_rows(scratch)
+
+
+async def adopt_store(root: Path) -> dict[str, int]:
+    """A person vouches for a store written by hand (or by a build before records were sealed):
+    ``sandbox-memory adopt`` seals its records with this host's key."""
+
+    from sandbox_memory import MemoryClient
+
+    return await MemoryClient(root).adopt()

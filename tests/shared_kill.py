@@ -43,6 +43,7 @@ TABLES = (
     "sbm_leases",
     "sbm_threads",
     "sbm_files",
+    "sbm_keys",  # a clone of the namespace holds its key, as every machine sharing it does
 )
 WRITE_SQL = re.compile(r"^\s*(INSERT|UPDATE|DELETE)\b", re.I)
 

@@ -388,7 +388,10 @@ async def test_a_store_file_edited_into_nonsense_is_kept_aside_and_rebuilt(
     assert unparsable_files(workspace_root) == []
     assert (workspace_root / STORE / name).read_bytes() != junk  # written again, whole
     if name != "rendered.json":  # a stamp derived at every render: simply written again
-        kept = list((workspace_root / STORE).glob(f"{name}.broken-*"))
+        # Memory's sealed records (shards, the registry) hold no seal when edited: refused
+        # as not memory's, before any parse; the others are found unreadable.
+        sealed = name.startswith("layout/shard-") or name == "registry.json"
+        kept = list((workspace_root / STORE).glob(f"{name}.{'unsealed' if sealed else 'broken'}-*"))
         assert [p.read_bytes() for p in kept] == [junk]
         assert any(name in m and "kept as" in m for m in warnings_from(caplog))
     after = entries(workspace_root)
@@ -406,7 +409,8 @@ async def test_a_conversation_file_edited_into_nonsense_is_kept_aside_and_the_co
     path = workspace_root / STORE / "conversations/conv.json"
     path.write_bytes(b"garbage")
     await session(client, manifest, [("I prefer window seats.", answer("Noted."))])
-    assert [p.read_bytes() for p in path.parent.glob("conv.json.broken-*")] == [b"garbage"]
+    kept = path.parent.glob("conv.json.unsealed-*")  # no seal: refused before any parse
+    assert [p.read_bytes() for p in kept] == [b"garbage"]
     conversation = json.loads(path.read_text())
     assert any("window" in e["content"] for e in conversation["entries"].values())
     assert any("conv.json" in m and "kept as" in m for m in warnings_from(caplog))

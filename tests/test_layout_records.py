@@ -10,6 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers import adopt_store
 from sandbox_memory.phase_two import displayed_entries
 from sandbox_memory.render import (
     LayoutRendering,
@@ -147,6 +148,7 @@ async def test_an_old_single_file_layout_memory_opens_and_keeps_every_entry(
     from sandbox_memory import MemoryClient, MemoryGenerateConfig, Remember
 
     old = _old_store(tmp_path, 300, version=7)
+    await adopt_store(tmp_path)  # an earlier build's records: sealed by a person
     client = MemoryClient(tmp_path, generate=MemoryGenerateConfig(engine="offline"))
     view = await client.view(None)
     assert view.version == 7
@@ -191,6 +193,7 @@ async def test_an_unreadable_old_single_file_is_kept_aside_and_rebuilt_from_conv
         entries={"deploy": _entry(9, key="deploy", kind="procedure")},
     )
     (store / "conversations" / "c1.json").write_text(conv.model_dump_json())
+    await adopt_store(tmp_path)
     client = MemoryClient(tmp_path, generate=MemoryGenerateConfig(engine="offline"))
     await client.create()  # a phase 2 under the lease
     kept = list(store.glob("layout.json.broken-*"))
@@ -297,6 +300,7 @@ async def test_a_forget_reads_only_the_conversations_that_held_the_key(tmp_path:
             entries["deploy"] = _entry(i, key="deploy", kind="procedure")
         memory = ConversationMemory(rollout_id=f"c{i}", version=1, entries=entries)
         (folder / f"c{i}.json").write_text(memory.model_dump_json())
+    await adopt_store(tmp_path)
     ws = Reads(tmp_path)
     client = MemoryClient(ws, generate=MemoryGenerateConfig(engine="offline"))
     store = client.runtime.store
@@ -488,6 +492,7 @@ async def test_a_fresh_process_renders_every_entry_without_keeping_them_parsed(
     from sandbox_memory.workspace import LocalWorkspace
 
     _old_store(tmp_path, 800, version=1)
+    await adopt_store(tmp_path)
     config = MemoryGenerateConfig(engine="offline")
     first = MemoryClient(tmp_path, generate=config).runtime
     async with first.write_lock():
@@ -515,6 +520,7 @@ async def test_memory_md_is_compared_in_chunks_and_written_only_when_it_differs(
 
     monkeypatch.setattr(render_module, "DIGEST_CHUNK_BYTES", 1_000)
     _old_store(tmp_path, 120, version=1)
+    await adopt_store(tmp_path)
     config = MemoryGenerateConfig(engine="offline")
     first = MemoryClient(tmp_path, generate=config).runtime
     async with first.write_lock():

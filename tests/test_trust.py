@@ -432,7 +432,7 @@ async def test_adopted_runs_are_learned_and_the_read_position_follows_the_rewrit
     await rt.close()
     assert "deploy-beta" not in _memory_text(tmp_path)  # skipped: no one vouched for it
     counts = await mc.adopt()
-    assert counts == {"adopted": 1, "verified": 1, "unreadable": 0}
+    assert counts == {"adopted": 1, "verified": 1, "unreadable": 0, "records_adopted": 0}
     with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
         await rt.close()
     assert "deploy-beta" in _memory_text(tmp_path)

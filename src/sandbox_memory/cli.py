@@ -838,6 +838,8 @@ def adopt(conversation: str | None) -> None:
     Runs recorded by the SDK's own memory, or on a machine whose key this one does not hold
     (a restored snapshot), carry no seal this host verifies and are skipped. Adopting seals
     them with this host's key; whatever the agent appended to those files is adopted too.
+    Without a conversation, memory's own store records written before records were sealed
+    (layout shards, conversation records, the registry) are sealed as well.
     Run it while no sandbox session records into the workspace.
 
     \b
@@ -853,6 +855,11 @@ def adopt(conversation: str | None) -> None:
     click.echo(
         f"adopted {counts['adopted']} run line(s); {counts['verified']} already verified; "
         f"{counts['unreadable']} unreadable, left as they are"
+        + (
+            f"; sealed {counts['records_adopted']} store record(s)"
+            if "records_adopted" in counts
+            else ""
+        )
     )
 
 

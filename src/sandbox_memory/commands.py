@@ -949,7 +949,10 @@ class MemoryClient:
         ``sessions/`` that is a JSON object with this host's key, so the next close learns
         from it. A person's decision: lines the agent appended are adopted with them. Returns
         the counts of lines ``adopted``, ``verified`` (already sealed here) and
-        ``unreadable`` (left, still skipped). Run it while no session records.
+        ``unreadable`` (left, still skipped). Without ``conversation``, memory's own store
+        records that carry no valid seal (layout shards, conversation records, the registry:
+        written before records were sealed, or by the agent) are sealed too, counted as
+        ``records_adopted``. Run it while no session records.
 
         .. versionadded:: 0.1
         """
@@ -968,6 +971,10 @@ class MemoryClient:
                 if name.endswith(".jsonl") and not name.startswith(".")
             )
         counts = await adopt_rollouts(rt.state, rids)
+        if conversation is None:
+            async with rt.state.write_lock():
+                records = await rt.state.store.adopt_records()
+            counts["records_adopted"] = records["adopted"]
         for rid in rids:
             await self.store.mark_pending(rid)  # the next close reads what was adopted
         return counts

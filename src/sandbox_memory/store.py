@@ -48,6 +48,7 @@ from . import bounded
 from .datapolicy import exc_text
 from .engines.base import EntryKind, Subjects
 from .errors import MemoryConfigError
+from .integrity import SegmentSeal
 from .rollouts import ROLLOUT_ID_RE, LineCheck, segment_fingerprint
 from .workspace import LeaseLock, Workspace, set_aside_folder
 
@@ -802,6 +803,18 @@ TOUCHED_FILE = "shared.touched"
 brought up to date, one path a line (see :meth:`Store.touched`)."""
 
 
+_SEAL_TAIL = re.compile(rb',"memory_seal":"[0-9a-f]{32}"\}\n?\Z')
+
+
+def unsealed(raw: bytes | None) -> bytes | None:
+    """A record's bytes without the seal :meth:`Store.write_record` put at its end."""
+
+    if raw is None:
+        return None
+    found = _SEAL_TAIL.search(raw, max(0, len(raw) - 64))
+    return raw if found is None else raw[: found.start()] + b"}"
+
+
 def _thread_data(fingerprint: str, rollout_id: str) -> bytes:
     """What a conversation index record's seal covers: the history and the conversation."""
 
@@ -856,6 +869,13 @@ class Store(MemoryStore):
         """Set while the layout lock is held (:meth:`LayoutState.write_lock`): checks that the
         lock is still this holder's before the writes only it may make (a layout commit, a
         progress record); raises :class:`~sandbox_memory.errors.MemoryLeaseLost` if not."""
+        self.record_seal: Callable[[], SegmentSeal] | None = None
+        """Set by the runtime: the seal of memory's own records (layout shards, conversation
+        memory, the registry, a pending layout commit). Such a record whose seal does not
+        verify was not written by memory (the agent's tools): it is set aside, never read.
+        Without it (a store read outside a runtime) seals are neither made nor checked."""
+        self.refused: set[str] = set()
+        """Records refused for want of a valid seal by this store object (never sent on)."""
         self.shared_copy: bool | None = None
         """Whether this folder is a shared store's working copy (``store/shared.json``;
         looked up once, or set by the copy): then each record about to change is noted first
@@ -925,8 +945,10 @@ class Store(MemoryStore):
             f"{self.dir}/{d}/" for d in ("conversations", "progress", "forgotten", "threads")
         )
 
-    async def _load(self, path: str, model: type[BaseModel], default: BaseModel) -> Any:
-        raw = await self.read_state(path)
+    async def _load(
+        self, path: str, model: type[BaseModel], default: BaseModel, *, sealed: bool = True
+    ) -> Any:
+        raw = (await self.read_record(path))[0] if sealed else await self.read_state(path)
         if raw is None:
             return default
         try:
@@ -939,19 +961,28 @@ class Store(MemoryStore):
             await self._set_aside(path, raw, _why(exc))
             return default
 
-    async def _set_aside(self, path: str, raw: bytes, why: str) -> None:
+    async def _set_aside(
+        self,
+        path: str,
+        raw: bytes,
+        why: str,
+        *,
+        kept: str = "broken",
+        level: int = logging.ERROR,
+    ) -> None:
         """Keep an unreadable state file's bytes beside it, once per content, and log it."""
 
         # Named by content: the file is read many times before it is next saved, and one
-        # copy (and one ERROR line) per distinct content is enough.
-        broken = f"{path}.broken-{hashlib.sha256(raw).hexdigest()[:12]}"
+        # copy (and one log line) per distinct content is enough.
+        broken = f"{path}.{kept}-{hashlib.sha256(raw).hexdigest()[:12]}"
         if await self.ws.size(broken) is not None:
             return
         from .redact import redact_bytes  # imported on first use, like the runtime's redactor
 
         redactor = self.redactor_source() if self.redactor_source is not None else None
         await self.ws.write_atomic(broken, redact_bytes(raw, redactor))
-        logger.error(
+        logger.log(
+            level,
             "memory state file %s is not valid (%s); kept as %s and starting it afresh",
             path,
             why,
@@ -959,7 +990,91 @@ class Store(MemoryStore):
         )
 
     async def _save(self, path: str, value: BaseModel) -> None:
-        await self.write_state(path, value.model_dump_json(indent=1).encode("utf-8"))
+        await self.write_record(path, value.model_dump_json(indent=1).encode("utf-8"))
+
+    def _record_context(self, path: str) -> str:
+        """What a record's seal is bound to besides its bytes: its place in the store, so a
+        record copied to another place (another shard, another conversation) does not verify."""
+
+        return "store:" + path.removeprefix(f"{self.dir}/")
+
+    def _sealed(self, path: str, data: bytes) -> bytes:
+        if self.record_seal is None:
+            return data
+        return self.record_seal().seal(data, self._record_context(path))
+
+    async def write_record(self, path: str, data: bytes) -> None:
+        """Write one of memory's own records (a JSON object), sealed (see :attr:`record_seal`)."""
+
+        await self.write_state(path, self._sealed(path, data))
+
+    def sealed_record_paths(self) -> tuple[str, ...]:
+        """Folders and files of the records memory seals (see :attr:`record_seal`)."""
+
+        return (
+            f"{self.layout_dir}/",
+            f"{self.dir}/conversations/",
+            f"{self.dir}/registry.json",
+            f"{self.dir}/layout.json",
+        )
+
+    async def adopt_records(self) -> dict[str, int]:
+        """A person vouches for the records here: each record (a layout shard, a conversation
+        record, the registry, ``layout.json``) whose seal does not verify is sealed with this
+        host's key. Counts of records ``adopted`` and ``verified``."""
+
+        counts = {"adopted": 0, "verified": 0}
+        if self.record_seal is None:
+            return counts
+        paths = [f"{self.dir}/registry.json", f"{self.dir}/layout.json"]
+        paths += [
+            f"{self.layout_dir}/{n}"
+            for n in await self.ws.listdir(self.layout_dir)
+            if n.startswith("shard-") and n.endswith(_JSON)
+        ]
+        paths += [
+            f"{self.dir}/conversations/{n}"
+            for n in await self.ws.listdir(f"{self.dir}/conversations")
+            if n.endswith(_JSON) and not n.startswith(".")
+        ]
+        for path in paths:
+            raw = await self.read_state(path)
+            if raw is None:
+                continue
+            body = raw[:-1] if raw.endswith(b"\n") else raw
+            if self.record_seal().verify(body, self._record_context(path)):
+                counts["verified"] += 1
+                continue
+            plain = unsealed(raw) or b""
+            plain = plain.rstrip(b"\r\n")
+            if not plain.endswith(b"}") or plain == b"{}":
+                continue  # not a JSON object: refused (and kept aside) when read
+            await self.write_record(path, plain)
+            counts["adopted"] += 1
+        self._shards.clear()
+        self._head_raw = _UNSET
+        return counts
+
+    async def read_record(self, path: str) -> tuple[bytes | None, bool]:
+        """A record's bytes without its seal, and whether it was refused. A record whose seal
+        does not verify (none, another place's, another key's, edited after sealing) is kept
+        aside and reported once at WARNING; it reads as missing."""
+
+        raw = await self.read_state(path)
+        if raw is None or self.record_seal is None:
+            return unsealed(raw), False
+        body = raw[:-1] if raw.endswith(b"\n") else raw
+        if self.record_seal().verify(body, self._record_context(path)):
+            return unsealed(raw), False
+        self.refused.add(path)
+        await self._set_aside(
+            path,
+            raw,
+            "no valid seal: not written by memory (or by a build before records were sealed)",
+            kept="unsealed",
+            level=logging.WARNING,
+        )
+        return None, True
 
     # ------------------------------------------------------- layout memory
 
@@ -989,7 +1104,7 @@ class Store(MemoryStore):
             if raw is None and self._legacy_layout is None:
                 await self._read_legacy_layout()
         jpath = f"{self.layout_dir}/commit.json"
-        jraw = await self.read_state(jpath)
+        jraw, _ = await self.read_record(jpath)
         if jraw != self._journal_raw:
             self._journal_raw = jraw
             self._journal = None
@@ -1009,7 +1124,9 @@ class Store(MemoryStore):
         """Readers before the first writer: ``layout.json`` (the old single file) as shards."""
 
         path = f"{self.dir}/layout.json"
-        raw = await self.read_state(path)
+        raw, refused = await self.read_record(path)
+        if refused:
+            self._legacy_broken = True
         if raw is None:
             return
         try:
@@ -1051,13 +1168,18 @@ class Store(MemoryStore):
             self._keep(sid, shard)
             return shard
         path = self.shard_path(sid)
-        raw = await self.read_state(path)
+        raw, refused = await self.read_record(path)
         if cached is not None and raw is not None and cached.raw == raw:
             cached.seen = self._head_raw
             self._keep(sid, cached)
             return cached
         shard = _Shard(raw, self._head_raw)
-        if raw is not None and not _SHARD_LINES_RE.fullmatch(raw):
+        if refused:
+            # Not memory's: read as empty, rewritten by the next commit, and layout memory
+            # rebuilt from conversation memory by the next phase 2 (like a damaged shard).
+            self._damaged.add(sid)
+            shard.entries = {}
+        elif raw is not None and not _SHARD_LINES_RE.fullmatch(raw):
             shard.entries = await self._parse_shard(sid, raw)  # format 1, or unreadable
         self._keep(sid, shard)
         return shard
@@ -1160,7 +1282,16 @@ class Store(MemoryStore):
 
     async def layout_damaged(self) -> bool:
         head = await self.layout_head()
-        return head.stamp == "" or self._head_damaged or bool(self._damaged)
+        if head.stamp == "" or self._head_damaged or self._damaged:
+            return True
+        if self.record_seal is not None:
+            # A shard another process refused (a run's prompt read it) is kept aside beside
+            # it: the shard is checked here, so the refusal is seen whoever read it first.
+            for name in await self.ws.listdir(self.layout_dir):
+                if name.startswith("shard-") and ".json.unsealed-" in name:
+                    sid = int(name[len("shard-") : name.index(".")])
+                    await self._shard(sid)
+        return bool(self._damaged)
 
     async def layout_entries(self, keys: Iterable[str]) -> dict[str, Entry]:
         await self._sync_layout()
@@ -1303,7 +1434,7 @@ class Store(MemoryStore):
             if shard.entries is None or shard.raw is None or sid in self._damaged:
                 continue
             data = _shard_bytes(self._shard_json(shard))
-            await self.write_state(self.shard_path(sid), data)
+            await self.write_record(self.shard_path(sid), data)
             self._keep(sid, _Shard(data, self._head_raw))
         await self._write_head(self._head.model_copy(update={"format": LAYOUT_FORMAT}))
         logger.info("layout memory's records in %s rewritten one entry a line", self.layout_dir)
@@ -1321,7 +1452,7 @@ class Store(MemoryStore):
                 await self.ws.remove(self.shard_path(sid))  # left by an earlier store
                 continue
             data = _shard_bytes({k: e.model_dump_json() for k, e in shard.entries.items()})
-            await self.write_state(self.shard_path(sid), data)
+            await self.write_record(self.shard_path(sid), data)
             self._keep(sid, _Shard(data, self._head_raw))
             for key, entry in shard.entries.items():
                 for source in entry.sources:
@@ -1376,7 +1507,7 @@ class Store(MemoryStore):
             copies=list(copies),
         )
         raw = commit.model_dump_json().encode("utf-8")
-        await self.write_state(f"{self.layout_dir}/commit.json", raw)  # the commit point
+        await self.write_record(f"{self.layout_dir}/commit.json", raw)  # the commit point
         self._journal_raw, self._journal = raw, commit
         await self._apply(commit)
         return self._head
@@ -1407,8 +1538,8 @@ class Store(MemoryStore):
             for key in gone:
                 js.pop(key, None)
             data = _shard_bytes(js)
-            if js or shard.raw is not None:
-                await self.write_state(self.shard_path(sid), data)
+            if js or shard.raw is not None or sid in self._damaged:
+                await self.write_record(self.shard_path(sid), data)
             self._keep(sid, _Shard(data, self._head_raw))
         lines: dict[str, set[str]] = {}
         for key, entry in commit.put.items():
@@ -1803,7 +1934,7 @@ class Store(MemoryStore):
         self._legacy_checked = True
         legacy = f"{self.dir}/progress.json"
         if await self.ws.size(legacy) is not None:
-            old: Progress = await self._load(legacy, Progress, Progress())
+            old: Progress = await self._load(legacy, Progress, Progress(), sealed=False)
             for rid, prog in old.rollouts.items():
                 if await self.ws.size(self.progress_path(rid)) is not None:
                     continue

@@ -50,6 +50,7 @@ class LayoutState:
         self.store = Store(workspace, layout.memories_dir, layout.sessions_dir)
         self.store.redactor_source = lambda: self.redactor
         self.store.line_check = self.line_check
+        self.store.record_seal = lambda: self.seal
         self.store.retract_copies = self._retract_copies
         self.forget_derived: Callable[[Entry], Awaitable[list[str]]] | None = None
         """Takes a retracted entry out of the summaries and notes it came from (set by the

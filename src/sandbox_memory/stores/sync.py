@@ -542,11 +542,18 @@ class SharedCopy:
         st = self.rt.store
         new_logs = (await st.read_log())[int(base["log_lines"]) :]
         head = await st.layout_head()
-        if LAYOUT_SCOPE not in base["scopes"] or head.stamp != base.get("layout_stamp"):
+        layout_refused = any(p.startswith(f"{st.layout_dir}/") for p in st.refused)
+        if not layout_refused and (
+            LAYOUT_SCOPE not in base["scopes"] or head.stamp != base.get("layout_stamp")
+        ):
+            # A shard refused for want of a seal reads as empty: its absence is not sent as
+            # deletions (sent once the copy's layout is rebuilt and committed again).
             await self._push_layout(base, head.stamp, head.version, new_logs, fence)
         convs, rollouts, threads = await self._local_records(base)
         for rid in convs:
             conv = await st.load_conversation(rid)
+            if st.conversation_path(rid) in st.refused:
+                continue  # not memory's record: nothing of it is sent
             await self._push_scope(
                 base,
                 conversation_scope(conv.rollout_id),
