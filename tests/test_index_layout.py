@@ -81,10 +81,22 @@ async def indexed(tmp_path: Path) -> Path:
     return root
 
 
+def _writer(root: Path) -> Store:
+    """Another process's store: it seals what it writes with the host's key, as a runtime's
+    store does (a record without the seal is refused as not memory's)."""
+
+    from sandbox_memory.integrity import SegmentSeal, host_keys
+
+    store = Store(LocalWorkspace(root), "memories")
+    seal = SegmentSeal(host_keys())
+    store.record_seal = lambda: seal
+    return store
+
+
 async def test_a_change_by_another_process_is_indexed_reading_only_the_shards_it_names(
     indexed: Path, tmp_path: Path
 ) -> None:
-    other = Store(LocalWorkspace(indexed), "memories")
+    other = _writer(indexed)
     retracted = _entry(11, status="retracted", content="Fact 11 was wrong.")
     changed = _entry(12, content="The lexer moved to tokens.py.")
     added = _entry(COUNT + 1, content="Deploys go through the staging queue.")
@@ -119,7 +131,7 @@ async def test_an_index_older_than_the_commits_the_head_names_compares_every_ent
     from sandbox_memory import store as store_module
 
     monkeypatch.setattr(store_module, "LAYOUT_CHANGES_KEPT", 3)
-    other = Store(LocalWorkspace(indexed), "memories")
+    other = _writer(indexed)
     for i in range(5):
         await commit(other, {f"entry-{i:04d}": _entry(i, content=f"Rewritten {i} times.")})
     ws = Reads(indexed)
