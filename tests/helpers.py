@@ -175,3 +175,17 @@ async def adopt_store(root: Path) -> dict[str, int]:
     from sandbox_memory import MemoryClient
 
     return await MemoryClient(root).adopt()
+
+
+def sealed_store(root: Path, memories_dir: str = "memories") -> Any:
+    """A store on ``root`` that seals what it writes with the host's key, as a runtime's store
+    does (memory refuses a record without the seal): for tests that seed memory directly."""
+
+    from sandbox_memory.integrity import SegmentSeal, host_keys
+    from sandbox_memory.store import Store
+    from sandbox_memory.workspace import LocalWorkspace
+
+    store = Store(LocalWorkspace(root), memories_dir)
+    seal = SegmentSeal(host_keys())
+    store.record_seal = lambda: seal
+    return store

@@ -17,6 +17,7 @@ from agents.sandbox import SandboxAgent, SandboxRunConfig
 from agents.sandbox.capabilities import Filesystem, Shell
 from agents.testing import ScriptedModel, assistant_message
 
+from helpers import sealed_store
 from sandbox_memory import (
     Forget,
     Memory,
@@ -28,8 +29,7 @@ from sandbox_memory import (
     for_person,
 )
 from sandbox_memory.render import RELEVANT_BEGIN, RELEVANT_END, render_read_prompt
-from sandbox_memory.store import Entry, LayoutMemory, Source, Store
-from sandbox_memory.workspace import LocalWorkspace
+from sandbox_memory.store import Entry, LayoutMemory, Source
 
 OFFLINE = MemoryGenerateConfig(engine="offline")
 TASK = "parse_header in src/acme/parser.py drops the last field of a header again"
@@ -65,7 +65,7 @@ async def save(root: Path, *entries: Entry, memories_dir: str = "memories") -> N
     layout = LayoutMemory(version=1, entries=filler(400))
     for entry in entries:
         layout.entries[entry.key] = entry
-    await Store(LocalWorkspace(root), memories_dir).save_layout(layout)
+    await sealed_store(root, memories_dir).save_layout(layout)
 
 
 async def handed(

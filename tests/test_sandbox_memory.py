@@ -21,6 +21,7 @@ from helpers import (
     extraction_reply,
     read_progress,
     read_segments,
+    sealed_store,
     shell,
 )
 from sandbox_memory import (
@@ -356,8 +357,7 @@ async def test_read_none_records_but_injects_nothing(client, manifest, workspace
 async def test_injected_memory_stays_within_budget_newest_first_whole_entries(
     client, manifest, workspace_root
 ) -> None:
-    from sandbox_memory.store import Entry, LayoutMemory, Source, Store
-    from sandbox_memory.workspace import LocalWorkspace
+    from sandbox_memory.store import Entry, LayoutMemory, Source
 
     layout = LayoutMemory(version=1)
     for i in range(2_000):
@@ -368,7 +368,7 @@ async def test_injected_memory_stays_within_budget_newest_first_whole_entries(
             sources=[Source(conversation="c", item=f"s:{i}")],
             updated_at=1_000_000 + i,
         )
-    await Store(LocalWorkspace(workspace_root), "memories").save_layout(layout)
+    await sealed_store(workspace_root).save_layout(layout)
     model = ScriptedModel([[assistant_message("ok")]])
     sandbox = await client.create(manifest=manifest)
     async with sandbox:
