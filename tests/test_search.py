@@ -148,6 +148,7 @@ async def test_bad_search_input_is_refused_naming_the_field(
 def test_query_words_become_an_any_of_expression_safe_for_fts() -> None:
     assert fts_query('Where is "config" -- AND (port)?') == '"config" OR "port"'
     assert fts_query("What is it?") == '"what" OR "is" OR "it"'  # nothing else is left
+    assert fts_query("Where is the automobile?") == '"automobile"'  # "the" is a function word
     assert fts_query("测试命令") == '"测 试" OR "试 命" OR "命 令"'
 
 

@@ -164,7 +164,7 @@ ENTRY_SHOWN_RE = re.compile(r"\*\*(?P<key>[a-z0-9][a-z0-9._-]{0,63})\*\* \(")
 
 QUERY_STOPWORDS = frozenset(
     """a an and are as at be been but by can could did do does for from had has have how i if
-    in into is it its me my of on or our she he her his they them their this that these those
+    in into is it its me my of on or our she he her his they them their this that the these those
     to was we were what when where which who whom why will with would you your""".split()
 )
 """English function words dropped from a query (unless nothing else is left): they match most
