@@ -255,3 +255,38 @@ def test_summary_lines_restating_what_is_shown_are_left_out() -> None:
     assert "conversation: task-1" not in section and "rollout_path" not in section
     assert section.count("[a1:0]") == 1  # two lines saying nearly the same: one is shown
     assert "`python -m pytest tests/test_parser.py`: last exit 0" in section
+
+
+async def test_each_run_of_one_session_gets_the_section_its_own_input_points_at(
+    client, manifest, workspace_root
+) -> None:
+    # Read-only memory records nothing, so memory's generation does not move between the two
+    # runs: the section must still follow each run's own input, not the first run's.
+    other = Entry(
+        key="fix-render-footer",
+        content="The footer bug was fixed in `src/acme/footer.py` (`render_footer`).",
+        kind="fact",
+        sources=[Source(conversation="task-2", item="e5f6a7b8:1")],
+        updated_at=2_000,
+    )
+    await save(workspace_root, OLD_FIX, other)
+    memory = Memory(generate=None)
+    sandbox = await client.create(manifest=manifest)
+    handed_to: list[str] = []
+    async with sandbox:
+        for message in (TASK, "render_footer in src/acme/footer.py prints nothing"):
+            model = ScriptedModel([[assistant_message("ok")]])
+            agent = SandboxAgent(
+                name="coder",
+                instructions="Work in the workspace.",
+                model=model,
+                capabilities=[memory, Filesystem(), Shell()],
+            )
+            await Runner.run(
+                agent,
+                message,
+                run_config=RunConfig(sandbox=SandboxRunConfig(session=sandbox), group_id="t"),
+            )
+            handed_to.append(relevant_of(model.calls[0].system_instructions or ""))
+    assert "fix-parse-header" in handed_to[0]
+    assert "fix-render-footer" in handed_to[1]
