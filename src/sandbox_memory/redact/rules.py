@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .. import bounded
+from .formats import FORMATS, FORMS, SECRET_FILE, Format
 
 # Priorities pick the marker kind when detectors flag overlapping text (lower wins).
 _P_EXTRA = 0
@@ -561,628 +562,6 @@ def _vendor_context(kind: str, vendor: str, value: str) -> _Rule:
     )
 
 
-_CATALOGUE_FORMATS: tuple[tuple[str, str, str], ...] = (
-    # package registries: upload and publish tokens
-    ("rubygems-api-token", "rubygems_", r"[a-f0-9]{48}(?![a-f0-9])"),
-    ("clojars-api-token", "CLOJARS_", r"[a-z0-9]{60}(?![a-z0-9])"),
-    ("dockerhub-token", "dckr_pat_", r"[A-Za-z0-9_-]{25,}"),
-    ("dockerhub-token", "dckr_oat_", r"[A-Za-z0-9_-]{25,}"),
-    ("artifactory-api-key", "AKCp", r"[A-Za-z0-9]{69}(?![A-Za-z0-9])"),
-    ("artifactory-reference-token", "cmVmdGtu", r"[A-Za-z0-9]{56}(?![A-Za-z0-9])"),
-    ("crates-io-token", "cio", r"[A-Za-z0-9]{32}(?![A-Za-z0-9])"),
-    ("nuget-api-key", "oy2", r"[a-z0-9]{43}(?![a-z0-9])"),
-    ("packagist-token", "packagist_", r"[ou][ru]t_[a-f0-9]{68}"),
-    # platforms and SaaS
-    ("onepassword-service-token", "ops_eyJ", r"[A-Za-z0-9+/=_-]{100,}"),
-    ("new-relic-key", "NRAK-", r"[A-Z0-9]{27}(?![A-Z0-9])"),
-    ("new-relic-key", "NRII-", r"[A-Za-z0-9-]{32}"),
-    ("flyio-token", "fo1_", r"[A-Za-z0-9_-]{43}"),
-    ("planetscale-token", "pscale_tkn_", r"[A-Za-z0-9_=.-]{32,64}"),
-    ("planetscale-token", "pscale_pw_", r"[A-Za-z0-9_=.-]{32,64}"),
-    ("planetscale-token", "pscale_oauth_", r"[A-Za-z0-9_=.-]{32,64}"),
-    ("supabase-token", "sbp_", r"[a-f0-9]{40}(?![a-f0-9])"),
-    ("prefect-api-key", "pnu_", r"[A-Za-z0-9]{36}(?![A-Za-z0-9])"),
-    ("readme-api-key", "rdme_", r"[a-z0-9]{70}(?![a-z0-9])"),
-    ("shippo-api-token", "shippo_live_", r"[a-f0-9]{40}"),
-    ("shippo-api-token", "shippo_test_", r"[a-f0-9]{40}"),
-    ("typeform-token", "tfp_", r"[A-Za-z0-9_.=-]{59,}"),
-    ("frameio-token", "fio-u-", r"[A-Za-z0-9_=-]{64}"),
-    ("dynatrace-token", "dt0c01.", r"[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}"),
-    ("easypost-api-key", "EZAK", r"[A-Za-z0-9]{54}(?![A-Za-z0-9])"),
-    ("easypost-api-key", "EZTK", r"[A-Za-z0-9]{54}(?![A-Za-z0-9])"),
-    ("duffel-token", "duffel_live_", r"[A-Za-z0-9_=-]{43}"),
-    ("duffel-token", "duffel_test_", r"[A-Za-z0-9_=-]{43}"),
-    ("brevo-api-key", "xkeysib-", r"[a-f0-9]{64}-[A-Za-z0-9]{16}"),
-    ("alibaba-access-key", "LTAI", r"[A-Za-z0-9]{20}(?![A-Za-z0-9])"),
-    ("langsmith-api-key", "lsv2_pt_", r"[a-f0-9]{32}_[a-f0-9]{10}"),
-    ("langsmith-api-key", "lsv2_sk_", r"[a-f0-9]{32}_[a-f0-9]{10}"),
-    ("mapbox-token", "sk.eyJ", r"[A-Za-z0-9._-]{60,}"),
-    ("airtable-token", "pat", r"[A-Za-z0-9]{14}\.[a-f0-9]{64}(?![a-f0-9])"),
-    ("scalingo-token", "tk-us-", r"[A-Za-z0-9_-]{48}"),
-    ("gitlab-token", "glrt-", r"[A-Za-z0-9_-]{20,}"),
-    ("gitlab-token", "glffct-", r"[A-Za-z0-9_-]{20,}"),
-    ("gitlab-token", "glpat-", r"[A-Za-z0-9_-]{20,300}\.[a-z0-9]{9}(?![a-z0-9])"),  # routable
-    # second red-team pass: gitleaks, trufflehog and vendor documentation
-    (
-        "onepassword-secret-key",
-        "A3-",
-        r"[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})"
-        r"-[A-Z0-9]{5}-[A-Z0-9]{5}-[A-Z0-9]{5}(?![A-Z0-9])",
-    ),
-    ("adobe-client-secret", "p8e-", r"[A-Za-z0-9]{32}(?![A-Za-z0-9])"),
-    ("aws-bedrock-api-key", "ABSK", r"[A-Za-z0-9+/]{100,}={0,2}"),
-    ("aws-bedrock-api-key", "bedrock-api-key-", r"[A-Za-z0-9+/=_-]{40,}"),
-    ("clickhouse-api-key", "4b1d", r"[A-Za-z0-9]{38}(?![A-Za-z0-9])"),
-    ("facebook-access-token", "EAAM", r"[A-Za-z0-9]{80,}"),
-    ("facebook-access-token", "EAAC", r"[A-Za-z0-9]{80,}"),
-    ("flutterwave-key", "FLWSECK_TEST-", r"[A-Za-z0-9]{12,}(?:-X)?"),
-    ("flutterwave-key", "FLWSECK-", r"[A-Za-z0-9]{12,}(?:-X)?"),
-    ("flyio-token", "fm1r_", r"[A-Za-z0-9+/]{80,}={0,3}"),
-    ("flyio-token", "fm1a_", r"[A-Za-z0-9+/]{80,}={0,3}"),
-    ("flyio-token", "fm2_", r"[A-Za-z0-9+/]{80,}={0,3}"),
-    ("grafana-token", "eyJrIjoi", r"[A-Za-z0-9]{40,}={0,3}"),
-    ("harness-token", "pat.", r"[A-Za-z0-9_-]{22}\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{20}"),
-    ("harness-token", "sat.", r"[A-Za-z0-9_-]{22}\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{20}"),
-    ("infracost-token", "ico-", r"[A-Za-z0-9]{32}(?![A-Za-z0-9])"),
-    ("intra42-secret", "s-s4t2ud-", r"[a-f0-9]{64}"),
-    ("intra42-secret", "s-s4t2af-", r"[a-f0-9]{64}"),
-    ("octopus-deploy-key", "API-", r"(?=[A-Z]{0,25}[0-9])[A-Z0-9]{26}(?![A-Za-z0-9])"),
-    ("openshift-token", "sha256~", r"[A-Za-z0-9_-]{43}"),
-    ("settlemint-token", "sm_pat_", r"[A-Za-z0-9]{16}"),
-    ("settlemint-token", "sm_aat_", r"[A-Za-z0-9]{16}"),
-    ("settlemint-token", "sm_sat_", r"[A-Za-z0-9]{16}"),
-    ("sourcegraph-token", "sgp_", r"(?:[a-f0-9]{16}_|local_)?[a-f0-9]{40}"),
-    ("stripe-key", "sk_prod_", r"[A-Za-z0-9]{10,}"),
-    ("stripe-key", "rk_prod_", r"[A-Za-z0-9]{10,}"),
-    (
-        "vault-token",
-        "s.",
-        r"(?=[A-Za-z]{0,23}[0-9])(?=[a-z0-9]{0,23}[A-Z])[A-Za-z0-9]{24}"
-        r"(?![A-Za-z0-9._-])",
-    ),
-    (
-        "authress-key",
-        "sc_",
-        r"[a-z0-9]{5,30}\.[a-z0-9]{4,6}\.acc[_-][a-z0-9-]{10,32}\."
-        r"[A-Za-z0-9+/_=-]{30,120}",
-    ),
-    (
-        "authress-key",
-        "authress_",
-        r"[a-z0-9]{5,30}\.[a-z0-9]{4,6}\.acc[_-][a-z0-9-]{10,32}\."
-        r"[A-Za-z0-9+/_=-]{30,120}",
-    ),
-    (
-        "tailscale-key",
-        "tskey-",
-        r"(?:auth|api|client|scim|webhook)?-?[A-Za-z0-9]{8,}-"
-        r"[A-Za-z0-9]{20,}",
-    ),
-    ("posthog-personal-key", "phx_", r"[A-Za-z0-9]{40,}"),
-    ("figma-token", "figd_", r"[A-Za-z0-9_-]{38,}"),
-    ("netlify-token", "nfp_", r"[A-Za-z0-9]{36,}"),
-    ("render-api-key", "rnd_", r"[A-Za-z0-9]{28,}"),
-    ("resend-api-key", "re_", r"[A-Za-z0-9]{8}_[A-Za-z0-9]{24}(?![A-Za-z0-9])"),
-    ("buildkite-token", "bkua_", r"[a-f0-9]{40}"),
-    ("circleci-token", "CCIPAT_", r"[A-Za-z0-9]{20,}_[a-f0-9]{40}"),
-    ("contentful-token", "CFPAT-", r"[A-Za-z0-9_-]{43}"),
-    ("deno-deploy-token", "ddp_", r"[A-Za-z0-9]{36}"),
-    ("pinecone-api-key", "pcsk_", r"[A-Za-z0-9]{4,10}_[A-Za-z0-9]{40,}"),
-    ("nvidia-api-key", "nvapi-", r"[A-Za-z0-9_-]{60,}"),
-    ("cerebras-api-key", "csk-", r"[a-z0-9]{40,}"),
-    ("brevo-api-key", "xsmtpsib-", r"[a-f0-9]{64}-[A-Za-z0-9]{16}"),
-    ("tencent-secret-id", "AKID", r"[A-Za-z0-9]{32}(?![A-Za-z0-9])"),
-    ("sonarqube-token", "squ_", r"[a-f0-9]{40}"),
-    ("sonarqube-token", "sqp_", r"[a-f0-9]{40}"),
-    ("sonarqube-token", "sqa_", r"[a-f0-9]{40}"),
-    ("hubspot-token", "pat-na1-", r"[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}"),
-    ("hubspot-token", "pat-eu1-", r"[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}"),
-    ("plaid-token", "access-production-", r"[a-f0-9]{8}-[a-f0-9-]{27}"),
-    ("plaid-token", "access-development-", r"[a-f0-9]{8}-[a-f0-9-]{27}"),
-    ("plaid-token", "access-sandbox-", r"[a-f0-9]{8}-[a-f0-9-]{27}"),
-    ("bitbucket-app-password", "ATBB", r"[A-Za-z0-9]{32,}"),
-    ("supabase-secret-key", "sb_secret_", r"[A-Za-z0-9_-]{20,}"),
-    ("neon-api-key", "napi_", r"[a-z0-9]{60,}"),
-    ("elevenlabs-api-key", "sk_", r"[a-f0-9]{48}(?![A-Za-z0-9])"),
-    ("fireworks-api-key", "fw_", r"(?=[A-Za-z]{0,23}[0-9])[A-Za-z0-9]{20,}"),
-    ("firebase-fcm-key", "AAAA", r"[A-Za-z0-9_-]{7}:[A-Za-z0-9_-]{100,}"),
-    ("dropbox-token", "sl.", r"[A-Za-z0-9_.-]{120,}"),
-    ("intercom-token", "dG9rO", r"[A-Za-z0-9+/]{40,}={0,2}"),
-    ("salesforce-session", "00D", r"[A-Za-z0-9]{12,15}![A-Za-z0-9._]{60,}"),
-    ("openai-session-key", "sess-", r"[A-Za-z0-9]{40}(?![A-Za-z0-9])"),
-)
-"""Vendor formats that start with a fixed prefix, checked against gitleaks' rule catalogue;
-the kinds name the format (``docs/robustness.md`` lists every format covered)."""
-
-
-_TRUNCATED_PREFIX_LIST = (
-    r"gh[pousr]_", "github_pat_", "glpat-", r"xox[bpae]-", "sk-proj-", "sk-ant-", "sk_live_",
-    "rk_live_", "npm_", "pypi-", "hf_", "dckr_pat_", "glsa_", "AKIA", "ASIA", "AIza", r"ya29\.",
-    "shpat_", "sq0atp-",
-)  # fmt: skip
-"""Vendor prefixes after which a few characters cut short at the end of a text are the first
-half of a token."""
-_TRUNCATED_PREFIXES = "(?:" + "|".join(_TRUNCATED_PREFIX_LIST) + ")"
-
-
-def _own_rules() -> list[_Rule]:
-    rules: list[_Rule] = []
-    add = rules.append
-
-    add(_rule("age-secret-key", _lit("AGE-SECRET-KEY-1") + r"[A-Z0-9]{50,}"))
-
-    # -- AI providers ------------------------------------------------------------------------
-    add(
-        _rule(
-            "anthropic-api-key",
-            _lit("sk-ant-") + r"[a-z]{2,8}\d{2}-[A-Za-z0-9_-]{20,}",
-            priority=_P_VENDOR - 1,
-        )
-    )
-    add(
-        _rule(
-            "openrouter-api-key", _lit("sk-or-") + r"v\d-[A-Za-z0-9]{32,}", priority=_P_VENDOR - 1
-        )
-    )
-    add(
-        _rule(
-            "openai-api-key",
-            _lit("sk-")
-            + r"(?!ant-|or-v\d-)(?=[A-Za-z0-9_-]{0,300}?\d)"
-            + r"(?:(?:proj|svcacct|admin|None)-)?[A-Za-z0-9_-]{20,}",
-        )
-    )
-    add(_rule("huggingface-token", _lit("hf_") + r"[A-Za-z0-9]{30,}"))
-    add(_rule("huggingface-token", _lit("api_org_") + r"[A-Za-z0-9]{30,}"))
-    add(_rule("groq-api-key", _lit("gsk_") + r"[A-Za-z0-9]{40,}"))
-    add(_rule("xai-api-key", _lit("xai-") + r"[A-Za-z0-9]{60,}"))
-    add(_rule("replicate-token", _lit("r8_") + r"[A-Za-z0-9]{30,}"))
-    add(_rule("perplexity-api-key", _lit("pplx-") + r"[A-Za-z0-9]{40,}"))
-
-    # -- code hosting / packages / dev tools ---------------------------------------------------
-    add(_rule("github-token", _lit("github_pat_") + r"[A-Za-z0-9_]{22,}"))
-    add(_rule("github-token", _rx_lit(r"gh[pousr]_") + r"[A-Za-z0-9]{30,}"))
-    add(_rule("npm-token", _lit("npm_") + r"[A-Za-z0-9]{36,}"))
-    add(_rule("npm-token", r":_authToken=[ \t]*(?P<secret>[^\s\"'\\]{8,4096})"))
-    add(_rule("atlassian-api-token", _rx_lit(r"AT[AC]TT3") + r"[A-Za-z0-9_=-]{50,}"))
-    add(_rule("postman-api-key", _lit("PMAK-") + r"[A-Za-z0-9]{20,}-[A-Za-z0-9]{30,}"))
-    add(_rule("linear-api-key", _lit("lin_") + r"(?:api|oauth)_[A-Za-z0-9]{32,}"))
-    add(_rule("notion-token", _lit("secret_") + r"[A-Za-z0-9]{43}(?![A-Za-z0-9])"))
-    add(_rule("notion-token", _lit("ntn_") + r"[A-Za-z0-9]{40,}"))
-    add(_rule("grafana-token", _lit("glsa_") + r"[A-Za-z0-9_-]{32,}"))
-    add(_rule("grafana-token", _lit("glc_") + r"[A-Za-z0-9+/=_-]{32,}"))
-    add(_rule("sentry-token", _rx_lit(r"sntry[su]_") + r"[A-Za-z0-9+/=_-]{40,}"))
-    add(_rule("pulumi-token", _lit("pul-") + r"[a-f0-9]{40}(?![a-f0-9])"))
-
-    # -- chat / mail -----------------------------------------------------------------------------
-    add(
-        _rule(
-            "discord-bot-token",  # detect-secrets' format, with ASCII classes
-            r"[MNO][A-Za-z0-9_-]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27}",
-            extend=True,
-            prefilter=r"[MNO][A-Za-z0-9_-]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27}",
-        )
-    )
-    add(_rule("slack-token", _rx_lit(r"xox[abposrecd]-") + r"[A-Za-z0-9_%-]{10,}"))
-    add(_rule("discord-mfa-token", _lit("mfa.") + r"[A-Za-z0-9_-]{80,}"))
-    add(_rule("slack-token", _lit("xapp-") + r"\d-[A-Za-z0-9-]{20,}"))
-    add(
-        _rule(
-            "slack-webhook",
-            r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/-]{20,}",
-        )
-    )
-    add(
-        _rule(
-            "discord-webhook",
-            r"https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/\d+/"
-            r"(?P<secret>[A-Za-z0-9_-]{30,})",
-        )
-    )
-    add(
-        _rule(
-            "telegram-bot-token",
-            r":(?<=(?P<head>[0-9]{8}):)[A-Za-z0-9_-]{30,40}(?![A-Za-z0-9_-])",
-            extend_left_digits=True,
-            prefilter=r"[0-9]{8}:[A-Za-z0-9_-]{30}",
-        )
-    )
-    add(_rule("mailgun-api-key", _lit("key-") + r"[0-9a-zA-Z]{32}(?![0-9A-Za-z])"))
-    add(
-        _rule(
-            "mailchimp-api-key",
-            r"-us(?<=" + _start("0-9a-z") + r"(?P<head>[0-9a-z]{32})-us)\d{1,2}(?![0-9])",
-        )
-    )
-    add(
-        _rule(
-            "twilio-auth-token",
-            r"AC[0-9a-f]{32}\\?[\"']?[ \t]*[,:][ \t]*\\?[\"']?(?P<secret>[0-9a-f]{32})(?![0-9a-f])",
-            prefilter=r"AC[0-9a-f]{32}",
-        )
-    )
-
-    # -- payments / commerce -----------------------------------------------------------------------
-    add(
-        _rule(
-            "stripe-key",
-            r"k_(?:live|test)_(?<=" + _start() + r"(?P<head>[rsp])k_(?:live|test)_)"
-            r"[A-Za-z0-9]{10,}",
-        )
-    )
-    add(_rule("stripe-webhook-secret", _lit("whsec_") + r"[A-Za-z0-9+/=]{24,}"))
-    add(
-        _rule(
-            "shopify-token",
-            _rx_lit(r"shp(?:at|ss|ca|pa)_") + r"[A-Za-z0-9]{20,}",
-        )
-    )
-    add(_rule("square-access-token", _lit("sq0atp-") + r"[A-Za-z0-9_-]{22,}"))
-    add(_rule("square-access-token", _lit("EAAA") + r"[A-Za-z0-9_+-]{50,}"))
-
-    # -- cloud -------------------------------------------------------------------------------------
-    add(_rule("google-api-key", _lit("AIza") + r"[A-Za-z0-9_-]{35}", extend=True))
-    add(_rule("google-oauth-client-secret", _lit("GOCSPX-") + r"[A-Za-z0-9_-]{20,}"))
-    add(_rule("google-oauth-token", _lit("ya29.") + r"[A-Za-z0-9_-]{20,}"))
-    add(_rule("google-oauth-token", _lit("1//0") + r"[A-Za-z0-9_-]{40,}"))
-    add(_rule("digitalocean-token", _rx_lit(r"do[por]_v1_") + r"[A-Za-z0-9]{40,}"))
-    add(_rule("heroku-api-key", _lit("HRKU-") + r"[A-Za-z0-9_-]{20,}"))
-    add(_rule("databricks-token", _lit("dapi") + r"[a-f0-9]{32}(?:-\d+)?(?![A-Za-z0-9])"))
-    add(_rule("doppler-token", _lit("dp.") + r"(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,}"))
-    add(_rule("vault-token", _rx_lit(r"hv[sbr]\.") + r"[A-Za-z0-9_-]{24,}"))
-    add(_rule("cloudflare-origin-ca-key", _lit("v1.0-") + r"[a-f0-9]{24}-[a-f0-9]{146}"))
-    for name in ("accountkey", "sharedaccesskey"):
-        add(
-            _rule(
-                "azure-storage-key",
-                name + r"[ \t]*=[ \t]*(?P<secret>[a-z0-9+/]{20,}={0,2})",
-                lowered=True,
-                priority=_P_CONTEXT,
-            )
-        )
-    for name in (r"aws_?secret(?:_?access)?(?:_?key)?", r"secret_?access_?key"):
-        add(
-            _rule(
-                "aws-secret-access-key",
-                name + _Q + _SEP + _Q + r"(?P<secret>[a-z0-9/+=]{40})(?![a-z0-9/+=])",
-                lowered=True,
-                priority=_P_CONTEXT,
-            )
-        )
-
-    # -- vendor tokens only recognisable from context ------------------------------------------
-    add(
-        _rule(
-            "heroku-api-key",
-            r"heroku[^\n]{0,40}?(?P<secret>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}"
-            r"-[0-9a-f]{12})(?![0-9a-f])",
-            lowered=True,
-            priority=_P_CONTEXT,
-        )
-    )
-    add(_vendor_context("heroku-api-key", "heroku", r"[a-z0-9_-]{20,}"))
-    for vendor in ("atlassian", "jira", "confluence", "bitbucket"):
-        add(_vendor_context("atlassian-api-token", vendor, r"[a-z0-9_=+/-]{16,}"))
-    for vendor in ("cloudflare", _llit("cf_"), _llit("cf-")):
-        add(_vendor_context("cloudflare-api-token", vendor, r"[a-z0-9_-]{32,}"))
-    add(_vendor_context("twilio-auth-token", "twilio", r"[a-z0-9]{32}"))
-
-    # -- structured tokens -----------------------------------------------------------------------
-    add(
-        _rule(
-            "jwt",
-            _lit("eyJ", "A-Za-z0-9_-")
-            + r"[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}(?:\.[A-Za-z0-9_-]*){0,3}",
-            validate=_is_formal_jwt,
-        )
-    )
-
-    # -- URLs and connection strings -------------------------------------------------------------
-    add(
-        _rule(
-            "url-password",
-            r"://[^\s:/?#@\"'<>\[\]{}\\]{0,256}:(?P<secret>[^\s/?#\"'<>\\]{1,512})@"
-            r"(?=[A-Za-z0-9\[._-])",
-            priority=_P_CONTEXT,
-            kind_of=_url_credential_kind,
-            validate=_not_reference,
-        )
-    )
-    add(
-        _rule(
-            "url-token",  # a token as the whole user part: https://<token>@host (Sentry DSNs,
-            # git remotes with a bare token)
-            r"://(?P<secret>[A-Za-z0-9_~.-]{16,256})@(?=[A-Za-z0-9\[._-])",
-            priority=_P_CONTEXT,
-            validate=_is_token_user,
-        )
-    )
-    add(
-        _rule(
-            "password",  # .netrc: machine <host> login <user> password <secret>
-            r"machine[ \t]+\S+(?:\s+(?:login|account|port|protocol)[ \t]+\S+){0,4}\s+password"
-            r"[ \t]+(?P<secret>(?:[^\s\\\"]|\\(?![nrt\"])){1,256})",
-            lowered=True,
-            priority=_P_CONTEXT,
-            validate=_not_reference,
-        )
-    )
-    add(
-        _rule(
-            "password",  # .pgpass lines (host:port:database:user:password), where it is named
-            r"(?:^|(?<=\n)|(?<=\\n))[^:\s\x00\\]{1,253}:(?:\d{1,5}|\*):[^:\s\x00]{1,128}:[^:\s\x00]{1,128}:"
-            r"(?P<secret>(?:[^\s\x00\\\"]|\\(?![nrt\"])){1,256})",
-            priority=_P_CONTEXT,
-            validate=_not_reference,
-            gate=("pgpass",),
-        )
-    )
-    add(
-        _rule(
-            "aws-signed-url",
-            r"[?&;](?:x-amz-(?:signature|credential|security-token)|x-goog-(?:signature|credential))"
-            rf"=(?P<secret>{_URL_VALUE})",
-            lowered=True,
-            priority=_P_CONTEXT,
-            kind_of=_signed_url_kind,
-            gate=("x-amz-", "x-goog-"),
-        )
-    )
-    add(
-        _rule(
-            "azure-sas-signature",
-            rf"sig=(?<=[?&;]sig=)(?P<secret>{_URL_VALUE})",
-            lowered=True,
-            priority=_P_CONTEXT,
-        )
-    )
-    add(
-        _rule(
-            "url-token",
-            r"[?&;#](?:access_token|id_token|refresh_token|auth_token|token|api_key|apikey|"
-            r"api-key|key|client_secret|secret|password|passwd|pwd|signature|code_verifier|jwt|"
-            r"session_?id|sessionid)"
-            rf"=(?P<secret>{_URL_VALUE})",
-            lowered=True,
-            priority=_P_CONTEXT,
-            validate=_not_reference,
-            gate=(
-                "token=",
-                "key=",
-                "secret=",
-                "pass",
-                "pwd=",
-                "signature=",
-                "verifier=",
-                "jwt=",
-                "session_id=",
-                "sessionid=",
-            ),
-        )  # fmt: skip
-    )
-    for flag in ("-u", "--user"):
-        add(
-            _rule(
-                "basic-auth",
-                re.escape(flag)
-                + rf"(?<=[ \t]{re.escape(flag)})[ \t=]+[\"']?[^\s:\"'@]{{1,128}}:"
-                + r"(?P<secret>[^\s\"']{1,256})",
-                lowered=True,
-                priority=_P_CONTEXT,
-                validate=_not_reference,
-                prefilter=r"[ \t]" + re.escape(flag) + r"[ \t=]",
-            )
-        )
-
-    # -- HTTP authorization ----------------------------------------------------------------------
-    auth_head = _llit("authorization") + _Q + r"[ \t]*[:=][ \t]*" + _Q
-    add(
-        _rule(
-            "authorization",
-            auth_head
-            + r"(?P<scheme>bearer|basic|token|bot|apikey|api-key|sso-key|jwt|negotiate|ntlm|"
-            + r"hmac|key|otp|ssws)[ \t]+(?P<secret>[^\s\"'\\,;`]{4,4096})",
-            lowered=True,
-            priority=_P_HEADER,
-            kind_of=_authorization_kind,
-            validate=_not_reference,
-        )
-    )
-    add(
-        _rule(
-            "authorization",
-            auth_head
-            + r"(?:digest|aws4-hmac-sha256|signature)[ \t]+(?P<secret>[^\"'\\\r\n]{8,4096})",
-            lowered=True,
-            priority=_P_HEADER,
-        )
-    )
-    add(
-        _rule(
-            "authorization",
-            auth_head + r"(?P<secret>[a-z0-9._~+/=-]{16,4096})(?![a-z0-9._~+/=(-]|[ \t]+[a-z0-9])",
-            lowered=True,
-            priority=_P_HEADER,
-            validate=_has_digit,
-        )
-    )
-    add(
-        _rule(
-            "bearer-token",
-            _llit("bearer") + r"[ \t]+(?P<secret>[a-z0-9._~+/-]{16,4096}=*)",
-            lowered=True,
-            priority=_P_HEADER,
-            validate=_has_digit,
-        )
-    )
-    add(
-        _rule(
-            "basic-auth",
-            _llit("basic") + r"[ \t]+(?P<secret>[a-z0-9+/]{8,4096}={0,2})(?![a-z0-9+/=])",
-            lowered=True,
-            priority=_P_HEADER,
-            validate=_is_basic_credential,
-        )
-    )
-    # -- formats from a public scanner catalogue (gitleaks' rules), as facts: prefix + body -----
-    for kind, prefix, body in _CATALOGUE_FORMATS:
-        # A prefix too short to gate the rule (``s.``) is looked for with a few body chars.
-        short = re.escape(prefix) + r"[A-Za-z0-9]{8}" if len(prefix) < _MIN_GATE else None
-        add(_rule(kind, _lit(prefix) + body, prefilter=short))
-    add(
-        _rule(
-            "jwt",  # a JWT wrapped in base64 (gitleaks' jwt-base64): "eyJ" encodes as "ZXlK"
-            _lit("ZXlK") + r"[A-Za-z0-9+/]{40,}={0,2}",
-            validate=_is_base64_jwt,
-        )
-    )
-    add(
-        _rule(
-            "facebook-access-token",  # <app id>|<app secret>
-            r"\|(?<=(?P<head>[0-9]{14})\|)[A-Za-z0-9_-]{27,40}(?![A-Za-z0-9_-])",
-            extend_left_digits=True,
-            prefilter=r"[0-9]{14}\|[A-Za-z0-9_-]{27}",
-        )
-    )
-    add(
-        _rule(
-            "maxmind-license-key",
-            r"_mmk(?<=" + _start() + r"(?P<head>[A-Za-z0-9]{6}_[A-Za-z0-9]{29})_mmk)"
-            r"(?![A-Za-z0-9_])",
-            gate=("_mmk",),
-        )
-    )
-    # password hashes: crypt(3), bcrypt, Apache, yescrypt, Argon2 (crackable offline)
-    for pattern, gates in _HASH_FORMATS:
-        add(_rule("password-hash", pattern, priority=_P_CONTEXT, gate=gates))
-    # a token cut short at the end of a line or a text (a truncated or wrapped output, the
-    # first half of a token split over two runs)
-    add(
-        _rule(
-            "truncated-token",  # at a token start: "pnpm_store_v3", "x-pypi-ab12" hold none
-            r"(?:(?<![A-Za-z0-9_.-])|(?<=\\[ntr]))"  # a token start
-            + _TRUNCATED_PREFIXES
-            + r"(?P<secret>(?=[A-Za-z_-]{0,40}[0-9])[A-Za-z0-9_-]{6,})"
-            r"(?=\.{2,}|…|[ \t]*(?:\[|\()?(?:output )?truncated|[ \t]*(?:\\[nr]|\r?\n|\Z)"
-            r"|\\?[\"'](?:[ \t]*[,}\]]|[ \t]*\Z))",
-            priority=_P_VENDOR + 1,
-            gate=_gates(_TRUNCATED_PREFIXES),
-        )
-    )
-    # seed phrases of wallets: 12 to 24 lowercase words after their name
-    add(
-        _rule(
-            "seed-phrase",
-            r"(?:seed|recovery|mnemonic|backup|wallet|secret)[ \t]+(?:phrase|words|sentence|"
-            r"seed)(?:[ \t]+(?:is|was)|[ \t]*[:=])[ \t]*(?:\\{0,3}[\"'])?"
-            r"(?P<secret>(?:[a-z]{3,8}[ \t]+){11,23}[a-z]{3,8})",
-            lowered=True,
-            priority=_P_CONTEXT,
-        )
-    )
-    add(
-        _rule(
-            "seed-phrase",
-            r"mnemonic[ \t]*[:=][ \t]*(?:\\{0,3}[\"'])?(?P<secret>(?:[a-z]{3,8}[ \t]+){11,23}[a-z]{3,8})",
-            lowered=True,
-            priority=_P_CONTEXT,
-        )
-    )
-    # a user and a password told as a pair: "login admin / S3cret!", "creds are admin/S3cret"
-    for word in ("login", "log in", "logon", "credentials", "creds"):  # a literal start each
-        add(
-            _rule(
-                "password",
-                re.escape(word) + r"(?:[ \t]+(?:is|are|as|with))?"
-                r"[ \t]*:?[ \t]+[\w.@-]{1,64}[ \t]*/[ \t]*"
-                r"(?P<secret>[^\s/\"'`]{5,127}[^\s/\"'`.,;:)])",
-                lowered=True,
-                priority=_P_CONTEXT,
-                validate=_mixed_credential,
-            )
-        )
-    # session cookies by name, wherever they appear (a header, a cookie jar, a curl -b)
-    add(
-        _rule(
-            "session-cookie",
-            r"(?:_gitlab_session|jsessionid|phpsessid|connect\.sid|laravel_session|ci_session|"
-            r"_session_id|sessionid|session_token|session-token|asp\.net_sessionid|\.aspxauth|"
-            r"_rails_session|rack\.session|express:sess|__host-session|__secure-session|"
-            r"remember_token|remember_user_token|auth_session|_forum_session|session|sess)"
-            r"=(?P<secret>[^\s;&\"'`<>\\,]{12,4096})",
-            lowered=True,
-            priority=_P_CONTEXT,
-            validate=_session_value,
-        )
-    )
-    add(
-        _rule(
-            "slack-token",  # configuration and refresh tokens: xoxe.xoxp-1-..., xoxe-1-...
-            _lit("xoxe") + r"(?:\.xox[bp])?-\d-[A-Za-z0-9]{140,}",
-        )
-    )
-    add(
-        _rule(
-            "teams-webhook",
-            r"webhook\.office\.com/webhookb2/[A-Za-z0-9@-]{20,}/IncomingWebhook/"
-            r"(?P<secret>[A-Za-z0-9]{32}/[A-Za-z0-9-]{36})",
-            gate=("webhook.office.com",),
-        )
-    )
-    add(
-        _rule(
-            "terraform-cloud-token",
-            r"\.atlasv1\.(?<=(?P<head>[a-z0-9]{14})\.atlasv1\.)[A-Za-z0-9_=-]{60,70}",
-            gate=(".atlasv1.",),
-        )
-    )
-    add(
-        _rule(
-            "azure-ad-client-secret",
-            r"Q~(?<=(?P<head>[A-Za-z0-9_~.]{3}\d)Q~)[A-Za-z0-9_~.-]{31,34}(?![A-Za-z0-9_~.-])",
-            gate=("q~",),
-        )
-    )
-
-    # -- credentials on command lines whose flag carries no secret-like word ------------------
-    for tools, flags, lowered in _COMMAND_FLAGS:
-        add(
-            _rule(
-                "password",
-                rf"(?:{tools})(?:[ \t]+[^\s|;&]{{1,200}}){{0,12}}?[ \t]+(?:{flags})"
-                rf"(?:[ \t]*=[ \t]*|[ \t]+)(?!-){_ARG}",
-                lowered=lowered,
-                priority=_P_CONTEXT,
-                validate=_not_reference,
-                gate=_command_gates(f"(?:{tools})"),
-            )
-        )
-    for pattern in _COMMAND_POSITIONAL:
-        add(
-            _rule(
-                "password",
-                pattern + _ARG,
-                lowered=True,
-                priority=_P_CONTEXT,
-                validate=_not_reference,
-                gate=_command_gates(pattern),
-            )
-        )
-    for kind, pattern, validate, prefilter, gate in _SHAPE_FORMATS:
-        add(
-            _rule(
-                kind,
-                pattern,
-                lowered=kind == "crypto-private-key",
-                priority=_P_ENTROPY if kind == "dotted-token" else _P_CONTEXT,
-                validate=validate,
-                prefilter=prefilter,
-                gate=gate,
-            )
-        )
-    return rules
-
-
 def _command_gates(pattern: str) -> tuple[str, ...]:
     """Literals one of which starts every match of a command pattern (``[ \\t]+`` read as a
     space): ``az[ \\t]+(?:login|ad)`` is gated by ``az ``, ``(?:7z|7za)`` by ``7z``, ``7za``;
@@ -1212,181 +591,101 @@ def _command_gates(pattern: str) -> tuple[str, ...]:
 _COMMAND_LITERAL_RX = re.compile(r"(?:[a-z0-9:/_-]|\\[.-]|\[ \\t\]\+)*")
 
 
-_HASH_FORMATS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    (r"\$2[abxy]?\$\d\d\$(?P<secret>[./A-Za-z0-9]{53})", ("$2",)),
-    (
-        r"\$(?:1|5|6|md5|apr1)\$(?:rounds=\d{1,9}\$)?[./A-Za-z0-9]{1,16}\$"
-        r"(?P<secret>[./A-Za-z0-9]{20,})",
-        ("$1$", "$5$", "$6$", "$md5$", "$apr1$"),
-    ),
-    (r"\$y\$[./A-Za-z0-9]{1,16}\$[./A-Za-z0-9]{1,64}\$(?P<secret>[./A-Za-z0-9]{20,})", ("$y$",)),
-    (
-        r"\$argon2(?:id|i|d)\$v=\d+\$[^$\s]{1,64}\$[A-Za-z0-9+/]{8,}\$"
-        r"(?P<secret>[A-Za-z0-9+/]{20,})",
-        ("$argon2",),
-    ),
-)
-"""Password hashes by their crypt prefix: the hash is redacted, the algorithm kept."""
-
 _ARG = (
     r"\\?[\"']?(?P<secret>(?<=')[^'\n]{1,256}(?=')|(?<=\")[^\"\n\\]{1,256}(?=\\?\")"
     r"|[^\s'\"`|;&\\]{1,256})"
 )
 """A command argument: quoted (without its quotes, also JSON-escaped ones) or bare."""
 
-_COMMAND_FLAGS: tuple[tuple[str, str, bool], ...] = (
-    ("redis-cli", "-a|--pass|--askpass", True),
-    (
-        r"(?:docker|podman|nerdctl|buildah|skopeo|oras|crane|helm(?:[ \t]+registry)?)[ \t]+login",
-        "-p|--password",
-        True,
-    ),
-    ("twine", "-p|--password", True),
-    (r"az[ \t]+login|az[ \t]+ad|az[ \t]+acr|az[ \t]+aks|az[ \t]+keyvault", "-p|--password", True),
-    ("sqlcmd|bcp|osql|isql", "-P|--password", False),
-    ("zip|unzip|zipcloak", "-P|--password", False),
-    ("ssh-keygen", "-N|-P", False),
-    ("keytool", "-storepass|-keypass|-srcstorepass|-deststorepass|-srckeypass|-destkeypass", True),
-    ("ldapsearch|ldapadd|ldapmodify|ldapdelete|ldapwhoami|ldappasswd|ldapcompare", "-w", False),
-    ("mongo|mongosh|mongodump|mongorestore|mongoexport|mongoimport|mongostat", "-p", False),
-    ("openssl", r"-pass(?:in|out)?[ \t]+pass:|-k", False),
-    ("mysql|mysqldump|mysqladmin|mysqlimport|mysqlshow|mysqlcheck|mariadb", "--password", True),
-    (r"gh[ \t]+secret[ \t]+set", "-b|--body", True),
-    ("lftp|ncftp", r"-u[ \t]+[^\s,]{1,64},", True),
-    ("sshpass", "-p", True),
-    # SNMP: the community string (v1/v2c) and the v3 authentication and privacy passphrases
-    (
-        "snmpwalk|snmpbulkwalk|snmpget|snmpgetnext|snmpbulkget|snmpset|snmptable|snmptrap|"
-        "snmpdelta|snmpdf|snmpstatus|snmpnetstat|onesixtyone",
-        "-c|-A|-X",
-        False,
-    ),
-)
-"""(tools, flags, caseless): the argument after one of the flags of one of the tools is a
-password, whatever the flag is called (``-P`` and ``-p`` differ for some tools)."""
-
-_COMMAND_POSITIONAL: tuple[str, ...] = (
-    # mysql -pSECRET, mysql -p'SECRET' (no space: -p alone prompts)
-    r"(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlshow|mysqlcheck|mariadb)"
-    r"(?:[ \t]+[^\s|;&]{1,200}){0,12}?[ \t]+-p(?=[^\s])",
-    r"(?:7z|7za|7zr|sshpass)(?:[ \t]+[^\s|;&]{1,200}){0,12}?[ \t]+-p(?=[^\s`])",
-    r"(?:smbclient|rpcclient|smbmap|smbget|crackmapexec|netexec|nxc|enum4linux)"
-    r"(?:[ \t]+[^\s|;&]{1,200}){0,12}?[ \t]+(?:-u|--user)[ \t=]+[\"']?[^\s%'\"]{1,128}%",
-    r"rabbitmqctl(?:[ \t]+-\S+)*[ \t]+(?:add_user|change_password)[ \t]+\S+[ \t]+",
-    r"htpasswd[ \t]+-[a-mo-z]*b[a-mo-z]*(?:[ \t]+-[a-z]+)*[ \t]+\S+[ \t]+\S+[ \t]+",
-    r"htpasswd[ \t]+-(?=[a-z]*n)(?=[a-z]*b)[a-z]+(?:[ \t]+-[a-z]+)*[ \t]+\S+[ \t]+",
-    r"net[ \t]+use[^\n]{0,200}?/user:\S+[ \t]+(?![/-])",
-    r"vault[ \t]+login(?:[ \t]+-\S+)*[ \t]+(?:token=)?(?![-\w]+=)(?!-)",
-    r"(?:sqlplus|rman|expdp|impdp|sqlldr|dgmgrl)(?:[ \t]+-\S+)*[ \t]+[\"']?[a-z0-9_$#]+/"
-    r"(?=[^\s@/]+(?:@|[ \t]|$))",
-    r"conn(?:ect)?[ \t]+[a-z0-9_$#]+/(?=[^\s@/]+@)",
-    r"identified[ \t]+by[ \t]+(?:password[ \t]+)?",
-    r"set[ \t]+password[^=\n]{0,80}=[ \t]*(?:password[ \t]*\([ \t]*)?",
-    r"(?:echo|printf)(?:[ \t]+-[ne]+)?(?:[ \t]+'%s\\n')?[ \t]+(?=[^|\n]{1,256}\|[^|\n]{0,120}?"
-    r"(?:--password-stdin|--with-token|chpasswd|passwd[ \t]+--stdin|--passphrase-fd))",
-    r"pass[^\n]{0,200}?send[ \t]+(?:--[ \t]+)?(?=\\?\")",
-    r"(?:-u|--user)[ \t=]+(?=[\"']?[^\s:\"'@]{8,128}:(?:[\s\"']|$))",
-    r"config[ \t]+http-basic\.\S+[ \t]+\S+[ \t]+",
-    r"convertto-securestring(?:[ \t]+-string)?[ \t]+(?=[\"'])",
-)
-"""Commands whose secret follows a fixed shape rather than a flag."""
-
-_SECRET_FILE = (
-    r"(?:master\.key|credentials\.key|[\w.-]*vault[_-]?pass[\w.-]*|\.pgpass|\.netrc|"
-    r"[\w.-]*(?:secret|password|passwd|token|apikey|api_key)s?(?:\.txt)?|[\w-]+\.key)"
-)
-"""A file that holds a secret and nothing else (Rails' ``master.key``, Ansible's
-``.vault_pass.txt``, ``db_password.txt``, ``server.key``; ``.pub`` files are not among them)."""
-
 _SECRET_FILE_READ_RX = re.compile(
     r"cat(?<![\w-]cat)[ \t]+(?:-[a-z]+[ \t]+)*[^\s|;&<>\"']{0,200}?"
-    + _SECRET_FILE
+    + SECRET_FILE
     + r"[ \t]*(?:\\?[\"'}\]]|\Z)"
 )
 """A command (a tool call's arguments) that prints a secret file: the output that follows it
 is the secret (``{"cmd": "cat config/master.key"}``, then the key in the next output)."""
 
-_SHAPE_FORMATS: tuple[
-    tuple[str, str, Callable[[str], bool] | None, str | None, tuple[str, ...]], ...
-] = (
-    # a private JSON Web Key (RFC 7517/7518): its private members, in a text that is a JWK
-    (
-        "jwk-private-key",
-        r"\\{0,3}\"(?:d|p|q|dp|dq|qi|k)\\{0,3}\"[ \t]*:[ \t]*\\{0,3}\""
-        r"(?P<secret>[A-Za-z0-9_-]{16,})",
-        None,
-        None,
-        ("kty",),
-    ),
-    # a wallet's private key: 32 bytes in hex under a wallet or key name (an address has 20)
-    (
-        "crypto-private-key",
-        r"(?:wallet|priv(?:ate)?[_ -]?key|eth(?:ereum)?[_ -]?key|signer|mnemonic)"
-        r"[a-z0-9_ -]{0,24}\\{0,3}[\"']?[ \t]*[=:][ \t]*\\{0,3}[\"']?"
-        r"(?P<secret>0x[0-9a-f]{64})(?![0-9a-z])",
-        None,
-        None,
-        (
-            "wallet",
-            "privkey",
-            "private_key",
-            "private-key",
-            "private key",
-            "privatekey",
-            "priv_key",
-            "priv-key",
-            "eth_key",
-            "ethereum",
-            "signer",
-            "mnemonic",
-        ),
-    ),
-    # a Bitcoin private key in Wallet Import Format, near a word that names one (the checksum
-    # tells it from other base58; scanning every base58 run cost 8 ns a byte)
-    (
-        "bitcoin-wif-key",
-        r"(?<![1-9A-HJ-NP-Za-km-z])(?P<secret>5[HJK][1-9A-HJ-NP-Za-km-z]{49}|"
-        r"[KL][1-9A-HJ-NP-Za-km-z]{51})(?![1-9A-HJ-NP-Za-km-z])",
-        _is_wif,
-        None,
-        (
-            "wif",
-            "privkey",
-            "bitcoin",
-            "btc",
-            "wallet",
-            "electrum",
-            "private key",
-            "private_key",
-            "privatekey",
-            "secret key",
-            "seed",
-        ),
-    ),
-    # what a secret file holds, printed after the command that printed it
-    (
-        "secret-file-content",
-        r"cat(?<![\w-]cat)[ \t]+(?:-[a-z]+[ \t]+)*[^\s|;&<>]{0,200}?"
-        + _SECRET_FILE
-        + r"[ \t]*(?:\\[nr]|\r?\n)+(?P<secret>[^\s\\\"']{6,512})",
-        _not_reference,
-        None,
-        ("cat",),
-    ),
-    # a bare token of three dot-separated base64url parts (bot and session tokens), no word
-    # needed: random as a whole, so dotted names and versions are not taken
-    (
-        "dotted-token",
-        r"(?<![A-Za-z0-9_.-])(?P<secret>[A-Za-z0-9_-]{20,120}\.[A-Za-z0-9_-]{6,60}\."
-        r"[A-Za-z0-9_-]{20,200})(?![A-Za-z0-9_.-])",
-        _is_random_dotted,
-        r"[A-Za-z0-9_-]{4}\.[A-Za-z0-9_-]{6}[A-Za-z0-9_-]{0,54}\.[A-Za-z0-9_-]{4}",
-        (),
-    ),
-)
-"""Secrets known by their shape or their surroundings rather than a vendor prefix: (kind,
-pattern with a ``secret`` group, validator, prefilter for a pattern without a literal, words
-one of which the text must hold for the rule to run)."""
+_PRIORITIES = {
+    "vendor-first": _P_VENDOR - 1,
+    "vendor": _P_VENDOR,
+    "vendor-last": _P_VENDOR + 1,
+    "context": _P_CONTEXT,
+    "header": _P_HEADER,
+    "entropy": _P_ENTROPY,
+}
+_VALIDATORS: dict[str, Callable[[str], bool]] = {
+    "has-digit": _has_digit,
+    "not-reference": _not_reference,
+    "basic-credential": _is_basic_credential,
+    "mixed-credential": _mixed_credential,
+    "session-value": _session_value,
+    "token-user": _is_token_user,
+    "formal-jwt": _is_formal_jwt,
+    "base64-jwt": _is_base64_jwt,
+    "wif": _is_wif,
+    "random-dotted": _is_random_dotted,
+}
+_KINDS_OF: dict[str, Callable[[re.Match[str], str], str]] = {
+    "url-credential": _url_credential_kind,
+    "authorization": _authorization_kind,
+    "signed-url": _signed_url_kind,
+}
+
+
+def _format_rule(row: Format) -> _Rule:
+    """The rule of one row of `formats.FORMATS`."""
+    if row.form == "vendor-assignment":
+        return _vendor_context(
+            row.kind, _llit(row.prefix) if row.prefix else row.vendor, row.pattern
+        )
+    if row.form == "command-flag":
+        tools = f"(?:{row.tools})"
+        return _rule(
+            row.kind,
+            rf"{tools}(?:[ \t]+[^\s|;&]{{1,200}}){{0,12}}?[ \t]+(?:{row.flags})"
+            rf"(?:[ \t]*=[ \t]*|[ \t]+)(?!-){_ARG}",
+            lowered=row.lowered,
+            priority=_P_CONTEXT,
+            validate=_not_reference,
+            gate=_command_gates(tools),
+        )
+    if row.form == "command":
+        return _rule(
+            row.kind,
+            row.pattern + _ARG,
+            lowered=True,
+            priority=_P_CONTEXT,
+            validate=_not_reference,
+            gate=_command_gates(row.pattern),
+        )
+    if row.form != "token":
+        raise ValueError(
+            f"secret format {row.kind!r}: form must be one of {FORMS}, got {row.form!r}"
+        )
+    pattern, prefilter = row.pattern, row.prefilter or None
+    if row.prefix:
+        pattern = (_llit(row.prefix) if row.lowered else _lit(row.prefix)) + pattern
+        if len(row.prefix) < _MIN_GATE and prefilter is None:
+            # a prefix too short to gate the rule (``s.``) is looked for with a few body chars
+            prefilter = re.escape(row.prefix) + r"[A-Za-z0-9]{8}"
+    elif row.prefix_rx:
+        pattern = _rx_lit(row.prefix_rx) + pattern
+    return _rule(
+        row.kind,
+        pattern,
+        priority=_PRIORITIES[row.priority],
+        extend=row.extend,
+        extend_left_digits=row.extend_left_digits,
+        validate=_VALIDATORS[row.validate] if row.validate else None,
+        kind_of=_KINDS_OF[row.kind_of] if row.kind_of else None,
+        lowered=row.lowered,
+        gate=row.gate,
+        prefilter=prefilter,
+    )
+
+
+def _own_rules() -> list[_Rule]:
+    return [_format_rule(row) for row in FORMATS]
 
 
 # ---- private key blocks --------------------------------------------------------------------
