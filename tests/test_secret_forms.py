@@ -321,3 +321,31 @@ CATALOGUE = [
 def test_catalogue_formats_are_redacted_anywhere(redactor: Redactor, name: str, token: str) -> None:
     for text in (f"deploy with {token} now", f"see {token}", json.dumps({"x": token})):
         assert token not in redactor.redact_text(text), name
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ('env:\n  - name: DB_PASSWORD\n    value: "98127634551"\n', "98127634551"),
+        ("- name: PIN\n  value: 4821\n", "4821"),
+        ('{"name": "DB_PASSWORD", "value": "98127634551"}', "98127634551"),
+        ('{\\"name\\": \\"API_TOKEN\\", \\"value\\": \\"Xk9vLm2pQz7tRw4n\\"}', "Xk9vLm2pQz7tRw4n"),
+    ],
+)
+def test_a_secret_given_as_a_name_and_a_value_is_redacted(
+    redactor: Redactor, text: str, secret: str
+) -> None:
+    assert secret not in redactor.redact_text(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "- name: LOG_LEVEL\n  value: debug\n",
+        '{"name": "PORT", "value": 8080}',
+        '{"name": "password", "value": "required"}',
+        '{"name": "max_tokens", "value": 4096}',
+    ],
+)
+def test_a_harmless_name_and_value_is_kept(redactor: Redactor, text: str) -> None:
+    assert redactor.redact_text(text) == text

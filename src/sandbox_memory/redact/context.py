@@ -363,6 +363,26 @@ def _escape_safe(text: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
+_NAME_VALUE_RX = re.compile(
+    r"name(?<![a-z0-9_]name)\\{0,3}[\"']?[ \t]*[:=][ \t]*\\{0,3}[\"']?(?P<key>[a-z0-9_.-]{2,64})"
+    r"\\{0,3}[\"']?[ \t]*(?:,|\r?\n|\\n)[ \t-]*\\{0,3}[\"']?value\\{0,3}[\"']?[ \t]*(?P<op>[:=])"
+)
+"""A secret given as a name and a value (Kubernetes and Compose ``env``, ECS and CloudFormation
+``{"name": "DB_PASSWORD", "value": "..."}``, ``- name: X`` then ``value: ...``): the name is
+judged by the same key list as an assignment."""
+
+
+def _scan_name_value_pairs(text: str, lowered: str, hits: list[_Hit]) -> None:
+    for match in _NAME_VALUE_RX.finditer(lowered):
+        key = text[match.start("key") : match.end("key")]
+        if not _is_secret_key(key):
+            continue
+        kind = _kind_for_key(key)
+        span = _take_value(text, match.end(), match.group("op"), key, digits=True)
+        if span is not None and _value_fits(text[span[0] : span[1]], kind, False):
+            hits.append((span[0], span[1], _P_ASSIGNMENT, kind))
+
+
 def _scan_assignments(
     text: str, lowered: str, hits: list[_Hit], present: Container[str] | None = None
 ) -> None:
@@ -433,6 +453,8 @@ def _scan_assignments(
                 )  # fmt: skip
             if span is not None and _value_fits(text[span[0] : span[1]], kind, loose):
                 hits.append((span[0], span[1], _P_ASSIGNMENT, kind))
+    if "value" in lowered and "name" in lowered:
+        _scan_name_value_pairs(text, lowered, hits)
     if present is not None and "--" not in present:
         return
     for match in _CLI_TRIGGER.finditer(lowered):  # --password value
