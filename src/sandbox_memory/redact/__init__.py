@@ -9,9 +9,10 @@ Detection has three layers:
 * the token formats of detect-secrets' plugins (AWS, GitHub, GitLab, Slack, Stripe, SendGrid,
   PyPI, Twilio, Square, OpenAI legacy keys, basic-auth URLs) and its JWT validity rule, kept as
   our own data (`rules.py`; the package does not import detect-secrets);
-* our own patterns where detect-secrets has no plugin or a too narrow one (current OpenAI and
-  Anthropic keys, fine-grained GitHub PATs, whole private key blocks, connection strings, URL
-  query tokens, Authorization headers, ~30 vendor prefixes);
+* our own formats where detect-secrets has no plugin or a too narrow one (current OpenAI and
+  Anthropic keys, fine-grained GitHub PATs, connection strings, URL query tokens,
+  Authorization headers, ~150 vendor prefixes, commands): one row each in `formats.py`, with
+  examples that the tests run; whole private key blocks are paired in `context.py`;
 * context rules: ``password=...`` / ``"token": "..."`` / ``--api-key ...`` assignments, and
   long high-entropy strings shortly after a secret-like word.
 
