@@ -46,6 +46,7 @@ from common import Progress, Row, make_memory, manager_for, median, sandbox, tem
 from workload import conversation_id, entry_text, notes_for, segment_payload  # noqa: E402
 
 from sandbox_memory import Forget, MemoryClient, Remember  # noqa: E402
+from sandbox_memory.integrity import SegmentSeal, host_keys  # noqa: E402
 from sandbox_memory.rollouts import history_fingerprint  # noqa: E402
 from sandbox_memory.store import (  # noqa: E402
     ConversationMemory,
@@ -54,6 +55,7 @@ from sandbox_memory.store import (  # noqa: E402
     Registry,
     RolloutProgress,
     Source,
+    _thread_data,
 )
 
 SELECTED = 256
@@ -96,6 +98,19 @@ def _write(path: Path, text: str) -> None:
     path.write_text(text)
 
 
+def _sealer() -> Any:
+    """The host's seal, as a runtime on this machine seals what it writes: memory refuses a
+    recorded line or a store record without it (set aside, read as missing)."""
+
+    return SegmentSeal(host_keys())
+
+
+def _write_record(seal: Any, store: Path, name: str, text: str) -> None:
+    """One of the store's own records (``name`` under ``store/``), sealed for its place."""
+
+    (store / name).write_bytes(seal.seal(text.encode(), f"store:{name}"))
+
+
 def build_ours(root: Path, *, conversations: int, entries: int, selected: int = SELECTED) -> None:
     """A store as ours keeps it after ``conversations`` conversations, ``entries`` entries.
 
@@ -116,14 +131,15 @@ def build_ours(root: Path, *, conversations: int, entries: int, selected: int = 
         mem / "rollout_summaries",
     ):
         folder.mkdir(parents=True, exist_ok=True)
+    seal = _sealer()
     registry = Registry()
     live = [conversation_id(k) for k in range(conversations - selected, conversations)]
     conv_entries = max(0, entries - entries * 3 // 4)
     for k in range(conversations):
         rid = conversation_id(k)
-        line = _tiny_line(rid, k, ours=True)
-        _write(sessions / f"{rid}.jsonl", line)
-        size = len(line.encode())
+        line = seal.seal(_tiny_line(rid, k, ours=True).encode(), rid)
+        (sessions / f"{rid}.jsonl").write_bytes(line)
+        size = len(line)
         fact = Entry(
             key=f"fact-{k:05d}",
             content=entry_text(k),
@@ -132,14 +148,15 @@ def build_ours(root: Path, *, conversations: int, entries: int, selected: int = 
             updated_at=BASE_MS + k * 1000,
         )
         memory = ConversationMemory(rollout_id=rid, version=1, entries={fact.key: fact})
-        _write(store / "conversations" / f"{rid}.json", memory.model_dump_json())
+        _write_record(seal, store, f"conversations/{rid}.json", memory.model_dump_json())
         fp = history_fingerprint(
             [
                 {"role": "user", "content": f"Task {k}: look at the parser."},
                 {"role": "assistant", "content": "Looked at it."},
             ]
         )
-        _write(store / "threads" / str(fp), rid)
+        thread_seal = seal.sign("thread", _thread_data(str(fp), rid))
+        _write(store / "threads" / str(fp), f"{rid} {thread_seal}")
         if k >= conversations - selected:
             slug = notes_for(rid)["rollout_slug"]
             prog = RolloutProgress(offset=size, updated_at=_iso(k), slug=slug, consolidated=True)
@@ -166,8 +183,8 @@ def build_ours(root: Path, *, conversations: int, entries: int, selected: int = 
             sources=[Source(conversation=rid, item=f"{i:08x}:1")],
             updated_at=BASE_MS + i * 1000,
         )
-    _write(store / "layout.json", layout.model_dump_json(indent=1))
-    _write(store / "registry.json", registry.model_dump_json(indent=1))
+    _write_record(seal, store, "layout.json", layout.model_dump_json(indent=1))
+    _write_record(seal, store, "registry.json", registry.model_dump_json(indent=1))
 
 
 def build_builtin(root: Path, *, conversations: int, selected: int = SELECTED) -> None:
