@@ -104,7 +104,9 @@ async def test_conversations_and_switch_defaults_are_read_from_the_store(
     assert listed["conv-a"].active == 1 and listed["conv-a"].recorded
     view = await fresh.view("conv-a")
     assert view.settings == {"use": False, "generate": True}
-    local = MemoryClient(tmp_path / "a")
+    # The workspace's client holds the store (its copy's records, the switches among them,
+    # are sealed with the namespace's key, kept in the store).
+    local = MemoryClient(tmp_path / "a", store=PostgresStore(pg_dsn, namespace="acme"))
     assert view.settings == (await local.view("conv-a")).settings
     code, out, err = await cli(
         "show", "-c", "conv-a", "--json", "--dsn", pg_dsn, "--namespace", "acme"

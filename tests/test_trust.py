@@ -535,8 +535,7 @@ async def test_a_log_record_whose_detail_is_nested_deep_is_shown_as_text(tmp_pat
     view = await mc.create()
     await mc.apply(Remember(key="k", content="A fact.", kind="fact"), expected=view.version)
     record = LogRecord(version=9, at=1, cause="person", scope="layout", keys=["k"], detail=DEEP)
-    with open(tmp_path / "memories/store/log.jsonl", "a") as fh:
-        fh.write(record.model_dump_json() + "\n")
+    await mc.store.append_log(record)  # sealed: a line memory wrote, with a hostile detail
     records = await mc.log_for(person=None)
     assert records[-1].detail == DEEP
     assert _record(records[-1])["detail"] == DEEP  # the MCP server's form: kept as text

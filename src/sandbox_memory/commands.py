@@ -906,16 +906,25 @@ class MemoryClient:
             seal=rt.state.seal,
         )
         item_id = str(segment["input"][0][ITEM_ID_FIELD])
-        if offset == size_before:
-            # Read to its end before: the edit's own line is read too (it is this change's
-            # source, not a run to learn from).
-            new_size = await rt.ws.size(path) or 0
-            tail = await tail_hash(rt.ws, path, new_size)
+        new_size = await rt.ws.size(path) or 0
+        tail = await tail_hash(rt.ws, path, new_size)
 
-            def advance(p: Any) -> None:
+        # Progress before the record: the conversation is marked for phase 2 to take in again
+        # (the registry, the layout's promoted copy and the rendered files follow a Remember
+        # or Forget) before the change is saved, so a process killed between the two leaves
+        # it marked, and the next close finishes what the saved change needs. Marked and not
+        # saved, phase 2 takes in the record unchanged.
+        def advance(p: Any) -> None:
+            if offset == size_before:
+                # Read to its end before: the edit's own line is read too (it is this
+                # change's source, not a run to learn from).
                 p.read_to(new_size, tail)
+            p.consolidated = False
+            if p.slug is None:
+                p.slug = "edits"
+                p.updated_at = str(segment["updated_at"])
 
-            await rt.update_progress(rid, advance)
+        await rt.update_progress(rid, advance)
         source = Source(conversation=rid, item=item_id)
         assert isinstance(command, Remember | Forget)
         _edit(memory.entries, command, source, stamp)
@@ -932,16 +941,6 @@ class MemoryClient:
                 detail=json.dumps({"command": command.model_dump(by_alias=True), "item": item_id}),
             )
         )
-
-        # Remember or Forget: phase 2 (run by apply, right after) takes this conversation in
-        # again, so the registry, the layout's promoted copy and the rendered files follow.
-        def unconsolidate(p: Any) -> None:
-            p.consolidated = False
-            if p.slug is None:
-                p.slug = "edits"
-                p.updated_at = str(segment["updated_at"])
-
-        await rt.update_progress(rid, unconsolidate)
 
     async def adopt(self, conversation: str | None = None) -> dict[str, int]:
         """Vouch for recorded runs memory cannot verify (recorded by the SDK's own memory, or

@@ -269,9 +269,10 @@ class LayoutChange(BaseModel):
     """``None``: any entry may have changed (a rebuild, a shard rewritten, many keys)."""
 
 
-LAYOUT_FORMAT = 2
+LAYOUT_FORMAT = 3
 """Shards one entry a line (:func:`_shard_bytes`): a key is found in a shard's bytes and only
-its entry parsed. Format 1 (every entry on one line) is rewritten by the first writer."""
+its entry parsed; the head names each shard's seal (:attr:`LayoutHead.seals`). Format 1 (every
+entry on one line) and 2 (no seals named) are rewritten by the first writer."""
 
 SHARD_CACHE_BYTES = 1 << 20
 """Bytes of shards kept read (least recently used first out): what a close holds of layout
@@ -291,6 +292,11 @@ class LayoutHead(BaseModel):
     format: int = 1
     """:data:`LAYOUT_FORMAT` once every shard is written one entry a line (a head written
     by an earlier release lacks it: its shards are rewritten by the next writer)."""
+    seals: dict[str, str] = Field(default_factory=dict)
+    """The seal of each shard as its last commit wrote it (``"07"`` -> 32 hex), from format
+    3 on. The head is sealed too, so a shard is bound to the head: an older sealed copy of a
+    shard put back in its place (a shard from before a Forget) verifies as a record but is not
+    the one the head names, and is refused like an unsealed one."""
 
 
 class LayoutShard(BaseModel):
@@ -322,6 +328,18 @@ class LayoutCommit(BaseModel):
     (:attr:`Store.retract_copies`), done before the commit is dropped."""
     whole: bool = False
     """A rebuild: any entry may have changed, not only those of ``put`` and ``delete``."""
+    before: str = ""
+    """The head's stamp this commit applies to: a commit is only ever pending on that head
+    or on its own (applied, not yet dropped); an older sealed commit put back is refused."""
+
+    def shards(self) -> set[int]:
+        """The shards this commit writes."""
+
+        return {
+            *self.rewrite,
+            *(layout_shard(k) for k in self.put),
+            *(layout_shard(k) for k in self.delete),
+        }
 
     def changed_keys(self) -> list[str] | None:
         """The keys this commit changes, ``None`` when any may change (see
@@ -815,6 +833,63 @@ def unsealed(raw: bytes | None) -> bytes | None:
     return raw if found is None else raw[: found.start()] + b"}"
 
 
+COPY_RETRACTED = "retracted with its layout copy"
+"""The detail of a conversation's log record retracting a layout entry's copy."""
+
+
+def _redoable(record: LogRecord) -> bool:
+    detail = record.detail or ""
+    return detail == COPY_RETRACTED or detail.startswith('{"command"')
+
+
+def _redo(memory: ConversationMemory, record: LogRecord) -> None:
+    """Apply a logged change (see :func:`_redoable`) to ``memory`` again, if not there."""
+
+    if record.detail == COPY_RETRACTED:
+        command: dict[str, Any] = {"_tag": "Forget", "key": record.keys[0] if record.keys else ""}
+        item = "layout"
+    else:
+        try:
+            given = bounded.loads(
+                (record.detail or "").encode("utf-8"),
+                limit=bounded.MAX_FIELD_BYTES,
+                what="a log record's detail",
+            )
+            command, item = given["command"], str(given.get("item") or "")
+            validate_key(command["key"])
+        except (ValueError, KeyError, TypeError):
+            return
+    key = str(command.get("key") or "")
+    held = memory.entries.get(key)
+    source = Source(conversation=memory.rollout_id, item=item)
+    if command.get("_tag") == "Forget":
+        if held is not None and held.status == "active":
+            held.status = "retracted"
+            held.updated_at = record.at
+            held.sources = [*held.sources, source]
+    elif command.get("_tag") == "Remember" and isinstance(command.get("content"), str):
+        kind = command.get("kind", "fact")
+        if held is None or held.updated_at < record.at:
+            try:
+                memory.entries[key] = Entry(
+                    key=key,
+                    content=command["content"].strip(),
+                    kind=kind,
+                    sources=[source],
+                    updated_at=record.at,
+                    person=command.get("person"),
+                )
+            except ValidationError:
+                return
+
+
+def _seal_of(raw: bytes) -> str | None:
+    """The seal a sealed record ends with (32 hex), ``None`` when it has none."""
+
+    found = _SEAL_TAIL.search(raw, max(0, len(raw) - 64))
+    return None if found is None else raw[found.start() + 16 : found.start() + 48].decode()
+
+
 def _thread_data(fingerprint: str, rollout_id: str) -> bytes:
     """What a conversation index record's seal covers: the history and the conversation."""
 
@@ -854,6 +929,8 @@ class Store(MemoryStore):
         self._cited: set[tuple[str, str]] = set()
         self._held: set[tuple[str, str]] = set()
         self._held_checked = False
+        self._written_seals: dict[str, str] = {}
+        """Seals of the shards written since the head was (named by the next head)."""
         self._commits: dict[str, tuple[str, set[str]]] = {}
         """Stamp of each recent commit of this store object -> (the stamp before, its keys)."""
         """(conversation, key) pairs known to be in ``held/`` (see :meth:`_hold`)."""
@@ -876,6 +953,11 @@ class Store(MemoryStore):
         Without it (a store read outside a runtime) seals are neither made nor checked."""
         self.refused: set[str] = set()
         """Records refused for want of a valid seal by this store object (never sent on)."""
+        self._log_refused = 0
+        self._log_seen: tuple[int, str | None, dict[str, list[LogRecord]]] = (0, None, {})
+        """How far the log was read for :meth:`_logged_changes`, its tail hash there, and
+        what was found."""
+        """Lines of the log last found without a valid seal (reported when it changes)."""
         self.shared_copy: bool | None = None
         """Whether this folder is a shared store's working copy (``store/shared.json``;
         looked up once, or set by the copy): then each record about to change is noted first
@@ -946,7 +1028,7 @@ class Store(MemoryStore):
         )
 
     async def _load(
-        self, path: str, model: type[BaseModel], default: BaseModel, *, sealed: bool = True
+        self, path: str, model: type[BaseModel], default: BaseModel | None, *, sealed: bool = True
     ) -> Any:
         raw = (await self.read_record(path))[0] if sealed else await self.read_state(path)
         if raw is None:
@@ -1016,6 +1098,8 @@ class Store(MemoryStore):
             f"{self.dir}/conversations/",
             f"{self.dir}/registry.json",
             f"{self.dir}/layout.json",
+            f"{self.dir}/settings.json",
+            self.log_path,
         )
 
     async def adopt_records(self) -> dict[str, int]:
@@ -1027,6 +1111,7 @@ class Store(MemoryStore):
         if self.record_seal is None:
             return counts
         paths = [f"{self.dir}/registry.json", f"{self.dir}/layout.json"]
+        paths += [f"{self.dir}/settings.json", f"{self.layout_dir}/head.json"]
         paths += [
             f"{self.layout_dir}/{n}"
             for n in await self.ws.listdir(self.layout_dir)
@@ -1051,9 +1136,33 @@ class Store(MemoryStore):
                 continue  # not a JSON object: refused (and kept aside) when read
             await self.write_record(path, plain)
             counts["adopted"] += 1
+        counts["adopted"] += await self._adopt_log()
         self._shards.clear()
         self._head_raw = _UNSET
         return counts
+
+    async def _adopt_log(self) -> int:
+        """The log's lines without a valid seal that are records, sealed; how many."""
+
+        raw = await self.read_state(self.log_path)
+        if not raw or self.record_seal is None:
+            return 0
+        seal, context = self.record_seal(), self._record_context(self.log_path)
+        lines, adopted = [], 0
+        for line in raw.splitlines():
+            if not line.strip() or seal.verify(line, context):
+                lines.append(line + b"\n")
+                continue
+            try:
+                record = LogRecord.model_validate_json(unsealed(line) or b"")
+            except ValidationError:
+                lines.append(line + b"\n")  # still skipped when read
+                continue
+            lines.append(self._log_line(record))
+            adopted += 1
+        if adopted:
+            await self.ws.write_atomic(self.log_path, b"".join(lines))
+        return adopted
 
     async def read_record(self, path: str) -> tuple[bytes | None, bool]:
         """A record's bytes without its seal, and whether it was refused. A record whose seal
@@ -1061,20 +1170,30 @@ class Store(MemoryStore):
         aside and reported once at WARNING; it reads as missing."""
 
         raw = await self.read_state(path)
-        if raw is None or self.record_seal is None:
-            return unsealed(raw), False
+        if raw is None:
+            return None, False
+        plain = await self._verified(path, raw)
+        return plain, plain is None
+
+    async def _verified(self, path: str, raw: bytes) -> bytes | None:
+        """``raw`` without its seal when the seal verifies (or seals are off); else ``None``,
+        the record kept aside and reported once at WARNING."""
+
+        if self.record_seal is None:
+            return unsealed(raw)
         body = raw[:-1] if raw.endswith(b"\n") else raw
         if self.record_seal().verify(body, self._record_context(path)):
-            return unsealed(raw), False
-        self.refused.add(path)
-        await self._set_aside(
+            return unsealed(raw)
+        await self._refuse(
             path,
             raw,
             "no valid seal: not written by memory (or by a build before records were sealed)",
-            kept="unsealed",
-            level=logging.WARNING,
         )
-        return None, True
+        return None
+
+    async def _refuse(self, path: str, raw: bytes, why: str) -> None:
+        self.refused.add(path)
+        await self._set_aside(path, raw, why, kept="unsealed", level=logging.WARNING)
 
     # ------------------------------------------------------- layout memory
 
@@ -1089,23 +1208,35 @@ class Store(MemoryStore):
         """Look at the head and a pending commit (two small reads); forget cached shards when
         the head changed (another writer): each is parsed again only if its bytes changed."""
 
-        raw = await self.read_state(f"{self.layout_dir}/head.json")
-        if raw != self._head_raw:
+        hpath = f"{self.layout_dir}/head.json"
+        raw = await self.read_state(hpath)
+        head_moved = raw != self._head_raw
+        if head_moved:
             self._head_raw = raw
             self._head_damaged = False
             self._head = LayoutHead(format=LAYOUT_FORMAT)
             if raw is not None:
+                plain = await self._verified(hpath, raw)
                 try:
-                    self._head = LayoutHead.model_validate_json(raw)
+                    if plain is None:
+                        raise ValueError("no valid seal")
+                    self._head = LayoutHead.model_validate_json(plain)
                 except ValidationError as exc:
-                    await self._set_aside(f"{self.layout_dir}/head.json", raw, _why(exc))
+                    await self._set_aside(hpath, raw, _why(exc))
                     self._head_damaged = True
-                    self._head = LayoutHead(version=await self._logged_layout_version())
+                except ValueError:
+                    self._head_damaged = True
+                if self._head_damaged:
+                    # No shard is bound to a head memory did not write: every shard there is
+                    # refused, and layout memory rebuilt from the conversation records.
+                    self._head = LayoutHead(
+                        version=await self._logged_layout_version(), format=LAYOUT_FORMAT
+                    )
             if raw is None and self._legacy_layout is None:
                 await self._read_legacy_layout()
         jpath = f"{self.layout_dir}/commit.json"
         jraw, _ = await self.read_record(jpath)
-        if jraw != self._journal_raw:
+        if jraw != self._journal_raw or head_moved:
             self._journal_raw = jraw
             self._journal = None
             if jraw is not None:
@@ -1115,6 +1246,22 @@ class Store(MemoryStore):
                     # Written whole before anything it changes: an unreadable one changed
                     # nothing yet. Kept aside; the change it held is lost, like a failed write.
                     await self._set_aside(jpath, jraw, _why(exc))
+            journal = self._journal
+            if (
+                journal is not None
+                and self._head_raw is not None
+                and journal.before
+                and self._head.stamp not in (journal.before, journal.stamp)
+            ):
+                # An older commit put back (its seal still verifies): applying it again would
+                # bring back what later commits changed, a Forget among them.
+                await self._refuse(
+                    jpath,
+                    await self.read_state(jpath) or b"",
+                    "replayed: a commit of another layout head than the current one",
+                )
+                await self.ws.remove(jpath)
+                self._journal_raw, self._journal = None, None
 
     async def _logged_layout_version(self) -> int:
         versions = [r.version for r in await self.read_log() if r.scope == "layout"]
@@ -1143,6 +1290,31 @@ class Store(MemoryStore):
         self._legacy_layout = shards
         self._head = LayoutHead(version=old.version)
 
+    async def _bound(self, sid: int, raw: bytes | None) -> bool:
+        """Whether shard ``sid`` as read is the one the head names (see
+        :attr:`LayoutHead.seals`); one that is not is kept aside (WARNING) and refused. A
+        missing shard the head names is damage too (rebuilt, nothing kept aside)."""
+
+        if self.record_seal is None or self._head_raw is None:
+            return True
+        if self._head.format < LAYOUT_FORMAT and not self._head_damaged:
+            return True  # an earlier head names no seals; the next writer rewrites them
+        journal = self._journal
+        if journal is not None and sid in journal.shards():
+            return True  # written by a commit being applied: the next head names it
+        path = self.shard_path(sid)
+        named = self._head.seals.get(f"{sid:02d}")
+        if raw is None:
+            if named is not None:
+                self._damaged.add(sid)
+            return True
+        if _seal_of(raw) == named:
+            return True
+        await self._refuse(
+            path, raw, "replayed: not the version of the shard layout memory's head names"
+        )
+        return False
+
     def _keep(self, sid: int, shard: _Shard) -> None:
         """Cache a shard read or written, dropping the least recently used past the budget."""
 
@@ -1168,7 +1340,11 @@ class Store(MemoryStore):
             self._keep(sid, shard)
             return shard
         path = self.shard_path(sid)
-        raw, refused = await self.read_record(path)
+        stored = await self.read_state(path)
+        raw = None if stored is None else await self._verified(path, stored)
+        refused = stored is not None and raw is None
+        if not refused and not await self._bound(sid, stored):
+            refused, raw = True, None
         if cached is not None and raw is not None and cached.raw == raw:
             cached.seen = self._head_raw
             self._keep(sid, cached)
@@ -1434,7 +1610,7 @@ class Store(MemoryStore):
             if shard.entries is None or shard.raw is None or sid in self._damaged:
                 continue
             data = _shard_bytes(self._shard_json(shard))
-            await self.write_record(self.shard_path(sid), data)
+            await self._write_shard(sid, data)
             self._keep(sid, _Shard(data, self._head_raw))
         await self._write_head(self._head.model_copy(update={"format": LAYOUT_FORMAT}))
         logger.info("layout memory's records in %s rewritten one entry a line", self.layout_dir)
@@ -1452,7 +1628,7 @@ class Store(MemoryStore):
                 await self.ws.remove(self.shard_path(sid))  # left by an earlier store
                 continue
             data = _shard_bytes({k: e.model_dump_json() for k, e in shard.entries.items()})
-            await self.write_record(self.shard_path(sid), data)
+            await self._write_shard(sid, data)
             self._keep(sid, _Shard(data, self._head_raw))
             for key, entry in shard.entries.items():
                 for source in entry.sources:
@@ -1472,9 +1648,23 @@ class Store(MemoryStore):
             sum(1 for s in legacy.values() if s.entries),
         )
 
+    async def _write_shard(self, sid: int, data: bytes) -> None:
+        """Write a shard (sealed); the next head names its seal."""
+
+        path = self.shard_path(sid)
+        sealed = self._sealed(path, data)
+        await self.write_state(path, sealed)
+        seal = _seal_of(sealed)
+        if seal is not None:
+            self._written_seals[f"{sid:02d}"] = seal
+
     async def _write_head(self, head: LayoutHead) -> None:
-        raw = head.model_dump_json().encode("utf-8")
-        await self.write_state(f"{self.layout_dir}/head.json", raw)
+        if head.format >= LAYOUT_FORMAT:
+            head = head.model_copy(update={"seals": {**head.seals, **self._written_seals}})
+        path = f"{self.layout_dir}/head.json"
+        raw = self._sealed(path, head.model_dump_json().encode("utf-8"))
+        await self.write_state(path, raw)
+        self._written_seals = {}
         old = self._head_raw
         for shard in self._shards.values():
             if shard.seen is old:
@@ -1505,6 +1695,7 @@ class Store(MemoryStore):
             log=list(log),
             rewrite=sorted(self._damaged),
             copies=list(copies),
+            before=self._head.stamp,
         )
         raw = commit.model_dump_json().encode("utf-8")
         await self.write_record(f"{self.layout_dir}/commit.json", raw)  # the commit point
@@ -1539,7 +1730,7 @@ class Store(MemoryStore):
                 js.pop(key, None)
             data = _shard_bytes(js)
             if js or shard.raw is not None or sid in self._damaged:
-                await self.write_record(self.shard_path(sid), data)
+                await self._write_shard(sid, data)
             self._keep(sid, _Shard(data, self._head_raw))
         lines: dict[str, set[str]] = {}
         for key, entry in commit.put.items():
@@ -1582,6 +1773,7 @@ class Store(MemoryStore):
                 stamp=commit.stamp,
                 changes=changes,
                 format=self._head.format,
+                seals=self._head.seals,
             )
         )
         self._commits[commit.stamp] = (before, {*commit.put, *commit.delete})
@@ -1613,14 +1805,10 @@ class Store(MemoryStore):
         return sorted({*names, *(await self.list_progress())})
 
     async def load_defaults(self) -> Defaults | None:
-        raw = await self.ws.read_bytes(f"{self.dir}/settings.json")
-        if raw is None:
-            return None
-        try:
-            return Defaults.model_validate_json(raw)
-        except ValidationError as exc:
-            await self._set_aside(f"{self.dir}/settings.json", raw, _why(exc))
-            return None
+        # Sealed like every record a switch is read from: a ``"use": false`` the agent writes
+        # would otherwise switch memory off for a client that leaves ``use`` open.
+        value: Defaults | None = await self._load(f"{self.dir}/settings.json", Defaults, None)
+        return value
 
     async def save_defaults(self, defaults: Defaults) -> None:
         if await self.load_defaults() != defaults:
@@ -1635,9 +1823,61 @@ class Store(MemoryStore):
             ConversationMemory,
             ConversationMemory(rollout_id=rollout_id),
         )
+        await self._redo_logged(value)
         # Keys a saved memory held are in the index already: saving them again adds nothing.
         self._held.update((rollout_id, key) for key in value.entries)
         return value
+
+    async def _redo_logged(self, memory: ConversationMemory) -> None:
+        """A record older than its sealed log lines (an earlier sealed copy put back over it,
+        or a save a crash cut after its log line): the person's commands and the retractions
+        logged after its version are applied to it again, so a Forget never comes back."""
+
+        later = [
+            r
+            for r in (await self._logged_changes()).get(f"conversation:{memory.rollout_id}", [])
+            if r.version > memory.version
+        ]
+        if not later:
+            return
+        for record in sorted(later, key=lambda r: r.version):
+            _redo(memory, record)
+            memory.version = max(memory.version, record.version)
+        logger.warning(
+            "conversation record of %s is older than the changes its log holds (version %d); "
+            "the person's later Remember/Forget are applied to it again",
+            memory.rollout_id,
+            memory.version,
+        )
+
+    async def _logged_changes(self) -> dict[str, list[LogRecord]]:
+        """The sealed log's conversation changes that can be applied again (a person's
+        command, a copy's retraction), by scope; read on from where it was last read."""
+
+        path = self.log_path
+        size = await self.ws.size(path) or 0
+        at, mark, changes = self._log_seen
+        if size < at or (at and await tail_hash(self.ws, path, at) != mark):
+            at, changes = 0, {}  # replaced or cut: read again from the start
+        if size > at:
+            data = await self.ws.read_range(path, at, size - at) or b""
+            cut = data.rfind(b"\n") + 1
+            seal = self.record_seal() if self.record_seal is not None else None
+            context = self._record_context(path)
+            for line in data[:cut].splitlines():
+                if not line.strip() or b"conversation:" not in line:
+                    continue
+                if seal is not None and not seal.verify(line, context):
+                    continue
+                try:
+                    record = LogRecord.model_validate_json(line)
+                except ValidationError:
+                    continue
+                if record.scope.startswith("conversation:") and _redoable(record):
+                    changes.setdefault(record.scope, []).append(record)
+            at += cut
+            self._log_seen = (at, await tail_hash(self.ws, path, at), changes)
+        return changes
 
     async def save_conversation(self, memory: ConversationMemory) -> None:
         memory.updated_at = now_ms()
@@ -1993,17 +2233,39 @@ class Store(MemoryStore):
 
     # ------------------------------------------------------------------ log
 
+    @property
+    def log_path(self) -> str:
+        return f"{self.dir}/log.jsonl"
+
+    def _log_line(self, record: LogRecord) -> bytes:
+        """One sealed line of the change log: the seal binds it to the log (a line of another
+        record does not verify here); lines are sealed alone, so an append stays one write."""
+
+        return self._sealed(self.log_path, (record.model_dump_json() + "\n").encode("utf-8"))
+
     async def append_log(self, record: LogRecord) -> None:
-        await self.ws.append_line(
-            f"{self.dir}/log.jsonl", (record.model_dump_json() + "\n").encode("utf-8")
-        )
+        await self.ws.append_line(self.log_path, self._log_line(record))
+
+    async def replace_log(self, records: Iterable[LogRecord]) -> None:
+        """The whole log replaced by ``records`` (a shared store's copy takes the store's)."""
+
+        body = b"".join(self._log_line(r) for r in records)
+        await self.ws.write_atomic(self.log_path, body)
 
     async def read_log(self) -> list[LogRecord]:
-        raw = await self.read_state(f"{self.dir}/log.jsonl")
+        raw = await self.read_state(self.log_path)
         records: list[LogRecord] = []
         seen: set[tuple[str, int, str, tuple[str, ...]]] = set()
+        refused = 0
+        seal = self.record_seal() if self.record_seal is not None else None
+        context = self._record_context(self.log_path)
         for line in (raw or b"").splitlines():
             if not line.strip():
+                continue
+            if seal is not None and not seal.verify(line, context):
+                # Not written by memory: a line the agent forged would otherwise show as a
+                # person's change in ``sandbox-memory log`` and be sent to a shared store.
+                refused += 1
                 continue
             try:
                 record = LogRecord.model_validate_json(line)
@@ -2017,4 +2279,11 @@ class Store(MemoryStore):
                 continue
             seen.add(ident)
             records.append(record)
+        if refused and refused != self._log_refused:
+            logger.warning(
+                "%d line(s) of %s hold no valid seal: not written by memory, skipped",
+                refused,
+                self.log_path,
+            )
+        self._log_refused = refused
         return records

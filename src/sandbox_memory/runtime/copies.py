@@ -7,7 +7,16 @@ Not a step of its own: a Forget (``commands.py``) and a deleted line in a live e
 from __future__ import annotations
 
 from ..phase_two import retract, same_fact
-from ..store import LONG_LIVED_KINDS, Cause, ConversationMemory, Entry, LogRecord, Source, Store
+from ..store import (
+    COPY_RETRACTED,
+    LONG_LIVED_KINDS,
+    Cause,
+    ConversationMemory,
+    Entry,
+    LogRecord,
+    Source,
+    Store,
+)
 
 
 async def save_changed_conversation(
@@ -80,7 +89,7 @@ async def retract_copies(
                 at=stamp,
                 cause=cause,
                 keys=[entry.key],
-                detail="retracted with its layout copy",
+                detail=COPY_RETRACTED,
                 log_first=log,
             )
         )

@@ -803,8 +803,7 @@ class SharedCopy:
         else:
             # The copy logged changes of its own (now sent): the store's log replaces it.
             log = await self.store.read_log()
-            body = "".join(r.model_dump_json() + "\n" for _, r in log)
-            await self.rt.ws.write_atomic(f"{st.dir}/log.jsonl", body.encode("utf-8"))
+            await st.replace_log(r for _, r in log)
             base["log_seq"], base["log_lines"] = (log[-1][0] if log else 0), len(log)
             log_replaced = True
 
