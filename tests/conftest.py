@@ -30,6 +30,9 @@ def pytest_configure(config: pytest.Config) -> None:
     # its folder, never the user's.
     if "SANDBOX_MEMORY_KEY_FILE" not in os.environ and _CACHE_DIR is not None:
         os.environ["SANDBOX_MEMORY_KEY_FILE"] = os.path.join(_CACHE_DIR, "segment.key")
+    # The tests' agents are scripted: the local sandbox's warning that an agent can read the
+    # key is given once by the test that checks it, not by every test's first session.
+    os.environ.setdefault("SANDBOX_MEMORY_TRUST_LOCAL_AGENT", "1")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -253,3 +253,38 @@ def _forget_until(root: Path, k: int) -> None:
     except BaseException:  # never back into the test runner from a forked child
         os._exit(2)
     os._exit(0)
+
+
+# ---------------------------------------------------------- a key the agent can read
+
+
+async def test_a_local_sandbox_whose_agent_can_read_the_key_is_told_once(
+    client, manifest, monkeypatch, caplog
+) -> None:
+    from agents import Runner
+    from agents.testing import ScriptedModel, assistant_message
+
+    from faultlib import rc, sandbox_agent
+    from sandbox_memory import Memory, integrity
+
+    monkeypatch.delenv(integrity.TRUSTED_LOCAL_ENV, raising=False)
+    monkeypatch.setattr(integrity, "_exposure_told", set())
+    monkeypatch.setenv(integrity.KEY_ENV, "k" * 40)
+    with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
+        for _ in range(2):
+            model = ScriptedModel([[assistant_message("Noted.")]])
+            memory = Memory(generate=MemoryGenerateConfig(engine="offline"))
+            sandbox = await client.create(manifest=manifest)
+            async with sandbox:
+                await Runner.run(
+                    sandbox_agent(model, memory), "Hello.", run_config=rc(sandbox, group_id="c")
+                )
+    told = [r for r in caplog.records if "does not hold against" in r.getMessage()]
+    assert len(told) == 1, [r.getMessage() for r in told]
+    assert integrity.KEY_ENV in told[0].getMessage()  # inherited by the agent's shell
+    assert "k" * 40 not in told[0].getMessage()
+    # The key file's case, and a client that keeps the host environment from the shell.
+    monkeypatch.delenv(integrity.KEY_ENV)
+    assert "key file" in (integrity.key_exposure(inherits_environment=False) or "")
+    monkeypatch.setenv(integrity.KEY_ENV, "k" * 40)
+    assert integrity.key_exposure(inherits_environment=False) is None

@@ -213,6 +213,10 @@ def workspace_for_session(session: BaseSandboxSession) -> Workspace:
 
     inner = getattr(session, "_inner", session)
     if isinstance(inner, UnixLocalSandboxSession):
+        from .integrity import KEY_ENV, warn_key_exposure
+
+        allowed = getattr(inner, "_host_environment_allowlist", None)
+        warn_key_exposure(inherits_environment=allowed is None or KEY_ENV in allowed)
         root = Path(inner.state.manifest.root)
         if root.is_dir():
             return LocalWorkspace(root)

@@ -206,3 +206,44 @@ def _read_or_make(target: Path) -> bytes:
     if len(key) < MIN_KEY_CHARS:
         raise OSError(0, f"{target} holds no key (fewer than {MIN_KEY_CHARS} characters)")
     return key
+
+
+_exposure_told: set[str] = set()
+
+TRUSTED_LOCAL_ENV = "SANDBOX_MEMORY_TRUST_LOCAL_AGENT"
+"""Set to ``1`` by whoever runs trusted agents in a local sandbox and has read the warning of
+:func:`warn_key_exposure`: it is then not given."""
+
+
+def key_exposure(*, inherits_environment: bool) -> str | None:
+    """What of this host's key an agent running as this OS user, with this process's
+    environment when ``inherits_environment``, can read (a ``UnixLocalSandboxClient``
+    session): ``None`` when nothing. The seal cannot hold against such an agent."""
+
+    if os.environ.get(KEY_ENV):
+        if inherits_environment:
+            return f"${KEY_ENV} is in the environment the agent's shell inherits"
+        return None
+    return f"the key file {key_file()} belongs to the OS user the agent's shell runs as"
+
+
+def warn_key_exposure(*, inherits_environment: bool) -> None:
+    """Say once per process, at WARNING, that the agent can read the key (see
+    :func:`key_exposure`): recorded lines and memory's records are then not protected from a
+    forgery by an agent that looks for the key. Use a sandbox that does not run as this user
+    (Docker, a hosted sandbox)."""
+
+    if os.environ.get(TRUSTED_LOCAL_ENV) == "1":
+        return
+    exposed = key_exposure(inherits_environment=inherits_environment)
+    if exposed is None or exposed in _exposure_told:
+        return
+    _exposure_told.add(exposed)
+    logger.warning(
+        "memory's seal does not hold against this sandbox's agent: %s (a local sandbox runs "
+        "the agent as this user); a forgery by an agent that reads the key would count as "
+        "memory's own. Use a container or hosted sandbox for agents you do not trust "
+        "(or set %s=1 for agents you do)",
+        exposed,
+        TRUSTED_LOCAL_ENV,
+    )
