@@ -288,3 +288,75 @@ async def test_a_local_sandbox_whose_agent_can_read_the_key_is_told_once(
     assert "key file" in (integrity.key_exposure(inherits_environment=False) or "")
     monkeypatch.setenv(integrity.KEY_ENV, "k" * 40)
     assert integrity.key_exposure(inherits_environment=False) is None
+
+
+async def test_a_refused_conversation_record_is_learned_again_with_the_persons_edits(
+    tmp_path: Path, caplog
+) -> None:
+    mc = _client(tmp_path)
+    rt = mc.runtime
+    await rt.record(run_payload("My name is Ann and I work on billing."), rollout_id="c")
+    await rt.close()
+    view = await mc.view("c")
+    # What only this conversation's memory holds (short-lived kinds are not promoted).
+    learned = {k for k, e in view.entries.items() if e.kind in ("fact", "hypothesis")}
+    assert learned
+    view = await mc.apply(
+        Remember(key="kept-fact", content="The invoice total includes tax.", kind="fact"),
+        expected=view.version,
+        conversation="c",
+    )
+    view = await mc.apply(
+        Remember(key="launch-date", content=SECRET_PLAN, kind="fact"),
+        expected=view.version,
+        conversation="c",
+    )
+    await mc.apply(Forget(key="launch-date"), expected=view.version, conversation="c")
+    record = tmp_path / STORE / "conversations/c.json"
+    forged = json.loads(record.read_text())
+    forged.pop("memory_seal")
+    forged["entries"] = {}
+    record.write_text(json.dumps(forged))  # the agent rewrites it: no valid seal
+
+    with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
+        fresh = _client(tmp_path)
+        await fresh.runtime.record(run_payload("Thanks, that is all."), rollout_id="c")
+        await fresh.runtime.close()
+    after = await _client(tmp_path).view("c")
+    assert learned <= set(after.entries)  # learned again from the sealed runs
+    assert _active(after, "kept-fact")  # the person's Remember, from the sealed log
+    assert not _active(after, "launch-date")  # and the Forget
+    assert SECRET_PLAN not in (tmp_path / "memories/MEMORY.md").read_text()
+    assert any("learned again" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_forgotten_marker_the_agent_deletes_does_not_bring_a_conversation_back(
+    tmp_path: Path,
+) -> None:
+    """``forgotten/`` is not sealed: deleting a marker makes the conversation's runs read
+    again, but they are its sealed lines, and phase 2's selection forgets it again in the
+    same close (the oldest beyond the limit), so it never reaches ``MEMORY.md``."""
+
+    import time
+
+    def client() -> MemoryClient:
+        return MemoryClient(
+            tmp_path,
+            generate=MemoryGenerateConfig(engine="offline", max_raw_memories_for_consolidation=1),
+        )
+
+    mc = client()
+    await mc.runtime.record(run_payload("My name is Ann and I work on billing."), rollout_id="old")
+    await mc.runtime.close()
+    time.sleep(0.01)
+    await mc.runtime.record(run_payload("My name is Bob and I work on search."), rollout_id="new")
+    await mc.runtime.close()
+    marker = tmp_path / STORE / "forgotten/old.json"
+    assert marker.exists()
+    assert "billing" not in (tmp_path / "memories/MEMORY.md").read_text()
+    marker.unlink()  # the agent removes it
+    again = client()
+    await again.runtime.close()
+    assert "billing" not in (tmp_path / "memories/MEMORY.md").read_text()
+    assert "search" in (tmp_path / "memories/MEMORY.md").read_text()
+    assert marker.exists()  # forgotten again

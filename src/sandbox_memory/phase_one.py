@@ -264,7 +264,18 @@ async def _extract(
     start = prog.offset
     learned_until: int | None = None
     replaced = await _replaced(rt, path, prog)
-    if replaced is not None:
+    conversation = await store.load_conversation(rollout_id)
+    if store.conversation_refused(rollout_id) and prog.offset > 0:
+        # Its record was not memory's (kept aside): what it learned from the runs is learned
+        # again from their sealed lines. A person's Remember and Forget come back from the
+        # sealed log with the record (``Store.load_conversation``), and an entry retracted
+        # there stays retracted.
+        start = 0
+        logger.warning(
+            "conversation record of %s was refused; its recorded runs are learned again",
+            rollout_id,
+        )
+    elif replaced is not None:
         # Read again from the start; runs stamped up to the newest one learned are taken as
         # learned (an older copy restored holds only those), newer ones are new.
         start, learned_until = 0, plausible_ms(timestamp_ms(prog.updated_at))
@@ -291,7 +302,6 @@ async def _extract(
     segments = [s for s in parsed.segments if not _only_edits(s)]
     if learned_until is not None:
         segments = [s for s in segments if timestamp_ms(s.get("updated_at")) > learned_until]
-    conversation = await store.load_conversation(rollout_id)
     if not rt.switch(conversation.overrides.generate, "generate"):
         return False  # left unprocessed: learning resumes if generate is switched back on
     if not segments:

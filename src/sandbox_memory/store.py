@@ -494,6 +494,12 @@ class MemoryStore(abc.ABC):
     async def save_conversation(self, memory: ConversationMemory) -> None:
         """Replace one conversation's memory."""
 
+    def conversation_refused(self, rollout_id: str) -> bool:
+        """Whether the conversation's record was last read refused (no valid seal) and not
+        saved since: what it held is to be learned again from its recorded runs."""
+
+        return False
+
     @abc.abstractmethod
     async def conversation_exists(self, rollout_id: str) -> bool:
         """Whether the conversation has memory."""
@@ -954,6 +960,9 @@ class Store(MemoryStore):
         self.refused: set[str] = set()
         """Records refused for want of a valid seal by this store object (never sent on)."""
         self._log_refused = 0
+        self._refused_conversations: set[str] = set()
+        """Conversations whose record was last read refused (see
+        :meth:`conversation_refused`)."""
         self._log_seen: tuple[int, str | None, dict[str, list[LogRecord]]] = (0, None, {})
         """How far the log was read for :meth:`_logged_changes`, its tail hash there, and
         what was found."""
@@ -1818,11 +1827,16 @@ class Store(MemoryStore):
         return f"{self.dir}/conversations/{rollout_id}.json"
 
     async def load_conversation(self, rollout_id: str) -> ConversationMemory:
+        path = self.conversation_path(rollout_id)
+        refused = len(self.refused)
+        self.refused.discard(path)
         value: ConversationMemory = await self._load(
-            self.conversation_path(rollout_id),
-            ConversationMemory,
-            ConversationMemory(rollout_id=rollout_id),
+            path, ConversationMemory, ConversationMemory(rollout_id=rollout_id)
         )
+        if path in self.refused:
+            self._refused_conversations.add(rollout_id)
+        elif len(self.refused) < refused:
+            self.refused.add(path)  # refused before, by this store object: still not sent
         await self._redo_logged(value)
         # Keys a saved memory held are in the index already: saving them again adds nothing.
         self._held.update((rollout_id, key) for key in value.entries)
@@ -1882,7 +1896,11 @@ class Store(MemoryStore):
     async def save_conversation(self, memory: ConversationMemory) -> None:
         memory.updated_at = now_ms()
         await self._save(self.conversation_path(memory.rollout_id), memory)
+        self._refused_conversations.discard(memory.rollout_id)
         await self._hold(memory.rollout_id, memory.entries)
+
+    def conversation_refused(self, rollout_id: str) -> bool:
+        return rollout_id in self._refused_conversations
 
     # ``held/<key>``: the conversations whose memory held an entry ``key``, one a line,
     # appended when a conversation first saves the key; ``held/.complete`` once every
