@@ -360,3 +360,28 @@ async def test_a_forgotten_marker_the_agent_deletes_does_not_bring_a_conversatio
     assert "billing" not in (tmp_path / "memories/MEMORY.md").read_text()
     assert "search" in (tmp_path / "memories/MEMORY.md").read_text()
     assert marker.exists()  # forgotten again
+
+
+async def test_the_layout_folder_put_back_whole_after_a_forget_does_not_bring_it_back(
+    tmp_path: Path, caplog
+) -> None:
+    import shutil
+
+    mc = _client(tmp_path)
+    view = await mc.create()
+    view = await mc.apply(
+        Remember(key="launch-date", content=SECRET_PLAN, kind="decision"), expected=view.version
+    )
+    layout = tmp_path / STORE / "layout"
+    shutil.copytree(layout, tmp_path / "kept")  # the head and every shard, one moment
+    view = await mc.apply(Forget(key="launch-date"), expected=view.version)
+    shutil.rmtree(layout)
+    shutil.copytree(tmp_path / "kept", layout)
+
+    with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
+        fresh = _client(tmp_path)
+        assert not _active(await fresh.view(), "launch-date")
+        await fresh.runtime.close()
+    assert not _active(await _client(tmp_path).view(), "launch-date")
+    assert SECRET_PLAN not in (tmp_path / "memories/MEMORY.md").read_text()
+    assert any("older than the log's" in r.getMessage() for r in caplog.records)

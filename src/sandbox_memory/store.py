@@ -960,6 +960,8 @@ class Store(MemoryStore):
         self.refused: set[str] = set()
         """Records refused for want of a valid seal by this store object (never sent on)."""
         self._log_refused = 0
+        self._log_layout_version = 0
+        """The newest layout version the sealed log holds (read with :meth:`_logged_changes`)."""
         self._refused_conversations: set[str] = set()
         """Conversations whose record was last read refused (see
         :meth:`conversation_refused`)."""
@@ -1271,6 +1273,34 @@ class Store(MemoryStore):
                 )
                 await self.ws.remove(jpath)
                 self._journal_raw, self._journal = None, None
+        if head_moved and not self._head_damaged and raw is not None:
+            await self._check_head_against_log(raw)
+
+    async def _check_head_against_log(self, raw: bytes) -> None:
+        """A sealed head older than the layout changes the sealed log holds (the layout
+        folder put back whole from an earlier copy, a Forget undone with it) is damage: no
+        shard is bound to it, and layout memory is rebuilt from the conversation records. Not
+        in a shared store's working copy, whose log is appended from the store's before its
+        layout is brought up to date."""
+
+        if self.record_seal is None:
+            return
+        if self.shared_copy is None:
+            self.shared_copy = await self.ws.size(f"{self.dir}/{SHARED_COPY_FILE}") is not None
+        if self.shared_copy:
+            return
+        await self._logged_changes()
+        logged = self._log_layout_version
+        pending = self._journal.version if self._journal is not None else 0
+        if logged <= max(self._head.version, pending):
+            return
+        await self._refuse(
+            f"{self.layout_dir}/head.json",
+            raw,
+            f"replayed: layout version {self._head.version}, older than the log's {logged}",
+        )
+        self._head_damaged = True
+        self._head = LayoutHead(version=logged, format=LAYOUT_FORMAT)
 
     async def _logged_layout_version(self) -> int:
         versions = [r.version for r in await self.read_log() if r.scope == "layout"]
@@ -1873,13 +1903,14 @@ class Store(MemoryStore):
         at, mark, changes = self._log_seen
         if size < at or (at and await tail_hash(self.ws, path, at) != mark):
             at, changes = 0, {}  # replaced or cut: read again from the start
+            self._log_layout_version = 0
         if size > at:
             data = await self.ws.read_range(path, at, size - at) or b""
             cut = data.rfind(b"\n") + 1
             seal = self.record_seal() if self.record_seal is not None else None
             context = self._record_context(path)
             for line in data[:cut].splitlines():
-                if not line.strip() or b"conversation:" not in line:
+                if not line.strip():
                     continue
                 if seal is not None and not seal.verify(line, context):
                     continue
@@ -1887,7 +1918,9 @@ class Store(MemoryStore):
                     record = LogRecord.model_validate_json(line)
                 except ValidationError:
                     continue
-                if record.scope.startswith("conversation:") and _redoable(record):
+                if record.scope == "layout":
+                    self._log_layout_version = max(self._log_layout_version, record.version)
+                elif record.scope.startswith("conversation:") and _redoable(record):
                     changes.setdefault(record.scope, []).append(record)
             at += cut
             self._log_seen = (at, await tail_hash(self.ws, path, at), changes)
