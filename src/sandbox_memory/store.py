@@ -1887,6 +1887,10 @@ class Store(MemoryStore):
         for record in sorted(later, key=lambda r: r.version):
             _redo(memory, record)
             memory.version = max(memory.version, record.version)
+        if self.fence is not None:
+            # A writer (the layout lock held): the record is repaired on disk, as the change
+            # cut short would have left it; a reader's view is repaired in memory only.
+            await self.save_conversation(memory)
         logger.warning(
             "conversation record of %s is older than the changes its log holds (version %d); "
             "the person's later Remember/Forget are applied to it again",
