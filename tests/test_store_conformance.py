@@ -5,14 +5,14 @@ A new backend is one fixture below: a store, and how a run's segment reaches it 
 appends to ``sessions/<id>.jsonl`` beside the workspace store; the in-memory store keeps the
 segments itself). Every case must pass for it, unchanged.
 
-The PostgreSQL store is not among them yet: it is reached through a working copy
-(``stores/sync.py``) that replicates a workspace store, and does not meet the seam itself.
+The PostgreSQL backend (:class:`~sandbox_memory.stores.postgres_seam.PostgresMemoryStore`)
+runs on a fresh database of the real test server (``tests/pgserver.py``) for each case.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +32,8 @@ from sandbox_memory.store import (
     tail_hash,
 )
 from sandbox_memory.stores.memory import InMemoryStore
+from sandbox_memory.stores.postgres import PostgresStore
+from sandbox_memory.stores.postgres_seam import PostgresMemoryStore
 from sandbox_memory.workspace import LocalWorkspace
 
 
@@ -68,12 +70,25 @@ def _memory(tmp_path: Path) -> Backend:
     return Backend(store, store.append_segment, tail)
 
 
+def _postgres(dsn: str) -> Backend:
+    store = PostgresMemoryStore(PostgresStore(dsn, namespace="conformance"))
+    return Backend(store, store.append_segment, store.tail)
+
+
 BACKENDS: dict[str, Callable[[Path], Backend]] = {"files": _files, "memory": _memory}
 
 
-@pytest.fixture(params=sorted(BACKENDS))
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
-    return BACKENDS[request.param](tmp_path)
+@pytest.fixture(params=[*sorted(BACKENDS), "postgres"])
+async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
+    if request.param != "postgres":
+        yield BACKENDS[request.param](tmp_path)
+        return
+    made = _postgres(request.getfixturevalue("pg_dsn"))
+    assert isinstance(made.store, PostgresMemoryStore)
+    try:
+        yield made
+    finally:
+        await made.store.pg.aclose()
 
 
 def entry(key: str, content: str = "", *, cites: str = "c1", item: str = "i1") -> Entry:
