@@ -246,6 +246,26 @@ async def test_the_registry_and_the_switch_defaults_round_trip(backend: Backend)
     assert await store.load_defaults() == defaults
 
 
+async def test_the_log_names_the_scopes_changed_since_a_mark(backend: Backend) -> None:
+    store = backend.store
+    scopes, mark = await store.log_scopes_after(None)
+    assert scopes is None  # no mark yet: every scope is compared
+    await store.append_log(log(1, "a").model_copy(update={"scope": "conversation:c1"}))
+    await store.commit_layout(version=2, put={"a": entry("a")}, log=[log(2, "a")])
+    scopes, mark = await store.log_scopes_after(mark)
+    assert scopes == {"conversation:c1", "layout"}
+    again, same = await store.log_scopes_after(mark)
+    assert again == set() and same == mark
+    await store.append_log(log(3, "b").model_copy(update={"scope": "conversation:c2"}))
+    assert (await store.log_scopes_after(mark))[0] == {"conversation:c2"}
+
+
+async def test_the_scopes_with_memory_name_every_saved_conversation(backend: Backend) -> None:
+    store = backend.store
+    await store.save_conversation(ConversationMemory(rollout_id="c1", entries={"a": entry("a")}))
+    assert "conversation:c1" in await store.scopes_with_memory()  # logged or not
+
+
 # ---------------------------------------------------------------------- progress
 
 

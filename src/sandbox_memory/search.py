@@ -71,7 +71,7 @@ from .embedding import EMBED_CHARS, Embedder, EmbedderError, normalized
 from .engines.transcript import item_text, output_call_id, segment_id_of, segment_items
 from .errors import MemoryConfigError
 from .rollouts import LineCheck, read_new_segments, rollout_path
-from .store import ConversationMemory, Entry, LayoutMemory, MemoryStore, Source, Store
+from .store import ConversationMemory, Entry, LayoutMemory, MemoryStore, Source
 from .workspace import LocalWorkspace, Workspace
 
 logger = logging.getLogger("sandbox_memory")
@@ -832,36 +832,10 @@ class SearchIndex:
         """Scopes named by log records not read yet, and the new watermark.
 
         ``None`` means the watermark is lost (a new index, a replaced log): compare every
-        scope. Over the file store only the log's new bytes are read; another store's log is
-        read whole and its new records counted.
+        scope (:meth:`~sandbox_memory.store.MemoryStore.log_scopes_after`).
         """
 
-        mark = self._meta(db, "log_mark")
-        scopes: set[str] = set()
-        if isinstance(self.store, Store):
-            log_path = f"{self.store.dir}/log.jsonl"
-            size = await self.ws.size(log_path) or 0
-            offset = int(mark) if mark is not None and mark.isdigit() else -1
-            if offset < 0 or size < offset:
-                return None, str(size)
-            if size == offset:
-                return scopes, mark or "0"
-            data = await self.ws.read_range(log_path, offset, size - offset) or b""
-            cut = data.rfind(b"\n") + 1
-            for line in data[:cut].splitlines():
-                try:
-                    record = bounded.loads(line, limit=bounded.MAX_FIELD_BYTES, what="a log line")
-                except ValueError:
-                    continue
-                if isinstance(record, dict) and isinstance(record.get("scope"), str):
-                    scopes.add(record["scope"])
-            return scopes, str(offset + cut)
-        records = await self.store.read_log()
-        seen = int(mark[1:]) if mark is not None and mark.startswith("n") else -1
-        if seen < 0 or len(records) < seen:
-            return None, f"n{len(records)}"
-        scopes.update(r.scope for r in records[seen:])
-        return scopes, f"n{len(records)}"
+        return await self.store.log_scopes_after(self._meta(db, "log_mark"))
 
     async def _sync_entries(self, db: sqlite3.Connection, marked: set[str]) -> None:
         scopes, mark = await self._new_log_scopes(db)
@@ -873,13 +847,7 @@ class SearchIndex:
         if scopes is None:
             # Compare every scope once: layout, every conversation with memory, and what the
             # index holds.
-            scopes = {"layout"}
-            if isinstance(self.store, Store):
-                for name in await self.ws.listdir(f"{self.store.dir}/conversations"):
-                    if name.endswith(".json") and not name.startswith("."):
-                        scopes.add(f"conversation:{name[: -len('.json')]}")
-            for record in [] if isinstance(self.store, Store) else await self.store.read_log():
-                scopes.add(record.scope)
+            scopes = {"layout", *await self.store.scopes_with_memory()}
             for (scope,) in db.execute("SELECT DISTINCT scope FROM docs WHERE kind = 'entry'"):
                 scopes.add(str(scope))
         scopes.discard("layout")

@@ -546,6 +546,28 @@ class MemoryStore(abc.ABC):
     async def read_log(self) -> list[LogRecord]:
         """Every change, oldest first (a change logged twice by a redone close, once)."""
 
+    async def log_scopes_after(self, mark: str | None) -> tuple[set[str] | None, str]:
+        """The scopes named by the log records appended since ``mark`` (what an earlier call
+        returned), and the mark to hand over next time. ``None`` for the scopes when ``mark``
+        tells nothing of this log (no mark yet, a log replaced): the caller compares every
+        scope (:meth:`scopes_with_memory`).
+
+        This default reads the log whole and counts its records; a store that can read the
+        log's new part alone overrides it.
+        """
+
+        records = await self.read_log()
+        seen = int(mark[1:]) if mark and mark[0] == "n" and mark[1:].isdigit() else -1
+        if seen < 0 or len(records) < seen:
+            return None, f"n{len(records)}"
+        return {r.scope for r in records[seen:]}, f"n{len(records)}"
+
+    async def scopes_with_memory(self) -> set[str]:
+        """Scopes that may hold entries besides ``layout`` (``conversation:<id>``), for a
+        reader that lost track of the log; this default names those the log names."""
+
+        return {r.scope for r in await self.read_log()}
+
     # --- progress, one rollout at a time
     @abc.abstractmethod
     async def get_progress(self, rollout_id: str) -> RolloutProgress | None:
@@ -2306,6 +2328,37 @@ class Store(MemoryStore):
 
         body = b"".join(self._log_line(r) for r in records)
         await self.ws.write_atomic(self.log_path, body)
+
+    async def log_scopes_after(self, mark: str | None) -> tuple[set[str] | None, str]:
+        """Reads only the log's bytes after ``mark`` (a byte offset into ``log.jsonl``)."""
+
+        log_path = f"{self.dir}/log.jsonl"
+        size = await self.ws.size(log_path) or 0
+        offset = int(mark) if mark is not None and mark.isdigit() else -1
+        if offset < 0 or size < offset:
+            return None, str(size)
+        scopes: set[str] = set()
+        if size == offset:
+            return scopes, mark or "0"
+        data = await self.ws.read_range(log_path, offset, size - offset) or b""
+        cut = data.rfind(b"\n") + 1
+        for line in data[:cut].splitlines():
+            try:
+                record = bounded.loads(line, limit=bounded.MAX_FIELD_BYTES, what="a log line")
+            except ValueError:
+                continue
+            if isinstance(record, dict) and isinstance(record.get("scope"), str):
+                scopes.add(record["scope"])
+        return scopes, str(offset + cut)
+
+    async def scopes_with_memory(self) -> set[str]:
+        """One scope per conversation record under ``conversations/``."""
+
+        return {
+            f"conversation:{name[: -len('.json')]}"
+            for name in await self.ws.listdir(f"{self.dir}/conversations")
+            if name.endswith(".json") and not name.startswith(".")
+        }
 
     async def read_log(self) -> list[LogRecord]:
         raw = await self.read_state(self.log_path)

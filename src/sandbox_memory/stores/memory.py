@@ -227,6 +227,9 @@ class InMemoryStore(MemoryStore):
     async def conversation_exists(self, rollout_id: str) -> bool:
         return rollout_id in self._conversations
 
+    async def scopes_with_memory(self) -> set[str]:
+        return {f"conversation:{rid}" for rid in self._conversations}
+
     async def conversations_holding(self, key: str) -> list[str] | None:
         return sorted(self._holders.get(key, set()))
 

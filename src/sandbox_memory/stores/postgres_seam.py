@@ -334,6 +334,17 @@ class PostgresMemoryStore(MemoryStore):
             ).fetchone()
         return row is not None
 
+    async def scopes_with_memory(self) -> set[str]:
+        async with self.pg._tx("listing conversations") as conn:
+            rows = await (
+                await conn.execute(
+                    "SELECT scope FROM sbm_scopes WHERE namespace = %s "
+                    "AND starts_with(scope, 'conversation:')",
+                    (self.namespace,),
+                )
+            ).fetchall()
+        return {str(r[0]) for r in rows}
+
     async def conversations_holding(self, key: str) -> list[str] | None:
         async with self.pg._tx(f"reading conversations holding {key}") as conn:
             rows = await (
