@@ -322,3 +322,25 @@ async def test_an_entrys_subjects_are_stored_and_read_back(pg_dsn: str) -> None:
     assert state.entries["fix-invoice-tax"].subjects == about
     assert state.entries["plain"].subjects is None
     await store.aclose()
+
+
+def test_memory_takes_any_shared_store_and_names_an_object_that_is_not_one() -> None:
+    """The capability asks what a shared store does, not which class it is: a store of another
+    make (here one that hands every call to a PostgresStore) is taken; anything else is refused
+    naming the field."""
+
+    from typing import Any
+
+    from sandbox_memory import Memory
+
+    class Forwarding:
+        def __init__(self, inner: PostgresStore) -> None:
+            self.inner = inner
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+    store = Forwarding(PostgresStore("postgresql:///x", namespace="acme"))
+    assert Memory(store=store).store is store
+    with pytest.raises(ValueError, match="store must be a shared store"):
+        Memory(store=object())

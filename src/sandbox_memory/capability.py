@@ -131,11 +131,13 @@ class Memory(_SDKMemory):
                 "generate", self.generate, "must be a sandbox_memory.MemoryGenerateConfig or None"
             )
         if self.store is not None:
-            from .stores.postgres import PostgresStore
+            from .stores.sync import SharedStore
 
-            if not isinstance(self.store, PostgresStore):
+            if not isinstance(self.store, SharedStore):
                 raise MemoryConfigError(
-                    "store", self.store, "must be a sandbox_memory.stores.PostgresStore or None"
+                    "store",
+                    self.store,
+                    "must be a shared store (sandbox_memory.stores.PostgresStore) or None",
                 )
 
     def clone(self) -> Memory:

@@ -37,8 +37,7 @@ logger = logging.getLogger("sandbox_memory")
 if TYPE_CHECKING:
     from ..redact import Redactor
     from ..store import Lease, Store
-    from ..stores.postgres import PostgresStore
-    from ..stores.sync import SharedCopy
+    from ..stores.sync import SharedCopy, SharedStore
     from ..workspace import Workspace
 
 
@@ -56,7 +55,7 @@ class LayoutRuntime:
         generate: MemoryGenerateConfig | None,
         read: MemoryReadConfig | None,
         engine: ExtractionEngine | None = None,
-        store: PostgresStore | None = None,
+        store: SharedStore | None = None,
     ) -> None:
         layout = layout.normalized()  # memory's own paths; the prompt keeps the user's spelling
         self.state = LayoutState(
