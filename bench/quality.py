@@ -792,15 +792,17 @@ async def main() -> None:
     parser.add_argument("--json", action="store_true", help="figures as JSON on stdout")
     parser.add_argument(
         "--embedder",
-        choices=("none", "minilm"),
+        choices=("none", "local"),
         default="none",
-        help="search's embedder: none (BM25), minilm (bench/onnx_embedder.py, fused)",
+        help='search\'s embedder: none (BM25), local (all-MiniLM-L6-v2, the "local" extra)',
     )
+    parser.add_argument("--fusion", choices=("rrf", "rerank"), default="rrf")
+    parser.add_argument("--vector-weight", type=float, default=1.0)
     args = parser.parse_args()
-    if args.embedder == "minilm":
-        from onnx_embedder import OnnxMiniLM
-
-        SEARCH_READ["read"] = MemoryReadConfig(embedder=OnnxMiniLM())
+    if args.embedder != "none":
+        SEARCH_READ["read"] = MemoryReadConfig(
+            embedder=args.embedder, fusion=args.fusion, vector_weight=args.vector_weight
+        )
 
     conversations = load_locomo(args.data)
     if args.samples:

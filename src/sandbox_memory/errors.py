@@ -101,3 +101,8 @@ class MemoryLeaseLost(MemoryConflict):
 class MemoryStoreUnavailable(SandboxMemoryError):
     """A shared store (PostgreSQL) could not be reached or failed; the message never holds a
     password. A sandbox keeps working from its workspace copy and catches up later."""
+
+
+class EmbedderError(Exception):
+    """An embedder could not give the vectors asked for (the search falls back to BM25).
+    Not a :class:`SandboxMemoryError`: it never reaches a caller (``embedding.py``)."""

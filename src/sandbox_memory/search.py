@@ -231,6 +231,11 @@ embedder, in an index old or new (turning an embedder on does not rebuild the in
 one, the index holds no such table). Never pruned by a sync: a text that
 comes back (a re-extracted entry) is not embedded again; a rebuild of the index drops them."""
 
+Fusion = Literal["rrf", "rerank"]
+
+RERANK_POOL = 50
+"""BM25's documents that ``fusion="rerank"`` reorders (at least: a larger search reads more)."""
+
 RRF_K = 60
 """Reciprocal rank fusion: a document's fused score is ``sum(RRF_K / (RRF_K + rank))`` over
 the two rankings (BM25, cosine) it is in; 60 is the constant of the original paper (Cormack,
@@ -549,10 +554,17 @@ class SearchIndex:
         sessions_dir: str,
         line_check: Callable[[str], LineCheck],
         embedder: Embedder | None = None,
+        fusion: Fusion = "rrf",
+        vector_weight: float = 1.0,
     ) -> None:
         self.ws = workspace
         self.embedder = embedder
         """Ranks by meaning beside BM25 (``None``: lexical only); see :meth:`_vector_ranked`."""
+        self.fusion: Fusion = fusion
+        """``rrf``: BM25's and the cosine ranking's documents fused; ``rerank``: BM25's top
+        :data:`RERANK_POOL` only, reordered by the fusion of both rankings (see :meth:`_fused`)."""
+        self.vector_weight = vector_weight
+        """The cosine ranking's weight in the fusion (BM25's is 1)."""
         self.embed_failed = False
         """Whether the embedder failed since it last worked (warned once, then quiet)."""
         self.texts_embedded = 0
@@ -1273,6 +1285,7 @@ class SearchIndex:
         await self.sync()
         db = await self._open()
         lexical_ids: list[int] = []
+        rerank = self.embedder is not None and self.fusion == "rerank"
         ranked = self._ranked(
             db,
             expression,
@@ -1280,7 +1293,7 @@ class SearchIndex:
             person=person,
             conversation=conversation,
             kinds=None,
-            limit=limit * CANDIDATES_PER_HIT,
+            limit=max(limit * CANDIDATES_PER_HIT, RERANK_POOL if rerank else 0),
             whole=False,
             doc_ids=lexical_ids,
         )
@@ -1290,9 +1303,12 @@ class SearchIndex:
                 query,
                 person=person,
                 conversation=conversation,
-                limit=limit * CANDIDATES_PER_HIT,
+                limit=None if rerank else limit * CANDIDATES_PER_HIT,
             )
             if nearest is not None:
+                if rerank:  # the cosine order of BM25's documents, none added
+                    pool = set(lexical_ids)
+                    nearest = [doc for doc in nearest if doc in pool]
                 ranked = self._fused(
                     db,
                     query,
@@ -1317,7 +1333,8 @@ class SearchIndex:
         conversation: str | None,
     ) -> list[SearchHit]:
         """BM25's hits and the ``nearest`` documents (by cosine, best first) fused by
-        reciprocal rank (:data:`RRF_K`), best first. The nearest documents are read under the
+        reciprocal rank (:data:`RRF_K`; the cosine rank weighted by ``vector_weight``), best
+        first. The nearest documents are read under the
         same filters as BM25's (person, conversation, retracted items), and everything after
         (one hit per key, :func:`distinct`) applies to the fused list as to the lexical one."""
 
@@ -1342,7 +1359,7 @@ class SearchIndex:
             doc_ids=vector_ids,
         )
         for rank, (doc, hit) in enumerate(zip(vector_ids, vector_hits, strict=True), 1):
-            score[doc] = score.get(doc, 0.0) + RRF_K / (RRF_K + rank)
+            score[doc] = score.get(doc, 0.0) + self.vector_weight * RRF_K / (RRF_K + rank)
             hits.setdefault(doc, hit)
         order = sorted(score, key=lambda d: -score[d])  # stable: BM25's order on ties
         return [
@@ -1357,9 +1374,9 @@ class SearchIndex:
         *,
         person: str | None,
         conversation: str | None,
-        limit: int,
+        limit: int | None,
     ) -> list[int] | None:
-        """The ids of the ``limit`` documents (this search may see) nearest to ``query`` by
+        """The ids of the ``limit`` (``None``: all) documents (this search may see) nearest to ``query`` by
         cosine similarity of their embeddings, best first; ``None`` when the embedder failed
         (logged once as a WARNING until it works again): the search is then BM25 alone.
 
