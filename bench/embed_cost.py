@@ -42,7 +42,7 @@ async def main() -> None:
             started = time.perf_counter()
             await client.search("when did she go to the support group")
             figures[name] = time.perf_counter() - started
-            figures[name.replace("_s", "_texts")] = client.runtime.search_index.texts_embedded
+            figures[name.removesuffix("_s") + "_texts"] = client.runtime.search_index.texts_embedded
         index = next(Path(tmp).rglob("search.sqlite"))
         with sqlite3.connect(index) as db:
             figures["documents"] = db.execute("SELECT count(*) FROM docs").fetchone()[0]

@@ -797,7 +797,7 @@ async def main() -> None:
         help='search\'s embedder: none (BM25), local (all-MiniLM-L6-v2, the "local" extra)',
     )
     parser.add_argument("--fusion", choices=("rrf", "rerank"), default="rrf")
-    parser.add_argument("--vector-weight", type=float, default=1.0)
+    parser.add_argument("--vector-weight", type=float, default=0.25)
     args = parser.parse_args()
     if args.embedder != "none":
         SEARCH_READ["read"] = MemoryReadConfig(

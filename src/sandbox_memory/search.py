@@ -555,7 +555,7 @@ class SearchIndex:
         line_check: Callable[[str], LineCheck],
         embedder: Embedder | None = None,
         fusion: Fusion = "rrf",
-        vector_weight: float = 1.0,
+        vector_weight: float = 0.25,
     ) -> None:
         self.ws = workspace
         self.embedder = embedder

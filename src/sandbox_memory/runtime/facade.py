@@ -74,7 +74,7 @@ class LayoutRuntime:
                 read.embedder, model=read.embedding_model, dimension=read.embedding_dimension
             ),
             fusion="rrf" if read is None else read.fusion,
-            vector_weight=1.0 if read is None else read.vector_weight,
+            vector_weight=0.25 if read is None else read.vector_weight,
         )
         """The derived full-text index (``search.py``), synced after runs and at close."""
         self.shared: SharedCopy | None = None
