@@ -64,7 +64,13 @@ from agents.sandbox.capabilities import Filesystem, Shell  # noqa: E402
 from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient  # noqa: E402
 from agents.testing import ScriptedModel, assistant_message, function_call  # noqa: E402
 
-from sandbox_memory import Memory, MemoryClient, MemoryGenerateConfig, MemoryReadConfig  # noqa: E402
+from sandbox_memory import (  # noqa: E402
+    Memory,
+    MemoryClient,
+    MemoryGenerateConfig,
+    MemoryReadConfig,
+    SearchHit,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "locomo-dev.zip"
@@ -360,7 +366,14 @@ async def _search(
         return fallback.top(question)
     client = MemoryClient(state.root, generate=OFFLINE, **SEARCH_READ)
     hits = await client.search(question, limit=3 * TOP_K)
-    return [(hit.text, [s.item for s in hit.sources]) for hit in hits]
+    return [(shown(hit), [s.item for s in hit.sources]) for hit in hits]
+
+
+def shown(hit: SearchHit) -> str:
+    """What a hit shows its reader: its text and, for an entry, the excerpt of the item it
+    cites (as ``format_hits`` prints them)."""
+
+    return hit.text if hit.excerpt is None else f"{hit.text}\n{hit.excerpt}"
 
 
 def _merged(hits: list[tuple[str, list[str]]]) -> list[tuple[str, list[str]]]:
@@ -586,7 +599,7 @@ async def coding_scenario(root: Path, search_kind: str) -> list[dict[str, Any]]:
             texts = [text for text, _ in fallback.top(lesson.query)]
         else:
             hits = await memory.search(lesson.query, limit=TOP_K)
-            texts = [hit.text for hit in hits]
+            texts = [shown(hit) for hit in hits]
         rank = next((n for n, text in enumerate(texts, 1) if lesson.needle in text), None)
         rows.append(
             {

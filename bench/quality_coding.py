@@ -77,6 +77,7 @@ from quality import (  # noqa: E402
     _sh,
     duplicates,
     log,
+    shown,
 )
 
 from sandbox_memory import Memory, MemoryClient, MemoryReadConfig  # noqa: E402
@@ -346,7 +347,7 @@ async def run_sequence(seq: Sequence, root: Path) -> SequenceResult:
                 probe["memory_md"] = memory_md_path.read_text() if memory_md_path.is_file() else ""
                 searcher = MemoryClient(root, generate=OFFLINE, **SEARCH_READ)
                 hits = await searcher.search(task.problem, limit=TOP_K)
-                probe["hits"] = [(h.text, h.conversation) for h in hits]
+                probe["hits"] = [(shown(h), h.conversation) for h in hits]
                 probe["bm25"] = Bm25(_items_by_task(root, done)).top(task.problem)
             check_out(root, task)
             model = ScriptedModel(agent_turns(root, task))

@@ -149,6 +149,12 @@ any order (one rebuilt, one kept up to date run by run), give the same hits."""
 HIT_TEXT_CHARS = 700
 """Longest ``text`` of a hit; longer documents are cut to a window around the first match."""
 
+EXCERPT_CHARS = 300
+"""Longest ``excerpt`` of an entry hit: about two sentences of the recorded item it cites, cut
+around the query's words. An entry is the fact in a few words; the excerpt is the evidence as
+it was said (the date, the name, the number the entry left out), small enough that ten hits
+stay a short tool result."""
+
 SEARCH_TOOL_NAME = "memory_search"
 """The agent tool's name; its own calls and results are not indexed (no echo of old hits)."""
 
@@ -282,6 +288,16 @@ class SearchHit(BaseModel):
     """The workspace file to open for more."""
     uses: int = 0
     """How often later runs used it (entries) or its conversation (summaries, items)."""
+    excerpt: str | None = None
+    """Entries only: the part of a recorded item the entry cites that best matches the query
+    (the item holding most of the query's words, by BM25; at most :data:`EXCERPT_CHARS`
+    characters, cut around those words), so the evidence is seen beside the fact learned
+    from it. ``None`` when no cited item this search may see holds a query word, or the
+    entry's text shown holds every word of the excerpt. Redacted (items are recorded redacted);
+    an item hidden by Forget, or of another person's run, is never excerpted.
+"""
+    excerpt_source: Source | None = None
+    """The item :attr:`excerpt` comes from."""
     ranking: str = "bm25"
     """How the list was ranked: ``bm25`` (lexical only: no embedder configured, or the embedder
     failed and the search fell back), or ``bm25+<embedder name>`` (BM25 and cosine similarity
@@ -335,20 +351,57 @@ def known_terms(text: str) -> dict[str, int]:
 
 
 def _window(text: str, query: str, size: int = HIT_TEXT_CHARS) -> str:
+    """``text`` whole when it fits in ``size`` characters, otherwise the window around the
+    part holding most of ``query``'s content words (see :func:`excerpt_of`)."""
+
+    return text if len(text) <= size else excerpt_of(text, query, size)
+
+
+def excerpt_of(text: str, query: str, size: int = EXCERPT_CHARS) -> str:
+    """``text`` whole when it fits in ``size`` characters, otherwise the ``size``-character
+    window holding most of ``query``'s distinct words (the first such window), widened to
+    word boundaries inside it, marked ``…`` where cut."""
+
+    text = " ".join(text.split())
     if len(text) <= size:
         return text
     lowered = text.lower()
-    first = len(text)
-    for token in _QUERY_TOKEN_RE.findall(query):
-        probe = token.lower()[:5] if not _CJK_RUN_RE.match(token) else token[:2]
+    places: list[tuple[int, str]] = []
+    for token in dict.fromkeys(t.lower() for t in _QUERY_TOKEN_RE.findall(query)):
+        if token in QUERY_STOPWORDS:
+            continue
+        probe = token[:5] if not _CJK_RUN_RE.match(token) else token[:2]
         at = lowered.find(probe)
-        if 0 <= at < first:
-            first = at
-    if first == len(text):
-        first = 0
-    start = max(0, min(first - size // 4, len(text) - size))
-    piece = text[start : start + size]
-    return ("…" if start else "") + piece + ("…" if start + size < len(text) else "")
+        while at >= 0:
+            places.append((at, probe))
+            at = lowered.find(probe, at + 1)
+    places.sort()
+    # A window sliding over the matches: the one starting at a match that holds the most
+    # distinct words (linear in the matches).
+    start, most = 0, 0
+    inside: dict[str, int] = {}
+    last = 0
+    for first, (at, _) in enumerate(places):
+        while last < len(places) and places[last][0] + len(places[last][1]) <= at + size:
+            inside[places[last][1]] = inside.get(places[last][1], 0) + 1
+            last += 1
+        if len(inside) > most:
+            start, most = at, len(inside)
+        if last > first:
+            word = places[first][1]
+            inside[word] -= 1
+            if not inside[word]:
+                del inside[word]
+    # The matched words a little in from the window's left edge, the window inside the text.
+    start = max(0, min(start - size // 6, len(text) - size))
+    end = start + size
+    if start:
+        space = text.find(" ", start, start + size // 6)
+        start = space + 1 if space >= 0 else start
+    if end < len(text):
+        space = text.rfind(" ", end - size // 6, end)
+        end = space if space > start else end
+    return ("…" if start else "") + text[start:end] + ("…" if end < len(text) else "")
 
 
 def _hit_of(row: Any, query: str, *, whole: bool) -> SearchHit:
@@ -1319,7 +1372,63 @@ class SearchIndex:
                     conversation=conversation,
                 )
         ranked += self._citing(db, ranked, query=query, person=person)
-        return distinct(self._one_per_key(db, ranked, person, conversation), limit)
+        hits = distinct(self._one_per_key(db, ranked, person, conversation), limit)
+        return self._with_excerpts(db, hits, expression, query=query, person=person)
+
+    @staticmethod
+    def _with_excerpts(
+        db: sqlite3.Connection,
+        hits: list[SearchHit],
+        expression: str,
+        *,
+        query: str,
+        person: str | None,
+    ) -> list[SearchHit]:
+        """``hits`` with each entry's :attr:`SearchHit.excerpt`: of the items it cites that
+        match ``expression`` and this search may see (the same filters as a ranked item:
+        ``person``, items of a retracted entry and items stating one), the best by BM25, cut
+        to :data:`EXCERPT_CHARS` around ``query``'s words. One query for all hits."""
+
+        wanted = {
+            f"item:{s.conversation}:{s.item}"
+            for hit in hits
+            if hit.kind == "entry"
+            for s in hit.sources
+        }
+        if not wanted:
+            return hits
+        best: dict[tuple[str, str], tuple[float, str]] = {}
+        probes: dict[str, list[str]] = {}
+        for text, conv, sources, score in db.execute(
+            "SELECT d.text, d.conversation, d.sources, -bm25(fts) FROM fts "
+            "JOIN docs d ON d.id = fts.rowid WHERE fts MATCH ? "
+            "AND d.doc IN (SELECT value FROM json_each(?)) AND d.kind = 'item' "
+            "AND (d.person IS NULL OR d.person = ?) "
+            "AND NOT EXISTS (SELECT 1 FROM retracted r WHERE r.conversation = d.conversation "
+            "AND r.item = json_extract(d.sources, '$[0].item'))",
+            (expression, json.dumps(sorted(wanted)), person),
+        ):
+            plain = _unpack(text)
+            if conv not in probes:
+                probes[conv] = SearchIndex._retracted_probes(db, conv)
+            if probes[conv] and states_any(plain, probes[conv]):
+                continue
+            item = _sources_of(sources)[0]["item"]
+            best[(conv, item)] = (float(score), plain)
+        out: list[SearchHit] = []
+        for hit in hits:
+            found = [
+                (best[(s.conversation, s.item)], s)
+                for s in hit.sources
+                if hit.kind == "entry" and (s.conversation, s.item) in best
+            ]
+            if found:
+                (_, plain), source = max(found, key=lambda f: f[0][0])  # first on ties
+                excerpt = excerpt_of(plain, query)
+                if not all_words(excerpt) <= all_words(hit.text):  # it adds something
+                    hit = hit.model_copy(update={"excerpt": excerpt, "excerpt_source": source})
+            out.append(hit)
+        return out
 
     def _fused(
         self,
@@ -1973,5 +2082,9 @@ def format_hits(hits: Iterable[SearchHit]) -> str:
         # A score that prints as 0.00 says nothing (see SCORE_SHOWN_MIN): left out.
         score = f"score {hit.score:.2f}; " if hit.score >= SCORE_SHOWN_MIN else ""
         head = f"[{n}] {what}; {score}{when}; sources {refs}; in {hit.path}{used}"
-        blocks.append(head + "\n" + " ".join(hit.text.split()))
+        block = head + "\n" + " ".join(hit.text.split())
+        if hit.excerpt is not None and hit.excerpt_source is not None:
+            cited = f"{hit.excerpt_source.conversation}#{hit.excerpt_source.item}"
+            block += f"\n  from {cited}: {hit.excerpt}"
+        blocks.append(block)
     return "\n\n".join(blocks) if blocks else "no memory matches"

@@ -1,0 +1,94 @@
+"""An entry hit shows, beside the fact, the best-matching excerpt of the recorded item it cites:
+the same from Python, the CLI, the agent tool and the MCP server; bounded; never from an item
+that Forget hides or another person's run."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from sandbox_memory import Forget
+from sandbox_memory.cli import main
+from sandbox_memory.search import EXCERPT_CHARS, excerpt_of, format_hits
+from test_search import client_for, payload, record
+
+TURN = (
+    "I finally decided on the night ferry to Naxos for the trip! My sister Lena is coming "
+    "along, she found the tickets at the harbour office. It leaves at 23:40 from pier 7, and "
+    "the tickets were 38 EUR each. Remember that I prefer window seats on long rides."
+)
+QUERY = "window seats on the Naxos ferry from pier 7"
+
+
+async def _trip(root: Path, person: str | None = None) -> None:
+    c = client_for(root)
+    for n in range(8):  # a long conversation: its entry holds many turns
+        day = f"Day {n}: we walked the old town, ate grilled octopus at tavern {n}, swam."
+        await c.runtime.record(payload(day, "Lovely."), rollout_id="trip", person=person)
+    await c.runtime.record(payload(TURN, "Noted."), rollout_id="trip", person=person)
+    for n in range(4):
+        await record(c, f"other{n}", f"The museum timetable page {n} is open.", "Ok.")
+    await c.runtime.close()
+
+
+async def test_an_entry_hit_shows_the_matching_words_of_the_item_it_cites(tmp_path: Path) -> None:
+    await _trip(tmp_path)
+    hits = await client_for(tmp_path).search(QUERY)
+    entry = next(h for h in hits if h.kind == "entry")
+    assert "window seats" not in entry.text  # the entry left that sentence out
+    assert entry.excerpt is not None and "window seats" in entry.excerpt
+    assert entry.excerpt_source in entry.sources
+    text = format_hits(hits)
+    source = entry.excerpt_source
+    assert source is not None
+    assert f"from {source.conversation}#{source.item}: " in text and "window seats" in text
+
+
+def test_the_cli_shows_the_excerpt_in_text_and_json(tmp_path: Path) -> None:
+    asyncio.run(_trip(tmp_path))
+    out = CliRunner().invoke(main, ["--root", str(tmp_path), "search", QUERY, "--json"])
+    assert out.exit_code == 0, out.output
+    entry = next(h for h in json.loads(out.output) if h["kind"] == "entry")
+    assert "window seats" in entry["excerpt"] and entry["excerpt_source"]["conversation"] == "trip"
+    out = CliRunner().invoke(main, ["--root", str(tmp_path), "search", QUERY])
+    assert out.exit_code == 0 and "  from trip#" in out.output
+
+
+async def test_a_forgotten_entrys_item_is_never_an_excerpt(tmp_path: Path) -> None:
+    await _trip(tmp_path)
+    c = client_for(tmp_path)
+    entry = next(h for h in await c.search(QUERY) if h.kind == "entry")
+    assert entry.key is not None and entry.excerpt is not None
+    view = await c.view("trip")
+    await c.apply(Forget(key=entry.key), expected=view.version, conversation="trip")
+    hits = await client_for(tmp_path).search(QUERY)
+    assert not any("window seats" in (h.excerpt or "") for h in hits)
+
+
+async def test_another_persons_run_is_never_an_excerpt(tmp_path: Path) -> None:
+    await _trip(tmp_path, "ann")
+    assert any(h.excerpt for h in await client_for(tmp_path).search(QUERY, person="ann"))
+    for person in (None, "bob"):
+        hits = await client_for(tmp_path).search(QUERY, person=person)
+        assert not any("window seats" in (h.excerpt or "") + h.text for h in hits)
+
+
+def test_an_excerpt_is_bounded_and_cut_around_the_query_words() -> None:
+    text = "filler " * 200 + "the ferry leaves from pier 7 at 23:40 " + "more " * 200
+    cut = excerpt_of(text, "ferry pier")
+    assert len(cut) <= EXCERPT_CHARS + 2 and "ferry leaves from pier 7" in cut
+    assert cut.startswith("…") and cut.endswith("…")
+    assert excerpt_of("short text", "ferry") == "short text"
+
+
+async def test_a_long_hit_shows_the_part_holding_the_query_words_not_the_first_function_word(
+    tmp_path: Path,
+) -> None:
+    c = client_for(tmp_path)
+    chatter = " ".join(f"the walk number {n} went on and on along the coast." for n in range(40))
+    await record(c, "trip", chatter + " The night ferry to Naxos leaves from pier 7.", "Ok.")
+    hit = (await c.search("when does the ferry to Naxos leave from the pier", limit=1))[0]
+    assert "ferry to Naxos leaves from pier 7" in hit.text
