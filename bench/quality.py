@@ -866,7 +866,8 @@ async def main() -> None:
     results: dict[str, Any] = {
         "samples": [c.sample for c in conversations],
         "search": (
-            "`MemoryClient.search(question, limit=10)`"
+            "`MemoryClient.search(question, limit=10)`, a hit's text and, for an entry, "
+            "the excerpt of the item it cites (what the hit shows)"
             if search_kind == "memory"
             else "the bench's BM25 over memory's entries and rollout summaries (no "
             "`MemoryClient.search` in this checkout)"

@@ -147,7 +147,8 @@ in texts as long) come in this order too, so two indexes holding the same docume
 any order (one rebuilt, one kept up to date run by run), give the same hits."""
 
 HIT_TEXT_CHARS = 700
-"""Longest ``text`` of a hit; longer documents are cut to a window around the first match."""
+"""Longest ``text`` of a hit; longer documents are cut to the window holding most of the query's
+content words (see :func:`excerpt_of`)."""
 
 EXCERPT_CHARS = 300
 """Longest ``excerpt`` of an entry hit: about two sentences of the recorded item it cites, cut
