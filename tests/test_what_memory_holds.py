@@ -396,6 +396,23 @@ async def test_a_later_run_on_the_same_day_adds_an_entry_rather_than_replacing_o
     assert [c.key for c in result.candidates if c.kind == "fact"] == ["jon-8-may-2023-2"]
 
 
+async def test_hedges_and_intensifiers_are_left_out_of_what_a_person_said() -> None:
+    segment, _ = _chat(
+        [
+            "Jon: Honestly, I really just started kundalini yoga, you know, at a studio.",
+            "Jon: I think about my sister Ana in Lisbon. It is a kind of dance I was kind of scared of.",
+        ]
+    )
+
+    result = await extract([segment])
+
+    [fact] = [c for c in result.candidates if c.kind == "fact"]
+    assert fact.content == (
+        "Jon (8 May 2023): I started kundalini yoga at a studio. "
+        "I think about my sister Ana in Lisbon. It is a kind of dance I was scared of."
+    )
+
+
 async def test_small_talk_and_requests_are_not_facts() -> None:
     segment, _ = _chat(
         [

@@ -249,6 +249,41 @@ def condense(sentence: str) -> str:
     return text[:1].upper() + text[1:] if text else text
 
 
+_FILLER_RE = re.compile(
+    r"(?:^|,)\s*(?:you know|i mean|i guess|i think|i suppose)\s*(?:,|(?=[.!?]?$))"
+    r"|\b(?P<det>\w+\s+)?(?:kind|sort) of\s+"
+    r"|\b(?:kinda|sorta|really|very|just|totally|truly|actually|honestly|literally|basically)\b"
+    r"(?:,(?=\s))?\s*",
+    re.IGNORECASE,
+)
+"""Hedges and intensifiers: they say how something was said, not what happened ("I really
+just started yoga" says "I started yoga")."""
+
+
+_DETERMINERS = frozenset("a an the this that what any some one every no".split())
+
+
+def _unfilled(match: re.Match[str]) -> str:
+    det = match.group("det")
+    if det is not None:  # "a kind of bird" names a kind; "kind of scared" hedges
+        return match.group(0) if det.strip().lower() in _DETERMINERS else det
+    found = match.group(0)
+    return " " if found.startswith(",") and found.rstrip().endswith(",") else ""
+
+
+def tighten(text: str) -> str:
+    """``text`` without hedges and intensifiers (:data:`_FILLER_RE`), as a note-taker writes
+    it; every other word, name, number and date stays as said. Text made only of filler is
+    returned unchanged."""
+
+    out = _FILLER_RE.sub(_unfilled, text)
+    out = re.sub(r",\s*(?=[,.!?]|$)", "", out)
+    out = re.sub(r"\s+([,.!?;:])", r"\1", re.sub(r"[ \t]{2,}", " ", out)).strip()
+    if not out or not any(c.isalnum() for c in out):
+        return text
+    return out[:1].upper() + out[1:] if text[:1].isupper() else out
+
+
 _ASIDE_RE = re.compile(r"\[[^\]]*\]|\([^)]*\)")
 
 
@@ -274,5 +309,6 @@ __all__ = [
     "looks_like_prose",
     "split_speaker",
     "states_a_fact",
+    "tighten",
     "top_words",
 ]

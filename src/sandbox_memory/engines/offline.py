@@ -66,6 +66,7 @@ from sandbox_memory.engines.conversation import (
     is_first_person,
     split_speaker,
     states_a_fact,
+    tighten,
     top_words,
 )
 from sandbox_memory.engines.dates import format_day, resolve_relative_dates, run_date
@@ -1272,7 +1273,7 @@ class _Rollout:
                 and states_a_fact(sentence, min_words=minimum, names=names)
                 and not addresses_listener(sentence)
             ):
-                stated.append(resolve_relative_dates(condense(sentence), self._date))
+                stated.append(resolve_relative_dates(tighten(condense(sentence)), self._date))
                 owned = owned or is_first_person(sentence) or _is_we(sentence)
         if stated:
             said = _Said(
