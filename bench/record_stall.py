@@ -25,8 +25,8 @@ import time
 from collections.abc import Awaitable
 from typing import Any
 
-from sandbox_memory import offload
 from sandbox_memory.config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
+from sandbox_memory.record import offload
 from sandbox_memory.runtime import LayoutRuntime
 from sandbox_memory.workspace import LocalWorkspace
 

@@ -27,7 +27,7 @@ import zipfile
 from collections import Counter
 from pathlib import Path
 
-from sandbox_memory.phase_two import key_problem
+from sandbox_memory.consolidate.selection import key_problem
 from sandbox_memory.redact import Redactor
 
 REPO = Path(__file__).resolve().parents[1]

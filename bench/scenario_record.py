@@ -36,7 +36,7 @@ from common import Progress, Row, make_memory, median, sandbox, temp_root
 from workload import conversation_id, segment_payload
 
 from sandbox_memory import _sdk
-from sandbox_memory.rollouts import build_segment
+from sandbox_memory.record.segments import build_segment
 from sandbox_memory.runtime import LayoutRuntime
 from sandbox_memory.workspace import LocalWorkspace, SessionWorkspace
 

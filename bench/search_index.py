@@ -97,7 +97,7 @@ async def main(conversations: int, runs: int) -> None:
     from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
 
     from sandbox_memory import MemoryClient, MemoryGenerateConfig
-    from sandbox_memory.search import INDEX_FILE
+    from sandbox_memory.search.index import INDEX_FILE
     from sandbox_memory.workspace import SessionWorkspace
 
     root = Path(tempfile.mkdtemp(prefix="bench-search-"))

@@ -460,7 +460,7 @@ async def _write_loop(root: str) -> None:
 
     from sandbox_memory.config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
     from sandbox_memory.runtime import LayoutRuntime
-    from sandbox_memory.store import Entry, LayoutMemory, Source
+    from sandbox_memory.stores.files import Entry, LayoutMemory, Source
     from sandbox_memory.workspace import LocalWorkspace
 
     rt = LayoutRuntime(
@@ -845,7 +845,7 @@ async def close_state(root: Path) -> dict[str, Any]:
         state[f"store/progress/{p.stem}"] = {
             k: doc.get(k) for k in ("offset", "consolidated", "status", "attempts", "slug")
         }
-    from sandbox_memory.store import Store
+    from sandbox_memory.stores.files import Store
     from sandbox_memory.workspace import LocalWorkspace
 
     log = await Store(LocalWorkspace(root), "memories").read_log()

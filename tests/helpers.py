@@ -182,7 +182,7 @@ def sealed_store(root: Path, memories_dir: str = "memories") -> Any:
     does (memory refuses a record without the seal): for tests that seed memory directly."""
 
     from sandbox_memory.integrity import SegmentSeal, host_keys
-    from sandbox_memory.store import Store
+    from sandbox_memory.stores.files import Store
     from sandbox_memory.workspace import LocalWorkspace
 
     store = Store(LocalWorkspace(root), memories_dir)

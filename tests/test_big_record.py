@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from helpers import sealed
-from sandbox_memory import offload
 from sandbox_memory.config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
+from sandbox_memory.record import offload
+from sandbox_memory.record.segments import build_segment, segment_line
 from sandbox_memory.redact import Redactor
-from sandbox_memory.rollouts import build_segment, segment_line
 from sandbox_memory.runtime import LayoutRuntime
 from sandbox_memory.workspace import LocalWorkspace
 

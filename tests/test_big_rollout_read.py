@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from helpers import sealed
-from sandbox_memory import rollouts
 from sandbox_memory.config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
 from sandbox_memory.integrity import SegmentSeal
-from sandbox_memory.rollouts import (
+from sandbox_memory.record import segments as rollouts
+from sandbox_memory.record.segments import (
     MAX_STRING_CHARS,
     LineCheck,
     clip_strings,

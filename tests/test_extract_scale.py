@@ -17,8 +17,8 @@ from sandbox_memory import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadC
 from sandbox_memory.engines.base import Extraction, ExtractionRequest
 from sandbox_memory.engines.offline import OfflineEngine
 from sandbox_memory.runtime import LayoutRuntime
-from sandbox_memory.search import INDEX_FILE, KNOWN_CANDIDATES, KNOWN_NEWEST
-from sandbox_memory.store import Entry, LayoutMemory, LogRecord, Source, now_ms
+from sandbox_memory.search.index import INDEX_FILE, KNOWN_CANDIDATES, KNOWN_NEWEST
+from sandbox_memory.stores.files import Entry, LayoutMemory, LogRecord, Source, now_ms
 from sandbox_memory.workspace import LocalWorkspace
 
 WORDS = (
@@ -322,7 +322,7 @@ def test_the_model_engine_is_built_without_importing_the_offline_engine() -> Non
         "import sys\n"
         "from agents.testing import ScriptedModel\n"
         "from sandbox_memory import MemoryGenerateConfig\n"
-        "from sandbox_memory.runtime.engine import resolve_engine\n"
+        "from sandbox_memory.extract.engine import resolve_engine\n"
         "engine = resolve_engine(MemoryGenerateConfig(engine='model', "
         "phase_one_model=ScriptedModel([])))\n"
         "assert engine.name == 'model', engine.name\n"

@@ -50,7 +50,8 @@ from faultlib import (
     unparsable_files,
     warnings_from,
 )
-from sandbox_memory import Memory, MemoryGenerateConfig, MemoryLockTimeout, phase_one
+from sandbox_memory import Memory, MemoryGenerateConfig, MemoryLockTimeout
+from sandbox_memory.extract import rollout as phase_one
 
 STORE = "memories/store"
 
@@ -272,7 +273,7 @@ async def test_a_holder_whose_lock_was_taken_over_cannot_commit(
 
     from sandbox_memory import MemoryLeaseLost
     from sandbox_memory.runtime import state as state_module
-    from sandbox_memory.store import Entry, RolloutProgress, Source
+    from sandbox_memory.stores.files import Entry, RolloutProgress, Source
 
     monkeypatch.setattr(state_module, "DEFAULT_LOCK_LEASE_SECONDS", 0.3)
     a = runtime(tmp_path, engine="offline")
@@ -1076,8 +1077,8 @@ async def test_an_absurd_next_attempt_time_is_retried_now(
 
 
 def test_an_entry_stamped_a_year_ahead_does_not_outrank_a_newer_correction() -> None:
-    from sandbox_memory.phase_two import promote
-    from sandbox_memory.store import ConversationMemory, Entry, LayoutMemory, Source, now_ms
+    from sandbox_memory.consolidate.selection import promote
+    from sandbox_memory.stores.files import ConversationMemory, Entry, LayoutMemory, Source, now_ms
 
     year_ms = 365 * 24 * 3600 * 1000
     stale = Entry(

@@ -1,6 +1,6 @@
 """Hybrid search: BM25 fused with an embedder's cosine ranking, through the real HTTP path.
 
-The embedder is :class:`~sandbox_memory.embedding.OpenAIEmbedder` on the SDK's OpenAI client,
+The embedder is :class:`~sandbox_memory.search.embedding.OpenAIEmbedder` on the SDK's OpenAI client,
 pointed at ``tests/http_provider.py``'s ``/v1/embeddings`` (deterministic vectors: hashed
 words with synonyms folded, not a semantic model). Failures (429, 500, no answer, a wrong
 dimension) fall back to BM25 with one WARNING; Forget, private memory and layout isolation hold
@@ -25,7 +25,7 @@ from sandbox_memory import (
     MemoryReadConfig,
     Remember,
 )
-from sandbox_memory.embedding import OpenAIEmbedder
+from sandbox_memory.search.embedding import OpenAIEmbedder
 
 OFFLINE = MemoryGenerateConfig(engine="offline")
 DIM = 64

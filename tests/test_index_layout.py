@@ -16,7 +16,7 @@ import pytest
 
 from helpers import index_entry_rows, rebuilt_index_rows
 from sandbox_memory import MemoryClient, MemoryGenerateConfig
-from sandbox_memory.store import Entry, LogRecord, Source, Store, layout_shard
+from sandbox_memory.stores.files import Entry, LogRecord, Source, Store, layout_shard
 from sandbox_memory.workspace import LocalWorkspace
 
 COUNT = 300
@@ -128,7 +128,7 @@ async def test_a_change_by_another_process_is_indexed_reading_only_the_shards_it
 async def test_an_index_older_than_the_commits_the_head_names_compares_every_entry(
     indexed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sandbox_memory import store as store_module
+    from sandbox_memory.stores import files as store_module
 
     monkeypatch.setattr(store_module, "LAYOUT_CHANGES_KEPT", 3)
     other = _writer(indexed)
@@ -166,7 +166,7 @@ async def test_a_rebuild_after_an_unreadable_shard_is_indexed_whole(
 
 
 async def test_the_head_names_each_commit_and_a_pending_one(tmp_path: Path) -> None:
-    from sandbox_memory.store import LayoutCommit
+    from sandbox_memory.stores.files import LayoutCommit
 
     store = Store(LocalWorkspace(tmp_path), "memories")
     await commit(store, {"a": _entry(1, key="a")})

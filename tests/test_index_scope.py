@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from agents.sandbox import Manifest
 
-from sandbox_memory import search
 from sandbox_memory.runtime import LayoutRuntime
+from sandbox_memory.search import index as search
 from sandbox_memory.workspace import LocalWorkspace, SessionWorkspace
 from test_extract_scale import ListingCounter
 from test_scale import runtime

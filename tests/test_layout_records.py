@@ -11,14 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers import adopt_store
-from sandbox_memory.phase_two import displayed_entries
-from sandbox_memory.render import (
+from sandbox_memory.consolidate.selection import displayed_entries
+from sandbox_memory.render.files import (
     LayoutRendering,
     RolloutRef,
     render_memory_md,
     render_summary_file,
 )
-from sandbox_memory.store import Entry, LayoutMemory, Registry, RolloutProgress, Source
+from sandbox_memory.stores.files import Entry, LayoutMemory, Registry, RolloutProgress, Source
 
 KEYS = [f"k{i}" for i in range(12)]
 KINDS = ["fact", "decision", "preference", "procedure", "hypothesis"]
@@ -27,7 +27,7 @@ ROLLOUTS = ["r1", "r2", "r3"]
 
 
 def full_prompt_index(entries: list[Entry], budget: int) -> str:
-    from sandbox_memory.runtime.render import prompt_index
+    from sandbox_memory.render.step import prompt_index
 
     return prompt_index(entries, budget=budget)
 
@@ -181,7 +181,7 @@ async def test_an_unreadable_old_single_file_is_kept_aside_and_rebuilt_from_conv
     tmp_path: Path,
 ) -> None:
     from sandbox_memory import MemoryClient, MemoryGenerateConfig
-    from sandbox_memory.store import ConversationMemory
+    from sandbox_memory.stores.files import ConversationMemory
 
     store = tmp_path / "memories" / "store"
     (store / "conversations").mkdir(parents=True)
@@ -206,7 +206,7 @@ async def test_a_commit_cut_short_after_its_commit_point_is_read_as_applied_and_
     tmp_path: Path,
 ) -> None:
     from helpers import read_layout
-    from sandbox_memory.store import LogRecord, Store
+    from sandbox_memory.stores.files import LogRecord, Store
     from sandbox_memory.workspace import LocalWorkspace
 
     class DiesAtShards(LocalWorkspace):
@@ -245,7 +245,7 @@ async def test_a_commit_cut_short_after_its_commit_point_is_read_as_applied_and_
 
 
 async def test_a_change_of_one_entry_reads_and_writes_one_shard(tmp_path: Path) -> None:
-    from sandbox_memory.store import Store
+    from sandbox_memory.stores.files import Store
     from sandbox_memory.workspace import LocalWorkspace
 
     class Counting(LocalWorkspace):
@@ -281,7 +281,7 @@ async def test_a_change_of_one_entry_reads_and_writes_one_shard(tmp_path: Path) 
 
 async def test_a_forget_reads_only_the_conversations_that_held_the_key(tmp_path: Path) -> None:
     from sandbox_memory import Forget, MemoryClient, MemoryGenerateConfig, Remember
-    from sandbox_memory.store import ConversationMemory
+    from sandbox_memory.stores.files import ConversationMemory
     from sandbox_memory.workspace import LocalWorkspace
 
     class Reads(LocalWorkspace):
@@ -328,7 +328,7 @@ def _format_one_store(root: Path, count: int, version: int) -> tuple[dict[str, E
     """A store split by the earlier release: 64 shards each written on one line, and a head
     without a format; returns the entries and the head's stamp."""
 
-    from sandbox_memory.store import LAYOUT_SHARDS, layout_shard
+    from sandbox_memory.stores.files import LAYOUT_SHARDS, layout_shard
 
     entries = {e.key: e for e in (_entry(i) for i in range(count))}
     folder = root / "memories" / "store" / "layout"
@@ -345,7 +345,7 @@ def _format_one_store(root: Path, count: int, version: int) -> tuple[dict[str, E
 async def test_a_key_is_read_from_its_shard_without_parsing_the_other_entries(
     tmp_path: Path,
 ) -> None:
-    from sandbox_memory.store import Store, layout_shard
+    from sandbox_memory.stores.files import Store, layout_shard
     from sandbox_memory.workspace import LocalWorkspace
 
     _old_store(tmp_path, 600, version=1)
@@ -381,7 +381,7 @@ async def test_a_key_is_read_from_its_shard_without_parsing_the_other_entries(
 
 
 async def test_a_shard_cut_short_is_kept_aside_and_read_as_empty(tmp_path: Path, caplog) -> None:
-    from sandbox_memory.store import Store, layout_shard
+    from sandbox_memory.stores.files import Store, layout_shard
     from sandbox_memory.workspace import LocalWorkspace
 
     _old_store(tmp_path, 300, version=1)
@@ -399,8 +399,8 @@ async def test_a_shard_cut_short_is_kept_aside_and_read_as_empty(tmp_path: Path,
 
 
 async def test_the_shards_kept_read_stay_within_their_budget(tmp_path: Path, monkeypatch) -> None:
-    import sandbox_memory.store as store_module
-    from sandbox_memory.store import Store
+    import sandbox_memory.stores.files as store_module
+    from sandbox_memory.stores.files import Store
     from sandbox_memory.workspace import LocalWorkspace
 
     old = _old_store(tmp_path, 1_500, version=1)
@@ -431,7 +431,7 @@ async def test_shards_of_an_earlier_release_are_read_and_rewritten_one_entry_a_l
     tmp_path: Path,
 ) -> None:
     from helpers import read_layout
-    from sandbox_memory.store import LAYOUT_FORMAT, Store
+    from sandbox_memory.stores.files import LAYOUT_FORMAT, Store
     from sandbox_memory.workspace import LocalWorkspace
 
     entries, stamp = _format_one_store(tmp_path, 400, version=5)
@@ -488,7 +488,7 @@ async def test_a_fresh_process_renders_every_entry_without_keeping_them_parsed(
     import gc
 
     from sandbox_memory import MemoryClient, MemoryGenerateConfig
-    from sandbox_memory.store import Store
+    from sandbox_memory.stores.files import Store
     from sandbox_memory.workspace import LocalWorkspace
 
     _old_store(tmp_path, 800, version=1)
@@ -515,7 +515,7 @@ async def test_a_fresh_process_renders_every_entry_without_keeping_them_parsed(
 async def test_memory_md_is_compared_in_chunks_and_written_only_when_it_differs(
     tmp_path: Path, monkeypatch
 ) -> None:
-    import sandbox_memory.runtime.render as render_module
+    import sandbox_memory.render.step as render_module
     from sandbox_memory import MemoryClient, MemoryGenerateConfig
 
     monkeypatch.setattr(render_module, "DIGEST_CHUNK_BYTES", 1_000)

@@ -20,7 +20,7 @@ from sandbox_memory import (
     MemoryReadConfig,
     Remember,
 )
-from sandbox_memory import local_embedder as le
+from sandbox_memory.search import local_embedder as le
 
 pytestmark = pytest.mark.skipif(
     bool(le.missing_modules()),

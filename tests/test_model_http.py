@@ -514,7 +514,8 @@ async def test_a_failing_provider_never_holds_the_close_past_its_budget(
     from agents.testing import ScriptedModel, assistant_message
 
     from helpers import bug_fix_script
-    from sandbox_memory import _sdk, phase_one
+    from sandbox_memory import _sdk
+    from sandbox_memory.extract import rollout as phase_one
 
     monkeypatch.setattr(phase_one, "BACKOFF_BASE_SECONDS", 0.0)  # the next close may retry
     real_time, skew = time.time, [0.0]
@@ -807,9 +808,9 @@ async def test_replays_are_recognised_by_a_new_process(workspace_root: Path, sta
 
 def test_the_phase_one_prompt_states_the_limits_the_code_enforces() -> None:
     from sandbox_memory.engines.base import ENTRY_KINDS
-    from sandbox_memory.phase_one import SLUG_MAX
-    from sandbox_memory.render import load_prompt
-    from sandbox_memory.store import KEY_RE, MAX_CONTENT_CHARS
+    from sandbox_memory.extract.rollout import SLUG_MAX
+    from sandbox_memory.render.files import load_prompt
+    from sandbox_memory.stores.files import KEY_RE, MAX_CONTENT_CHARS
 
     prompt = load_prompt("phase_one.md")
     assert len(prompt) / 4 < 1_000  # well under 1,000 tokens

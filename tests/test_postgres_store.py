@@ -17,8 +17,8 @@ from sandbox_memory.errors import (
     MemoryLockTimeout,
     MemoryStoreUnavailable,
 )
-from sandbox_memory.store import Entry, LogRecord, Source
 from sandbox_memory.stores import PostgresStore, redact_dsn
+from sandbox_memory.stores.files import Entry, LogRecord, Source
 from sandbox_memory.stores.postgres import SCHEMA_VERSION
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from sandbox_memory.render import render_read_prompt, render_summary_text
-from sandbox_memory.store import Entry
+from sandbox_memory.render.files import render_read_prompt, render_summary_text
+from sandbox_memory.stores.files import Entry
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

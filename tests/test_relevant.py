@@ -28,8 +28,8 @@ from sandbox_memory import (
     MemoryReadConfig,
     for_person,
 )
-from sandbox_memory.render import RELEVANT_BEGIN, RELEVANT_END, render_read_prompt
-from sandbox_memory.store import Entry, LayoutMemory, Source
+from sandbox_memory.render.files import RELEVANT_BEGIN, RELEVANT_END, render_read_prompt
+from sandbox_memory.stores.files import Entry, LayoutMemory, Source
 
 OFFLINE = MemoryGenerateConfig(engine="offline")
 TASK = "parse_header in src/acme/parser.py drops the last field of a header again"
@@ -227,8 +227,8 @@ def test_bad_read_settings_name_the_field(field: str, value: Any) -> None:
 
 
 def test_summary_lines_restating_what_is_shown_are_left_out() -> None:
-    from sandbox_memory.relevant import render_relevant
-    from sandbox_memory.search import SearchHit
+    from sandbox_memory.render.relevant import render_relevant
+    from sandbox_memory.search.index import SearchHit
 
     summary_text = (
         "### Learned in earlier conversations\n"

@@ -357,7 +357,7 @@ async def test_read_none_records_but_injects_nothing(client, manifest, workspace
 async def test_injected_memory_stays_within_budget_newest_first_whole_entries(
     client, manifest, workspace_root
 ) -> None:
-    from sandbox_memory.store import Entry, LayoutMemory, Source
+    from sandbox_memory.stores.files import Entry, LayoutMemory, Source
 
     layout = LayoutMemory(version=1)
     for i in range(2_000):
@@ -414,7 +414,7 @@ async def test_retracted_entries_are_never_injected(client, manifest, workspace_
 async def test_files_are_not_reread_on_every_turn_when_nothing_changed(
     client, manifest, workspace_root, monkeypatch
 ) -> None:
-    from sandbox_memory.store import Store
+    from sandbox_memory.stores.files import Store
 
     await MemoryClient(workspace_root).apply(
         Remember(key="a", content="A fact.", kind="decision"), expected=0

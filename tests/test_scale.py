@@ -15,7 +15,7 @@ from agents.sandbox import Manifest
 
 from helpers import read_progress
 from sandbox_memory import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
-from sandbox_memory.rollouts import history_fingerprint
+from sandbox_memory.record.segments import history_fingerprint
 from sandbox_memory.runtime import LayoutRuntime
 from sandbox_memory.workspace import LocalWorkspace, SessionWorkspace, Workspace
 
@@ -355,7 +355,7 @@ async def test_the_first_turn_reads_the_prompt_index_not_the_whole_store(
     client: Any, tmp_path: Path, monkeypatch: Any
 ) -> None:
     from sandbox_memory import Memory, MemoryClient, Remember, for_person
-    from sandbox_memory.store import Store
+    from sandbox_memory.stores.files import Store
 
     root = tmp_path / "ws"
     root.mkdir()
@@ -388,8 +388,9 @@ async def test_the_first_turn_reads_the_prompt_index_not_the_whole_store(
 async def test_the_conversation_view_lists_processed_items_a_chunk_at_a_time(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
-    from sandbox_memory import MemoryClient, commands
-    from sandbox_memory.rollouts import parse_segments
+    from sandbox_memory import MemoryClient
+    from sandbox_memory.edit import commands
+    from sandbox_memory.record.segments import parse_segments
 
     rt = runtime(LocalWorkspace(tmp_path))
     tricky = run('The tool printed {"memory_item_id":"not-an-id"} and more.')
@@ -425,7 +426,7 @@ async def test_a_close_defers_its_backlog_without_looking_up_known_entries(
     entries are searched: a long backlog costs a read of each rollout, not a search each."""
 
     from faultlib import PhaseOneModel
-    from sandbox_memory.search import SearchIndex
+    from sandbox_memory.search.index import SearchIndex
 
     model = PhaseOneModel()
     rt = LayoutRuntime(
@@ -461,7 +462,7 @@ async def test_a_commands_render_reads_only_the_entries_it_changed(
     fresh process renders from every entry."""
 
     from sandbox_memory import Forget, MemoryClient, Remember
-    from sandbox_memory.store import Store
+    from sandbox_memory.stores.files import Store
 
     client = MemoryClient(tmp_path, generate=MemoryGenerateConfig(engine="offline"))
     view = await client.create()

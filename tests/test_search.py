@@ -34,9 +34,9 @@ from sandbox_memory import (
     _sdk,
 )
 from sandbox_memory.cli import main
-from sandbox_memory.phase_two import select_rollouts
-from sandbox_memory.search import INDEX_FILE, fts_query
-from sandbox_memory.store import RolloutProgress
+from sandbox_memory.consolidate.selection import select_rollouts
+from sandbox_memory.search.index import INDEX_FILE, fts_query
+from sandbox_memory.stores.files import RolloutProgress
 from sandbox_memory.workspace import LocalWorkspace, SessionWorkspace
 
 OFFLINE = MemoryGenerateConfig(engine="offline")

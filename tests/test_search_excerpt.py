@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from sandbox_memory import Forget
 from sandbox_memory.cli import main
-from sandbox_memory.search import EXCERPT_CHARS, excerpt_of, format_hits
+from sandbox_memory.search.index import EXCERPT_CHARS, excerpt_of, format_hits
 from test_search import client_for, payload, record
 
 TURN = (

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from sandbox_memory import MemoryClient, MemoryGenerateConfig
-from sandbox_memory.search import SearchHit, distinct
-from sandbox_memory.store import Source
+from sandbox_memory.search.index import SearchHit, distinct
+from sandbox_memory.stores.files import Source
 
 OFFLINE = MemoryGenerateConfig(engine="offline")
 

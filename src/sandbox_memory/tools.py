@@ -14,9 +14,9 @@ from agents.tool import Tool, function_tool
 from agents.tool_context import ToolContext
 
 from . import _sdk
-from .commands import Forget, MemoryClient, Remember
+from .edit.commands import Forget, MemoryClient, Remember
 from .errors import MemoryConfigError, MemoryConflict
-from .search import DEFAULT_LIMIT, SEARCH_TOOL_NAME, format_hits
+from .search.index import DEFAULT_LIMIT, SEARCH_TOOL_NAME, format_hits
 
 if TYPE_CHECKING:
     from .typing import MemoryCapability

@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .. import bounded, spans
 from ..errors import SandboxMemoryError
-from ..render import load_prompt
+from ..render.files import load_prompt
 from .base import Candidate, EntryKind, Extraction, ExtractionRequest
 from .transcript import render_transcript
 

@@ -16,27 +16,27 @@ from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
 from ..config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
+from ..consolidate.carryover import keep_sdk_files
+from ..consolidate.step import Consolidator
 from ..datapolicy import exc_text
-from ..embedding import resolve as resolve_embedder
+from ..edit.copies import retract_copies
+from ..edit.forgetting import forget_derived as take_out
+from ..edit.live_edits import LiveEdits
 from ..engines.base import ExtractionEngine
-from ..search import SearchIndex
-from ..store import Cause, Entry, LayoutMemory, LogRecord, Registry, RolloutProgress, Source
-from .carryover import keep_sdk_files
-from .consolidate import Consolidator
-from .copies import retract_copies
-from .extract import Extractor
-from .forgetting import forget_derived as take_out
-from .index import save_index, sync_index
-from .live_edits import LiveEdits
-from .record import Recorder
-from .render import Renderer
+from ..extract.step import Extractor
+from ..record.step import Recorder
+from ..render.step import Renderer
+from ..search.embedding import resolve as resolve_embedder
+from ..search.index import SearchIndex
+from ..search.step import save_index, sync_index
+from ..stores.files import Cause, Entry, LayoutMemory, LogRecord, Registry, RolloutProgress, Source
 from .state import LayoutState
 
 logger = logging.getLogger("sandbox_memory")
 
 if TYPE_CHECKING:
     from ..redact import Redactor
-    from ..store import Lease, Store
+    from ..stores.files import Lease, Store
     from ..stores.sync import SharedCopy, SharedStore
     from ..workspace import Workspace
 

@@ -19,12 +19,12 @@ from ..config import (
     MemoryReadConfig,
 )
 from ..engines.base import ExtractionEngine
+from ..extract.engine import resolve_engine
 from ..integrity import SegmentSeal, host_keys
-from ..offload import RedactionSettings
-from ..rollouts import LineCheck
-from ..store import CopyRetraction, Entry, Lease, RolloutProgress, Store
+from ..record.offload import RedactionSettings
+from ..record.segments import LineCheck
+from ..stores.files import CopyRetraction, Entry, Lease, RolloutProgress, Store
 from ..workspace import Workspace
-from .engine import resolve_engine
 
 if TYPE_CHECKING:
     from ..redact import Redactor
@@ -58,7 +58,7 @@ class LayoutState:
         self._redactor: Redactor | None = None
         self.redaction_settings: RedactionSettings | None = None
         """What ``redactor`` was built from (``None`` for one set from outside): a child
-        process builds the same one to record a big run (:mod:`sandbox_memory.offload`)."""
+        process builds the same one to record a big run (:mod:`sandbox_memory.record.offload`)."""
         self._engine = engine
         self._engine_given = engine is not None
         self.progress_lock = asyncio.Lock()
@@ -81,7 +81,7 @@ class LayoutState:
     async def _retract_copies(self, entry: Entry, copy: CopyRetraction) -> None:
         """A Forget's commit: the layout entry's copies in conversations go with it."""
 
-        from .copies import retract_copies
+        from ..edit.copies import retract_copies
 
         await retract_copies(
             self.store, entry, copy.source, stamp=copy.stamp, cause=copy.cause, log=True

@@ -1,10 +1,10 @@
 """A store that keeps every record in the process: the third backend of the store seam.
 
-:class:`InMemoryStore` meets :class:`~sandbox_memory.store.MemoryStore` with dictionaries, so
-the rules that run over the seam (phase 2's, the commands', :class:`~sandbox_memory.store.
+:class:`InMemoryStore` meets :class:`~sandbox_memory.stores.files.MemoryStore` with dictionaries, so
+the rules that run over the seam (phase 2's, the commands', :class:`~sandbox_memory.stores.files.
 LayoutEdit`) can be tested in microseconds, and so the conformance suite
 (``tests/test_store_conformance.py``) shows what a new backend has to provide: the same cases
-run against this store and the workspace files (:class:`~sandbox_memory.store.Store`).
+run against this store and the workspace files (:class:`~sandbox_memory.stores.files.Store`).
 
 Recorded segments are part of the seam here (:meth:`InMemoryStore.append_segment`): the
 workspace store finds them in ``sessions/`` instead, where the recorder appends them. Nothing
@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from types import TracebackType
 
 from ..errors import MemoryLockTimeout
-from ..store import (
+from .files import (
     LAYOUT_CHANGE_KEYS_KEPT,
     LAYOUT_CHANGES_KEPT,
     TAIL_BYTES,

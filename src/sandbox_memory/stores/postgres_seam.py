@@ -1,5 +1,5 @@
 """PostgreSQL behind the store seam: :class:`PostgresMemoryStore` meets
-:class:`~sandbox_memory.store.MemoryStore` one record at a time, on the tables of
+:class:`~sandbox_memory.stores.files.MemoryStore` one record at a time, on the tables of
 :class:`~sandbox_memory.stores.postgres.PostgresStore` (same namespace, same meaning).
 
 - layout memory: the ``layout`` scope (``sbm_scopes``: version, and the change stamp in
@@ -12,7 +12,7 @@
 - threads: ``sbm_threads``; the lease: the namespace's lease row with its fencing token.
 
 Pending rollouts are computed from the segments and progress on every call (no flags kept:
-:meth:`~sandbox_memory.store.MemoryStore.changed_rollouts` is ``None``, the search index looks
+:meth:`~sandbox_memory.stores.files.MemoryStore.changed_rollouts` is ``None``, the search index looks
 at every rollout). :meth:`layout_changes` names no keys (any entry may differ), so a reader
 that last saw another stamp reads layout memory afresh.
 
@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Any
 
-from ..store import (
+from .files import (
     TAIL_BYTES,
     ConversationMemory,
     CopyRetraction,
@@ -67,7 +67,7 @@ def _entry_row(entry: Entry) -> tuple[Any, ...]:
 
 
 class PostgresLease:
-    """The namespace's lease as the seam hands it out (:class:`~sandbox_memory.store.Lease`);
+    """The namespace's lease as the seam hands it out (:class:`~sandbox_memory.stores.files.Lease`);
     :meth:`check` fails with :class:`~sandbox_memory.errors.MemoryLeaseLost` once it was
     taken over."""
 
@@ -127,7 +127,7 @@ class PostgresMemoryStore(MemoryStore):
         return "".join(line for _, _, line in rows).encode("utf-8")[offset:]
 
     async def tail(self, rollout_id: str, offset: int) -> str | None:
-        """:func:`~sandbox_memory.store.tail_hash` of the recorded bytes before ``offset``."""
+        """:func:`~sandbox_memory.stores.files.tail_hash` of the recorded bytes before ``offset``."""
 
         data = await self.read_segments(rollout_id)
         if offset <= 0 or offset > len(data):

@@ -39,8 +39,8 @@ from .. import bounded
 from ..datapolicy import exc_text
 from ..errors import MemoryConflict, MemoryLockTimeout, MemoryStoreUnavailable
 from ..integrity import SegmentSeal, host_keys
-from ..rollouts import rollout_path
-from ..store import (
+from ..record.segments import rollout_path
+from .files import (
     SHARED_COPY_FILE,
     ConversationMemory,
     Defaults,
@@ -61,10 +61,10 @@ from .postgres import (
 
 if TYPE_CHECKING:
     from ..config import MemoryGenerateConfig, MemoryLayoutConfig
-    from ..rollouts import LineCheck
-    from ..search import SearchIndex
-    from ..store import Store
+    from ..record.segments import LineCheck
+    from ..search.index import SearchIndex
     from ..workspace import Workspace
+    from .files import Store
 
 logger = logging.getLogger("sandbox_memory")
 

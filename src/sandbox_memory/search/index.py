@@ -65,14 +65,14 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, Field
 
-from . import bounded, spans
-from .datapolicy import exc_text
+from .. import bounded, spans
+from ..datapolicy import exc_text
+from ..engines.transcript import item_text, output_call_id, segment_id_of, segment_items
+from ..errors import MemoryConfigError
+from ..record.segments import LineCheck, read_new_segments, rollout_path
+from ..stores.files import ConversationMemory, Entry, LayoutMemory, MemoryStore, Source
+from ..workspace import LocalWorkspace, Workspace
 from .embedding import EMBED_CHARS, Embedder, EmbedderError, normalized
-from .engines.transcript import item_text, output_call_id, segment_id_of, segment_items
-from .errors import MemoryConfigError
-from .rollouts import LineCheck, read_new_segments, rollout_path
-from .store import ConversationMemory, Entry, LayoutMemory, MemoryStore, Source
-from .workspace import LocalWorkspace, Workspace
 
 logger = logging.getLogger("sandbox_memory")
 
@@ -757,7 +757,7 @@ class SearchIndex:
           search needs, since anything may have changed since the last one;
         - with ``rollouts``, only those: what a run's extraction changed;
         - with ``flagged``, the rollouts flagged since the last sync (:meth:`MemoryStore.
-          changed_rollouts <sandbox_memory.store.MemoryStore.changed_rollouts>`), those
+          changed_rollouts <sandbox_memory.stores.files.MemoryStore.changed_rollouts>`), those
           :meth:`mark`-ed here, and ``rollouts``: what phase 2 needs, at the cost of the new
           work. Every rollout is listed instead when the store keeps no flags, when the index
           never listed them all (new, rebuilt), or when more than
@@ -898,7 +898,7 @@ class SearchIndex:
         """Scopes named by log records not read yet, and the new watermark.
 
         ``None`` means the watermark is lost (a new index, a replaced log): compare every
-        scope (:meth:`~sandbox_memory.store.MemoryStore.log_scopes_after`).
+        scope (:meth:`~sandbox_memory.stores.files.MemoryStore.log_scopes_after`).
         """
 
         return await self.store.log_scopes_after(self._meta(db, "log_mark"))
@@ -1169,7 +1169,7 @@ class SearchIndex:
         parsed = await read_new_segments(self.ws, path, offset=offset, check=self.line_check(rid))
         if parsed is None or parsed.end_offset == offset:
             return
-        from .engines.transcript import tool_names_by_call_id
+        from ..engines.transcript import tool_names_by_call_id
 
         names = tool_names_by_call_id(parsed.segments)
 

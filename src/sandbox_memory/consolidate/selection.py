@@ -27,16 +27,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .engines.base import Candidate, KnownEntry, Subjects
-from .engines.transcript import (
+from ..engines.base import Candidate, KnownEntry, Subjects
+from ..engines.transcript import (
     is_external_item,
     item_text,
     segment_id_of,
     segment_items,
     tool_names_by_call_id,
 )
-from .search import timestamp_ms
-from .store import (
+from ..search.index import timestamp_ms
+from ..stores.files import (
     KEY_RE,
     LONG_LIVED_KINDS,
     MAX_CONTENT_CHARS,
@@ -50,7 +50,7 @@ from .store import (
 )
 
 if TYPE_CHECKING:
-    from .redact import Redactor  # built by the runtime, on first use
+    from ..redact import Redactor  # built by the runtime, on first use
 
 logger = logging.getLogger("sandbox_memory")
 
@@ -286,7 +286,7 @@ def check_candidates(
     """Split candidates into accepted and rejected (each rejection logged unless ``log`` is
     false: a preview before deciding whether to ask the model again). ``person``: whom the
     run was for; another person's private entry does not exist for it (see
-    :meth:`Entry.exists_for <sandbox_memory.store.Entry.exists_for>`)."""
+    :meth:`Entry.exists_for <sandbox_memory.stores.files.Entry.exists_for>`)."""
 
     accepted: list[Candidate] = []
     rejected: list[Rejection] = []
@@ -631,7 +631,7 @@ def select_rollouts(
 
     A rollout is active when it is updated (a run recorded and extracted) and when a later run
     uses its memory (``usage``: rollout id to ``(uses, last use in ms)``, see
-    :meth:`SearchIndex.usage <sandbox_memory.search.SearchIndex.usage>`). So a rollout that
+    :meth:`SearchIndex.usage <sandbox_memory.search.index.SearchIndex.usage>`). So a rollout that
     runs keep using is kept over one that is merely newer and never used; ties go to the one
     used more often. Without usage this is plain newest-first.
     """

@@ -20,15 +20,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from . import bounded
-from .engines.base import ITEM_ID_FIELD
-from .engines.transcript import REPLAYED_ITEM_TYPE
-from .errors import MemoryConfigError
-from .integrity import SEAL_FIELD, SegmentSeal
-from .workspace import Workspace
+from .. import bounded
+from ..engines.base import ITEM_ID_FIELD
+from ..engines.transcript import REPLAYED_ITEM_TYPE
+from ..errors import MemoryConfigError
+from ..integrity import SEAL_FIELD, SegmentSeal
+from ..workspace import Workspace
 
 if TYPE_CHECKING:
-    from .redact import Redactor  # built by the runtime, on first use
+    from ..redact import Redactor  # built by the runtime, on first use
 
 logger = logging.getLogger("sandbox_memory")
 
@@ -132,7 +132,7 @@ _MARKER_RE = re.compile(r"\[REDACTED:([a-z0-9-]{1,64})\]")
 def display_id(raw: object) -> str:
     """A conversation id as it may be shown in a log line or an error: secrets redacted."""
 
-    from .redact import default_redactor  # imported on first use, like the runtime's
+    from ..redact import default_redactor  # imported on first use, like the runtime's
 
     return default_redactor().redact_text(str(raw))
 

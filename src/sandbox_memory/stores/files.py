@@ -44,16 +44,16 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, Field, ValidationError
 
-from . import bounded
-from .datapolicy import exc_text
-from .engines.base import EntryKind, Subjects
-from .errors import MemoryConfigError
-from .integrity import SegmentSeal
-from .rollouts import ROLLOUT_ID_RE, LineCheck, segment_fingerprint
-from .workspace import LeaseLock, Workspace, set_aside_folder
+from .. import bounded
+from ..datapolicy import exc_text
+from ..engines.base import EntryKind, Subjects
+from ..errors import MemoryConfigError
+from ..integrity import SegmentSeal
+from ..record.segments import ROLLOUT_ID_RE, LineCheck, segment_fingerprint
+from ..workspace import LeaseLock, Workspace, set_aside_folder
 
 if TYPE_CHECKING:
-    from .redact import Redactor
+    from ..redact import Redactor
 
 logger = logging.getLogger("sandbox_memory")
 
@@ -1092,7 +1092,7 @@ class Store(MemoryStore):
         broken = f"{path}.{kept}-{hashlib.sha256(raw).hexdigest()[:12]}"
         if await self.ws.size(broken) is not None:
             return
-        from .redact import redact_bytes  # imported on first use, like the runtime's redactor
+        from ..redact import redact_bytes  # imported on first use, like the runtime's redactor
 
         redactor = self.redactor_source() if self.redactor_source is not None else None
         await self.ws.write_atomic(broken, redact_bytes(raw, redactor))

@@ -15,13 +15,13 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from .. import spans
-from ..phase_one import Budget, extract_rollout
-from ..search import SearchIndex
-from .index import save_index, sync_index
-from .state import LayoutState
+from ..runtime.state import LayoutState
+from ..search.index import SearchIndex
+from ..search.step import save_index, sync_index
+from .rollout import Budget, extract_rollout
 
 if TYPE_CHECKING:
-    from .consolidate import Consolidator
+    from ..consolidate.step import Consolidator
 
 logger = logging.getLogger("sandbox_memory")
 

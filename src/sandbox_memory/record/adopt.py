@@ -17,9 +17,9 @@ import re
 from .. import bounded
 from ..errors import MemoryConfigError
 from ..integrity import SEAL_HEX
-from ..rollouts import rollout_path
-from ..store import tail_hash
-from .state import LayoutState
+from ..runtime.state import LayoutState
+from ..stores.files import tail_hash
+from .segments import rollout_path
 
 logger = logging.getLogger("sandbox_memory")
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .store import Entry, RolloutProgress
+from ..stores.files import Entry, RolloutProgress
 
-PROMPTS_DIR = Path(__file__).parent / "prompts"
+PROMPTS_DIR = Path(__file__).parents[1] / "prompts"
 
 ENTRY_LINE_RE = re.compile(
     r"^- \*\*(?P<key>[^*]+)\*\* \((?P<kind>[a-z]+)\): (?P<content>.*?)(?:  <!-- .*-->)?\s*$"
@@ -400,7 +400,7 @@ class LayoutRendering:
     def _held(self, key: str) -> tuple[int, object, str | None] | None:
         """What memory shows for ``key``: ``(updated_at, source, owner)``, the newest active
         shared entry of the registry groups (the first on a tie) and the layout's when it is
-        newer still (as :func:`~sandbox_memory.phase_two.shown_entries` decides)."""
+        newer still (as :func:`~sandbox_memory.consolidate.selection.shown_entries` decides)."""
 
         held: tuple[int, object, str | None] | None = None
         for entry, rid in self._registry.get(key, []):

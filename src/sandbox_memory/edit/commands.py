@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from . import bounded
-from .config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
-from .engines.base import ITEM_ID_FIELD, EntryKind
-from .errors import MemoryConfigError, MemoryConflict, MemoryNotFound, MemoryStoreUnavailable
-from .phase_two import key_problem, retract, secret_problem
-from .rollouts import (
+from .. import bounded
+from ..config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
+from ..consolidate.selection import key_problem, retract, secret_problem
+from ..engines.base import ITEM_ID_FIELD, EntryKind
+from ..errors import MemoryConfigError, MemoryConflict, MemoryNotFound, MemoryStoreUnavailable
+from ..record.segments import (
     LineCheck,
     append_segment,
     build_segment,
@@ -31,8 +31,8 @@ from .rollouts import (
     safe_rollout_id,
     text_value,
 )
-from .runtime.facade import LayoutRuntime
-from .store import (
+from ..runtime.facade import LayoutRuntime
+from ..stores.files import (
     MAX_CONTENT_CHARS,
     Cause,
     ConversationMemory,
@@ -47,11 +47,11 @@ from .store import (
     tail_hash,
     validate_key,
 )
-from .workspace import LocalWorkspace, Workspace
+from ..workspace import LocalWorkspace, Workspace
 
 if TYPE_CHECKING:
-    from .search import SearchHit
-    from .typing import MemoryCapability
+    from ..search.index import SearchHit
+    from ..typing import MemoryCapability
 
 logger = logging.getLogger("sandbox_memory")
 
@@ -326,7 +326,7 @@ class MemoryClient:
 
     @classmethod
     def for_session(cls, session: Any, memory: MemoryCapability) -> MemoryClient:
-        from . import _sdk
+        from .. import _sdk
 
         client = cls(_sdk.workspace_for_session(session), runtime=_sdk.runtime_for(session, memory))
         client._own_workspace = True
@@ -956,7 +956,7 @@ class MemoryClient:
         .. versionadded:: 0.1
         """
 
-        from .runtime.adopt import adopt_rollouts, refuse_shared
+        from ..record.adopt import adopt_rollouts, refuse_shared
 
         rt = self.runtime
         refuse_shared(rt.shared)
@@ -1019,7 +1019,7 @@ class MemoryClient:
         g = rt.generate
         if g.engine != "model" or not isinstance(g.phase_one_model, str):
             return  # the offline engine, or a model object, is always there
-        from .engines.model import credentials_available
+        from ..engines.model import credentials_available
 
         if not credentials_available():
             raise MemoryConflict(

@@ -2,10 +2,10 @@
 
 ``MEMORY.md``, ``memory_summary.md``, ``raw_memories.md``, ``phase_two_selection.json``,
 ``skills/`` and the read prompt's index (``store/prompt.json``), each written only when its
-content changed. What each file says is decided in ``sandbox_memory/render.py``; this step
+content changed. What each file says is decided in ``sandbox_memory/render/files.py``; this step
 decides what is written where, and when.
 
-The rendering is kept entry by entry (:class:`~sandbox_memory.render.LayoutRendering`): a
+The rendering is kept entry by entry (:class:`~sandbox_memory.render.files.LayoutRendering`): a
 render after one change costs that change plus joining cached lines, and a render whose inputs
 (layout memory's change stamp, the registry, the selection, the budget) are those of the last
 one writes nothing and renders nothing (``store/rendered.json`` keeps them).
@@ -19,18 +19,18 @@ import logging
 from collections.abc import Iterable, Mapping
 
 from .. import bounded
-from ..phase_two import select_rollouts
-from ..render import (
+from ..consolidate.selection import select_rollouts
+from ..record.segments import rollout_path
+from ..runtime.state import LayoutState
+from ..stores.files import Entry, LayoutMemory, Registry, RolloutProgress, now_ms
+from ..workspace import Workspace
+from .files import (
     LayoutRendering,
     RolloutRef,
     entry_line,
     newest_first,
     render_skill,
 )
-from ..rollouts import rollout_path
-from ..store import Entry, LayoutMemory, Registry, RolloutProgress, now_ms
-from ..workspace import Workspace
-from .state import LayoutState
 
 logger = logging.getLogger("sandbox_memory")
 

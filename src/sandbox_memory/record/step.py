@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from .. import spans
 from ..datapolicy import exc_text
+from ..extract.rollout import note_items, parse_item_notes
 from ..integrity import MEMORY_MD_NOTE
-from ..offload import Recording
-from ..phase_one import note_items, parse_item_notes
-from ..rollouts import read_new_segments, rollout_path, run_rollout_id, text_value
-from .state import LayoutState
+from ..runtime.state import LayoutState
+from .offload import Recording
+from .segments import read_new_segments, rollout_path, run_rollout_id, text_value
 
 if TYPE_CHECKING:
     from ..stores.sync import SharedCopy

@@ -26,11 +26,12 @@ import sys
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from .datapolicy import exc_text
-from .integrity import SegmentSeal
-from .rollouts import (
+from ..datapolicy import exc_text
+from ..integrity import SegmentSeal
+from .segments import (
     apply_replayed,
     build_segment,
     display_id,
@@ -43,7 +44,7 @@ from .rollouts import (
 )
 
 if TYPE_CHECKING:
-    from .redact import Redactor
+    from ..redact import Redactor
 
 logger = logging.getLogger("sandbox_memory")
 
@@ -61,7 +62,7 @@ class RedactionSettings:
     allowlist: tuple[str, ...] = ()
 
     def build(self) -> Redactor:
-        from .redact import Redactor
+        from ..redact import Redactor
 
         return Redactor(extra_patterns=dict(self.extra_patterns), allowlist=self.allowlist)
 
@@ -274,7 +275,7 @@ def _receive(stream: IO[bytes]) -> Any:
 
 
 class _Child:
-    """One child process (``python -m sandbox_memory.offload``), started on first use and
+    """One child process (``python -m sandbox_memory.record.offload``), started on first use and
     reused; one request at a time, so memory is bounded by one segment in flight. A plain
     interpreter running this module, never a fork of this process nor an import of its main
     script (what ``multiprocessing`` would do: a caller's unguarded script would run again)."""
@@ -302,11 +303,11 @@ class _Child:
     def _start(self) -> subprocess.Popen[bytes]:
         if self._proc is not None and self._proc.poll() is None:
             return self._proc
-        package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        package_root = str(Path(__file__).resolve().parents[2])
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "sandbox_memory.offload"],
+            [sys.executable, "-m", "sandbox_memory.record.offload"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
@@ -492,6 +493,8 @@ __all__ = [
 ]
 
 if __name__ == "__main__":  # the child: serve from the imported module, so what it pickles
-    from sandbox_memory.offload import _serve as serve  # names sandbox_memory.offload's types
+    from sandbox_memory.record.offload import (
+        _serve as serve,  # names sandbox_memory.record.offload's types
+    )
 
     serve()

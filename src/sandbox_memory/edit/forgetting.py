@@ -7,7 +7,7 @@ raw notes (``raw_memories/<id>.md``, gathered into ``raw_memories.md``). This mo
 out of them, for each conversation the entry rests on:
 
 - a line of the summary or the notes that states the fact (its content, or the text of an
-  item it rests on, as :func:`~sandbox_memory.search.states_any` reads it) is dropped;
+  item it rests on, as :func:`~sandbox_memory.search.index.states_any` reads it) is dropped;
 - the slug loses the words only the fact had (``remember-trip-budget-1500-eur`` becomes
   ``remember``, ``rollout`` when none is left): the summary is written under its new name and
   the old file removed, and the rollout's progress, ``MEMORY.md`` and the notes' header follow.
@@ -29,13 +29,13 @@ import logging
 import re
 from typing import TYPE_CHECKING
 
-from ..search import STATED_MIN_CHARS, _plain, states_any
-from ..store import Entry, RolloutProgress
+from ..search.index import STATED_MIN_CHARS, _plain, states_any
+from ..stores.files import Entry, RolloutProgress
 
 if TYPE_CHECKING:
-    from ..search import SearchIndex
-    from .render import Renderer
-    from .state import LayoutState
+    from ..render.step import Renderer
+    from ..runtime.state import LayoutState
+    from ..search.index import SearchIndex
 
 logger = logging.getLogger("sandbox_memory")
 

@@ -12,12 +12,13 @@ import logging
 from typing import Any
 
 from .. import bounded
+from ..consolidate.selection import retract, secret_problem, shown_entries
 from ..engines.base import ENTRY_KINDS
 from ..integrity import MEMORY_MD_NOTE
-from ..phase_two import retract, secret_problem, shown_entries
-from ..render import parse_registry
-from ..rollouts import last_item_id, parse_segments, rollout_path
-from ..store import (
+from ..record.segments import last_item_id, parse_segments, rollout_path
+from ..render.files import parse_registry
+from ..runtime.state import LayoutState
+from ..stores.files import (
     KEY_RE,
     LONG_LIVED_KINDS,
     Cause,
@@ -29,7 +30,6 @@ from ..store import (
     now_ms,
 )
 from .copies import retract_copies, save_changed_conversation
-from .state import LayoutState
 
 logger = logging.getLogger("sandbox_memory")
 

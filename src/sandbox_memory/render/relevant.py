@@ -31,7 +31,14 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .search import QUERY_STOPWORDS, SearchHit, all_words, fts_query, known_terms, says_the_same
+from ..search.index import (
+    QUERY_STOPWORDS,
+    SearchHit,
+    all_words,
+    fts_query,
+    known_terms,
+    says_the_same,
+)
 
 QUERY_TAIL_CHARS = 6_000
 """Characters of the run's message text the query is made of (the newest: the message that
@@ -117,7 +124,7 @@ def task_terms(text: str) -> tuple[list[str], list[str]]:
     """The query for a run's input text, as FTS5 terms: the paths and symbols it names as
     phrases (the first :data:`QUERY_PHRASES`), and its words, most repeated first (which of
     them are searched is decided by their rarity in the index: see
-    :meth:`SearchIndex.curated <sandbox_memory.search.SearchIndex.curated>`)."""
+    :meth:`SearchIndex.curated <sandbox_memory.search.index.SearchIndex.curated>`)."""
 
     tail = text[-QUERY_TAIL_CHARS:]
     phrases: list[str] = []

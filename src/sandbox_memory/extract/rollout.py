@@ -11,11 +11,8 @@ from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import bounded, spans
-from .datapolicy import data_text, exc_text
-from .engines.base import Candidate, Extraction, ExtractionRequest, KnownEntry, traits
-from .engines.transcript import item_text, one_line, segment_id_of, segment_items
-from .phase_two import (
+from .. import bounded, spans
+from ..consolidate.selection import (
     ItemIndex,
     apply_to_conversation,
     check_candidates,
@@ -23,10 +20,13 @@ from .phase_two import (
     plausible_ms,
     says_nothing_new,
 )
-from .privacy import keep_private, run_person, self_statements, shared_slug, shared_text
-from .rollouts import ParsedSegments, last_item_id, read_new_segments, rollout_path
-from .search import MAX_ITEM_CHARS, timestamp_ms
-from .store import (
+from ..datapolicy import data_text, exc_text
+from ..engines.base import Candidate, Extraction, ExtractionRequest, KnownEntry, traits
+from ..engines.transcript import item_text, one_line, segment_id_of, segment_items
+from ..privacy import keep_private, run_person, self_statements, shared_slug, shared_text
+from ..record.segments import ParsedSegments, last_item_id, read_new_segments, rollout_path
+from ..search.index import MAX_ITEM_CHARS, timestamp_ms
+from ..stores.files import (
     ConversationMemory,
     Entry,
     LogRecord,
@@ -36,8 +36,8 @@ from .store import (
 )
 
 if TYPE_CHECKING:
-    from .runtime.state import LayoutState
-    from .search import SearchIndex
+    from ..runtime.state import LayoutState
+    from ..search.index import SearchIndex
 
 logger = logging.getLogger("sandbox_memory")
 
@@ -371,7 +371,7 @@ async def _extract(
         except BaseException as exc:  # noqa: BLE001 - any engine failure is recorded and retried
             if not isinstance(exc, Exception) and not stray_cancel(exc):
                 raise  # this task is being cancelled, or the process is stopping
-            from .engines.model import ModelExtractionError
+            from ..engines.model import ModelExtractionError
 
             what = (
                 str(exc)
