@@ -27,8 +27,8 @@ import zipfile
 from collections import Counter
 from pathlib import Path
 
-from sandbox_memory.consolidate.selection import key_problem
 from sandbox_memory.redact import Redactor
+from sandbox_memory.rules import key_problem
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "locomo-dev.zip"

@@ -13,9 +13,9 @@ import pytest
 
 from sandbox_memory import MemoryClient, MemoryGenerateConfig, MemoryReadConfig
 from sandbox_memory.config import MemoryLayoutConfig
-from sandbox_memory.consolidate.selection import key_problem
 from sandbox_memory.engines.base import Candidate, Extraction, ExtractionRequest
 from sandbox_memory.redact import default_redactor
+from sandbox_memory.rules import key_problem
 from sandbox_memory.runtime import LayoutRuntime
 from sandbox_memory.workspace import LocalWorkspace
 

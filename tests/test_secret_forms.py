@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from sandbox_memory.config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
-from sandbox_memory.consolidate.selection import ItemIndex, check_candidates, secret_problem
 from sandbox_memory.engines.base import Candidate
 from sandbox_memory.record.segments import safe_rollout_id
 from sandbox_memory.redact import Redactor
+from sandbox_memory.rules import ItemIndex, check_candidates, secret_problem
 from sandbox_memory.runtime import LayoutRuntime
 from sandbox_memory.workspace import LocalWorkspace
 from test_offline_engine import Seg, extract

@@ -599,8 +599,8 @@ async def test_one_fix_run_yields_one_fact_with_its_result() -> None:
 
 
 def test_a_new_version_of_an_entry_keeps_the_sources_of_the_old_one() -> None:
-    from sandbox_memory.consolidate.selection import apply_to_conversation
     from sandbox_memory.engines.base import Candidate
+    from sandbox_memory.rules import apply_to_conversation
     from sandbox_memory.stores.files import ConversationMemory, Source
 
     memory = ConversationMemory(rollout_id="conv")
@@ -626,8 +626,8 @@ def test_a_new_version_of_an_entry_keeps_the_sources_of_the_old_one() -> None:
 
 
 def test_a_candidate_saying_what_a_known_entry_says_updates_it() -> None:
-    from sandbox_memory.consolidate.selection import one_entry_per_subject
     from sandbox_memory.engines.base import Candidate
+    from sandbox_memory.rules import one_entry_per_subject
 
     known = [
         KnownEntry(key="test-command", kind="procedure", content="Run the tests with `make check`.")
@@ -645,8 +645,8 @@ def test_a_candidate_saying_what_a_known_entry_says_updates_it() -> None:
 
 
 def test_two_candidates_saying_the_same_become_one_and_two_facts_of_one_item_stay_two() -> None:
-    from sandbox_memory.consolidate.selection import one_entry_per_subject
     from sandbox_memory.engines.base import Candidate
+    from sandbox_memory.rules import one_entry_per_subject
 
     fix = Candidate(
         key="fix-invoice-tax", content="Fixed the invoice tax in `invoice.py`.", sources=["s:4"]

@@ -1,8 +1,9 @@
 """Step 3 of the flow, consolidate (phase 2): the layout memory made from its conversations.
 
 Select the newest conversations (what falls out is forgotten), promote their long-lived
-entries, take in live edits of ``MEMORY.md`` (:mod:`.live_edits`), log and save the changes,
-then render (:mod:`.render`). The rules themselves are in ``phase_two.py``.
+entries, take in live edits of ``MEMORY.md`` (:mod:`sandbox_memory.edit.live_edits`), log
+and save the changes, then render (:mod:`sandbox_memory.render`). The rules themselves are in
+:mod:`sandbox_memory.rules`.
 """
 
 from __future__ import annotations

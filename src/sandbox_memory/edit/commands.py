@@ -19,7 +19,6 @@ from pydantic import BaseModel, Field
 
 from .. import bounded
 from ..config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
-from ..consolidate.selection import key_problem, retract, secret_problem
 from ..engines.base import ITEM_ID_FIELD, EntryKind
 from ..errors import MemoryConfigError, MemoryConflict, MemoryNotFound, MemoryStoreUnavailable
 from ..record.segments import (
@@ -31,6 +30,7 @@ from ..record.segments import (
     safe_rollout_id,
     text_value,
 )
+from ..rules import key_problem, retract, secret_problem
 from ..runtime.facade import LayoutRuntime
 from ..stores.files import (
     MAX_CONTENT_CHARS,
@@ -630,7 +630,7 @@ class MemoryClient:
         ``conversation`` keeps to one conversation's material; ``person`` adds that person's
         private entries and runs (without it, only shared memory is searched). A client acting
         for a person searches as that person; another ``person`` is refused. See
-        ``search.py`` and docs/search.md.
+        ``search/index.py`` and docs/search.md.
 
         .. versionadded:: 0.1
         """

@@ -1,12 +1,12 @@
 """A layout entry's copies in conversation memory, kept in step when the entry changes.
 
-Not a step of its own: a Forget (``commands.py``) and a deleted line in a live edit
+Not a step of its own: a Forget (:mod:`.commands`) and a deleted line in a live edit
 (:mod:`.live_edits`) retract a layout entry, and its copies in every conversation go with it.
 """
 
 from __future__ import annotations
 
-from ..consolidate.selection import retract, same_fact
+from ..rules import retract, same_fact
 from ..stores.files import (
     COPY_RETRACTED,
     LONG_LIVED_KINDS,

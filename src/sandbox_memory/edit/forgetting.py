@@ -1,7 +1,7 @@
 """Forget reaches the derived text: what a forgotten fact's runs left in files any run opens.
 
 A ``Forget`` retracts an entry, and search hides the items it rests on and the items and
-summary lines that state it (``search.py``). The files phase 1 derived from those runs hold
+summary lines that state it (:mod:`sandbox_memory.search.index`). The files phase 1 derived from those runs hold
 it too: the rollout summary (``rollout_summaries/<id>_<slug>.md``, its name included) and the
 raw notes (``raw_memories/<id>.md``, gathered into ``raw_memories.md``). This module takes it
 out of them, for each conversation the entry rests on:

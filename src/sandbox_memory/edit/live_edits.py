@@ -2,7 +2,7 @@
 
 An edit made since the last render becomes changes of the stored memory, with the run item that
 made it as their source, before the next render would replace it: in phase 2
-(:mod:`.consolidate`), and when a shared copy sends its changes.
+(:mod:`sandbox_memory.consolidate`), and when a shared copy sends its changes.
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ import logging
 from typing import Any
 
 from .. import bounded
-from ..consolidate.selection import retract, secret_problem, shown_entries
+from ..consolidate.selection import shown_entries
 from ..engines.base import ENTRY_KINDS
 from ..integrity import MEMORY_MD_NOTE
 from ..record.segments import last_item_id, parse_segments, rollout_path
 from ..render.files import parse_registry
+from ..rules import retract, secret_problem
 from ..runtime.state import LayoutState
 from ..stores.files import (
     KEY_RE,

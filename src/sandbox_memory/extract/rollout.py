@@ -12,7 +12,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import bounded, spans
-from ..consolidate.selection import (
+from ..datapolicy import data_text, exc_text
+from ..engines.base import Candidate, Extraction, ExtractionRequest, KnownEntry, traits
+from ..engines.transcript import item_text, one_line, segment_id_of, segment_items
+from ..privacy import keep_private, run_person, self_statements, shared_slug, shared_text
+from ..record.segments import ParsedSegments, last_item_id, read_new_segments, rollout_path
+from ..rules import (
     ItemIndex,
     apply_to_conversation,
     check_candidates,
@@ -20,11 +25,6 @@ from ..consolidate.selection import (
     plausible_ms,
     says_nothing_new,
 )
-from ..datapolicy import data_text, exc_text
-from ..engines.base import Candidate, Extraction, ExtractionRequest, KnownEntry, traits
-from ..engines.transcript import item_text, one_line, segment_id_of, segment_items
-from ..privacy import keep_private, run_person, self_statements, shared_slug, shared_text
-from ..record.segments import ParsedSegments, last_item_id, read_new_segments, rollout_path
 from ..search.index import MAX_ITEM_CHARS, timestamp_ms
 from ..stores.files import (
     ConversationMemory,

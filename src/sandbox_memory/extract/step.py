@@ -3,7 +3,7 @@
 After a run, its conversation is extracted in the background within the budget the coming close
 leaves (:meth:`Extractor.consolidate_conversation`); at the close, every pending rollout is
 extracted within the close's budget, then phase 2 runs (:mod:`.consolidate`). The extraction
-itself is in ``phase_one.py``; this step schedules it and keeps the budgets.
+itself is in :mod:`.rollout`; this step schedules it and keeps the budgets.
 """
 
 from __future__ import annotations

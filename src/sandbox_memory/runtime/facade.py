@@ -1,8 +1,8 @@
 """The memory of one layout in one workspace, as one object: the flow's steps put together.
 
 :class:`LayoutRuntime` holds no step's code: it builds the shared state (:mod:`.state`) and
-the steps, record (:mod:`.record`), extract (:mod:`.extract`), consolidate
-(:mod:`.consolidate`), render (:mod:`.render`) and live edits (:mod:`.live_edits`), and
+the steps, record (:mod:`sandbox_memory.record`), extract (:mod:`sandbox_memory.extract`), consolidate
+(:mod:`sandbox_memory.consolidate`), render (:mod:`sandbox_memory.render`) and live edits (:mod:`sandbox_memory.edit.live_edits`), and
 hands each call to the step that does it. The SDK bridge (``_sdk.py``), the commands, the CLI
 and a shared store's copy (``stores/sync.py``) all go through it.
 """
@@ -76,7 +76,7 @@ class LayoutRuntime:
             fusion="rrf" if read is None else read.fusion,
             vector_weight=0.25 if read is None else read.vector_weight,
         )
-        """The derived full-text index (``search.py``), synced after runs and at close."""
+        """The derived full-text index (:mod:`sandbox_memory.search.index`), synced after runs and at close."""
         self.shared: SharedCopy | None = None
         """With a shared store: keeps this workspace's copy in step with it (stores/sync.py)."""
         if store is not None:

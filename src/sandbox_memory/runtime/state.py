@@ -1,7 +1,7 @@
 """What every step of one layout's flow shares: its settings, store, workspace and locks.
 
-Not a step itself: :mod:`.record`, :mod:`.extract` (and phase 1 under it), :mod:`.consolidate`,
-:mod:`.render` and :mod:`.live_edits` each take this state and use only the parts they need.
+Not a step itself: :mod:`sandbox_memory.record`, :mod:`sandbox_memory.extract` (and phase 1 under it), :mod:`sandbox_memory.consolidate`,
+:mod:`sandbox_memory.render` and :mod:`sandbox_memory.edit.live_edits` each take this state and use only the parts they need.
 """
 
 from __future__ import annotations
