@@ -107,3 +107,32 @@ def test_a_close_killed_by_sigkill_at_each_write_point_then_closed_again_loses_n
     held = [r["lease_held"] for r in results]
     assert held == sorted(held) and held[0] == 0 and held[-1] == 1, held
     assert [r for r in results if r["differs"]] == []
+
+
+async def test_a_fresh_process_closing_a_copy_refuses_none_of_its_records(
+    pg_dsn: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A copy whose records and runs were sealed after the store was reached, closed by a new
+    process (a new runtime, nothing keyed yet): its head, shards, log and its own run are all
+    memory's, so none is refused or kept aside, and the run it recorded is extracted."""
+
+    seed = PostgresStore(pg_dsn, namespace="acme")
+    rt = store_runtime(tmp_path / "seed", seed)
+    await rt.record(run_payload(lesson("old")), rollout_id="r0")
+    await rt.close()
+    await seed.aclose()
+    mine = PostgresStore(pg_dsn, namespace="acme")
+    rt = store_runtime(tmp_path / "here", mine)
+    await rt.start_run()  # the copy takes in the store's layout memory, sealed here
+    await rt.record(run_payload(lesson("new")), rollout_id="r1")
+    await mine.aclose()
+
+    fresh = PostgresStore(pg_dsn, namespace="acme")
+    with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
+        report = await store_runtime(tmp_path / "here", fresh).close()
+    assert caplog.text == ""
+    assert report["extracted"] == ["r1"]
+    assert not [p.name for p in (tmp_path / "here").rglob("*.unsealed-*")]
+    layout = (await fresh.read_scope("layout")).entries.values()
+    assert any("deploy-new" in e.content for e in layout)
+    await fresh.aclose()

@@ -525,6 +525,12 @@ class SharedCopy:
         another close claimed: that one sends them at its turn.
         """
 
+        try:
+            # Before anything of the copy is read: its runs and records were sealed with the
+            # namespace's key, and a new process verifies with this host's alone until keyed.
+            await self.use_store_key()
+        except MemoryStoreUnavailable as exc:
+            self._went_away(exc, "reading the namespace's segment key")
         own = await self.recorded_here()
         taken: list[str] = []
         keeper: asyncio.Task[None] | None = None
