@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from pgserver import PostgresServer
 from sandbox_memory.engines.base import Extraction, ExtractionRequest
 from sandbox_memory.engines.offline import OfflineEngine
 from sandbox_memory.stores import PostgresStore
@@ -136,3 +137,38 @@ async def test_a_fresh_process_closing_a_copy_refuses_none_of_its_records(
     layout = (await fresh.read_scope("layout")).entries.values()
     assert any("deploy-new" in e.content for e in layout)
     await fresh.aclose()
+
+
+async def test_a_fresh_process_closing_a_copy_while_the_store_is_away_keeps_its_records(
+    pg_server: PostgresServer, pg_dsn: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The copy's records are sealed with the host's key: a new process that cannot reach
+    the store (so has not the namespace's key) still reads them as memory's, keeps its
+    layout memory in ``MEMORY.md``, and leaves the run it cannot verify for the next close."""
+
+    seed = PostgresStore(pg_dsn, namespace="acme")
+    rt = store_runtime(tmp_path / "seed", seed)
+    await rt.record(run_payload(lesson("old")), rollout_id="r0")
+    await rt.close()
+    await seed.aclose()
+    mine = PostgresStore(pg_dsn, namespace="acme")
+    rt = store_runtime(tmp_path / "here", mine)
+    await rt.start_run()
+    await rt.record(run_payload(lesson("new")), rollout_id="r1")
+    await mine.aclose()
+    pg_server.stop()
+    try:
+        away = PostgresStore(pg_dsn, namespace="acme", connect_timeout=1)
+        with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
+            report = await store_runtime(tmp_path / "here", away).close()
+        assert "no valid seal: not written by memory" not in caplog.text
+        assert not [p.name for p in (tmp_path / "here").rglob("*.unsealed-*")]
+        assert "deploy-old" in (tmp_path / "here" / "memories" / "MEMORY.md").read_text()
+        assert report["extracted"] == []  # its line is sealed with the namespace's key
+    finally:
+        pg_server.start()
+    back = PostgresStore(pg_dsn, namespace="acme")
+    assert (await store_runtime(tmp_path / "here", back).close())["extracted"] == ["r1"]
+    layout = (await back.read_scope("layout")).entries.values()
+    assert any("deploy-new" in e.content for e in layout)
+    await back.aclose()

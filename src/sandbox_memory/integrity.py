@@ -73,6 +73,11 @@ class SegmentSeal:
             raise MemoryConfigError("segment key", "<hidden>", "must be at least 32 bytes")
         self._keys = list(dict.fromkeys(keys))
 
+    def led_by(self, keys: Sequence[bytes]) -> SegmentSeal:
+        """A seal that seals with ``keys[0]`` and verifies with ``keys`` and this one's."""
+
+        return SegmentSeal([*keys, *self._keys])
+
     def seal(self, line: bytes, rollout_id: str, *, notes: dict[str, str] | None = None) -> bytes:
         """``line`` (a JSON object with keys, and its ``\\n``) with its seal as the object's
         last key; ``notes``: memory's own keys, put just before the seal and sealed with the

@@ -50,7 +50,7 @@ class LayoutState:
         self.store = Store(workspace, layout.memories_dir, layout.sessions_dir)
         self.store.redactor_source = lambda: self.redactor
         self.store.line_check = self.line_check
-        self.store.record_seal = lambda: self.seal
+        self.store.record_seal = lambda: self.record_seal
         self.store.retract_copies = self._retract_copies
         self.forget_derived: Callable[[Entry], Awaitable[list[str]]] | None = None
         """Takes a retracted entry out of the summaries and notes it came from (set by the
@@ -74,6 +74,7 @@ class LayoutState:
         self.generation = 0
         """Bumped on every change made through this runtime: keys the read cache."""
         self._seal: SegmentSeal | None = None
+        self._record_seal: tuple[SegmentSeal, SegmentSeal] | None = None
         self.memory_md_seen: str | None = None
         """SHA-256 of ``MEMORY.md`` as this process last saw it: at a run's start, at a run's
         end, after a render (``None``: not seen; what was rendered is the baseline)."""
@@ -127,6 +128,20 @@ class LayoutState:
     @seal.setter
     def seal(self, value: SegmentSeal) -> None:
         self._seal = value
+
+    @property
+    def record_seal(self) -> SegmentSeal:
+        """Seals memory's own records in ``store/`` (shards, head, log, conversation records,
+        settings) with the host's key, whatever key lines are sealed with: the records never
+        leave this host (machines sharing a store exchange its rows), so a new process
+        verifies them before it reaches the store, or while the store is unreachable. Also
+        verifies with the keys of :attr:`seal` (a copy's records sealed with a namespace's
+        key by an earlier build)."""
+
+        lines = self.seal
+        if self._record_seal is None or self._record_seal[0] is not lines:
+            self._record_seal = (lines, lines.led_by(host_keys()))
+        return self._record_seal[1]
 
     async def memory_md_digest(self) -> str | None:
         """SHA-256 of ``MEMORY.md`` now (``None``: no file)."""

@@ -525,13 +525,26 @@ class SharedCopy:
         another close claimed: that one sends them at its turn.
         """
 
+        unjudged: list[str] = []
         try:
-            # Before anything of the copy is read: its runs and records were sealed with the
-            # namespace's key, and a new process verifies with this host's alone until keyed.
+            # Before any run of the copy is read: its lines were sealed with the namespace's
+            # key, and a new process verifies with this host's alone until keyed.
             await self.use_store_key()
         except MemoryStoreUnavailable as exc:
             self._went_away(exc, "reading the namespace's segment key")
-        own = await self.recorded_here()
+            if await self.rt.ws.size(self.state_path) is not None:
+                # The copy reached the store before, so its runs may be sealed with the key
+                # this process lacks: one would read as forged and be passed over for good.
+                # Left pending for a close that holds the key.
+                unjudged = await self.rt.pending_rollouts()
+                if unjudged:
+                    logger.info(
+                        "memory close leaves %d rollout(s) for a close that reaches the store "
+                        "(their lines are sealed with its key): %s",
+                        len(unjudged),
+                        ", ".join(unjudged),
+                    )
+        own = [r for r in await self.recorded_here() if r not in unjudged]
         taken: list[str] = []
         keeper: asyncio.Task[None] | None = None
         try:
@@ -553,13 +566,13 @@ class SharedCopy:
 
                 await asyncio.gather(*(one(r) for r in mine))
             async with self.session() as fence:
-                skip: list[str] = []
+                skip: list[str] = list(unjudged)
                 if fence is not None:
                     try:
                         # What was extracted under the claims is in the store now.
                         await self.store.unclaim(taken, holder=self.holder)
                         taken = []
-                        skip = [
+                        skip += [
                             n[len(CLAIM) :]
                             for n in await self.store.claimed_by_others(CLAIM, holder=self.holder)
                         ]
