@@ -40,7 +40,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from json.decoder import scanstring as _scanstring  # type: ignore[attr-defined]
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, Self
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -365,9 +365,13 @@ class Lease(Protocol):
         :class:`~sandbox_memory.errors.MemoryLeaseLost` when the lease was lost (taken over
         after it ran out); nothing when it is still held."""
 
-    async def __aenter__(self) -> Any: ...
+    async def __aenter__(self) -> Self:
+        """Acquire; a lease class that names :class:`Lease` as its base inherits this."""
+        await self.acquire()
+        return self
 
-    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> Any: ...
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        await self.release()
 
 
 def _why(exc: ValidationError) -> str:

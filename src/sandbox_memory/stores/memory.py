@@ -18,7 +18,6 @@ import hashlib
 import secrets
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping
-from types import TracebackType
 
 from ..errors import MemoryLockTimeout
 from .files import (
@@ -32,6 +31,7 @@ from .files import (
     LayoutChange,
     LayoutHead,
     LayoutMemory,
+    Lease,
     LogRecord,
     MemoryStore,
     Registry,
@@ -40,7 +40,7 @@ from .files import (
 )
 
 
-class InMemoryLease:
+class InMemoryLease(Lease):
     """The layout's lease for one :class:`InMemoryStore`: one holder at a time, waiters give
     up after ``timeout`` seconds with :class:`~sandbox_memory.errors.MemoryLockTimeout`."""
 
@@ -67,18 +67,6 @@ class InMemoryLease:
 
     async def check(self) -> None:
         """Held until released: a lock of this process cannot be taken over."""
-
-    async def __aenter__(self) -> InMemoryLease:
-        await self.acquire()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.release()
 
 
 class InMemoryStore(MemoryStore):

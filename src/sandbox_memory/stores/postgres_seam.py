@@ -26,7 +26,6 @@ import json
 import secrets
 import time
 from collections.abc import Iterable, Mapping
-from types import TracebackType
 from typing import Any
 
 from .files import (
@@ -37,6 +36,7 @@ from .files import (
     Entry,
     LayoutHead,
     LayoutMemory,
+    Lease,
     LogRecord,
     MemoryStore,
     Overrides,
@@ -66,7 +66,7 @@ def _entry_row(entry: Entry) -> tuple[Any, ...]:
     )
 
 
-class PostgresLease:
+class PostgresLease(Lease):
     """The namespace's lease as the seam hands it out (:class:`~sandbox_memory.stores.files.Lease`);
     :meth:`check` fails with :class:`~sandbox_memory.errors.MemoryLeaseLost` once it was
     taken over."""
@@ -87,18 +87,6 @@ class PostgresLease:
     async def check(self) -> None:
         if self.fence is not None:
             await self._pg.renew(self.fence)
-
-    async def __aenter__(self) -> PostgresLease:
-        await self.acquire()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.release()
 
 
 class PostgresMemoryStore(MemoryStore):
