@@ -266,7 +266,7 @@ class Memory(_SDKMemory):
         )
 
     async def _relevant(self, runtime: Any, summary: str, person: str | None) -> str:
-        """The section "relevant to this task" for this run's input (see ``relevant.py``);
+        """The section "relevant to this task" for this run's input (see ``render/relevant.py``);
         empty when the input has no words or nothing beyond the summary matches."""
 
         assert self.read is not None

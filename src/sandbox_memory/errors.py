@@ -105,4 +105,4 @@ class MemoryStoreUnavailable(SandboxMemoryError):
 
 class EmbedderError(Exception):
     """An embedder could not give the vectors asked for (the search falls back to BM25).
-    Not a :class:`SandboxMemoryError`: it never reaches a caller (``embedding.py``)."""
+    Not a :class:`SandboxMemoryError`: it never reaches a caller (``search/embedding.py``)."""

@@ -2,7 +2,7 @@
 
 Both engines (model-backed and offline) take an :class:`ExtractionRequest` built from the new
 segments of one rollout and return an :class:`Extraction`. Code, not the engine, enforces the
-memory rules afterwards (see ``phase_two.py``): an engine only proposes.
+memory rules afterwards (see ``rules.py``): an engine only proposes.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Each extraction is one model request (plus retries of transient provider failures). The
 request carries a per-attempt timeout and the SDK's own hidden retries are switched off, so
-the time an extraction may take is known; the caller (``phase_one.py``) bounds it further by
+the time an extraction may take is known; the caller (``extract/rollout.py``) bounds it further by
 the close's time budget. Failures raise :class:`ModelExtractionError` saying what was wrong.
 """
 

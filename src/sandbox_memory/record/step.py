@@ -1,6 +1,6 @@
 """Step 1 of the flow, record: append each run's segment to its conversation's rollout.
 
-The segment is redacted and given item ids (``offload.Recording``); a run without a
+The segment is redacted and given item ids (``record.offload.Recording``); a run without a
 conversation id of its own that replays a recorded conversation joins that conversation, whose
 replayed items are recognised by their digests.
 """

@@ -128,7 +128,7 @@ def render_read_prompt(
 ) -> str:
     """The memory prompt: who the agent works with and the privacy rules (when a person is
     known), then how to use memory, the summary and the section relevant to this task (when
-    there is one; see ``relevant.py``)."""
+    there is one; see ``render/relevant.py``)."""
 
     parts: list[str] = []
     if person:

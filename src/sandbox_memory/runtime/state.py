@@ -182,7 +182,7 @@ class LayoutState:
         return self.generate_enabled if name == "generate" else self.read is not None
 
     def items_path(self, rid: str) -> str:
-        """Digests of a conversation's extracted items (see ``phase_one.note_items``)."""
+        """Digests of a conversation's extracted items (see ``extract.rollout.note_items``)."""
 
         return f"{self.store.dir}/items/{rid}.txt"
 

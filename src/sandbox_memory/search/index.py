@@ -1620,7 +1620,7 @@ class SearchIndex:
     ) -> list[SearchHit]:
         """The best ``limit`` entries and rollout summaries for a run's input, their text
         whole, each entry key once: what the read prompt's section "relevant to this task" is
-        chosen from (see ``relevant.py``).
+        chosen from (see ``render/relevant.py``).
 
         The query is ``phrases`` (FTS5 phrases, all kept) and, up to ``max_terms`` terms in
         all, the rarest of ``words`` (FTS5 terms) in the index: BM25 weighs a word by its

@@ -174,7 +174,7 @@ MAX_ROLLOUT_BYTES = 1 << 53
 """Largest offset a progress record may hold: beyond any file, and exact as a JSON number."""
 
 SLUG_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,98}[a-z0-9])?$"
-"""A rollout summary's short name as ``phase_one.normalize_slug`` makes it (a file-name part)."""
+"""A rollout summary's short name as ``extract.rollout.normalize_slug`` makes it (a file-name part)."""
 
 
 class RolloutProgress(BaseModel):
