@@ -79,9 +79,10 @@ logger = logging.getLogger("sandbox_memory")
 INDEX_FILE = "search.sqlite"
 """Name of the index under ``<memories_dir>/store/``."""
 
-SCHEMA_VERSION = "5"
+SCHEMA_VERSION = "6"
 """Bumped when the index's tables or its tokens change; an index of another version is
-rebuilt (5: text is NFKC-normalised before it is tokenised)."""
+rebuilt (5: text is NFKC-normalised before it is tokenised; 6: what differs from one run of
+the same work to the next is left out, see :func:`settled_text`)."""
 
 UNICODE_FORM: Final = "NFKC"
 """Normal form of every text indexed and every query: a decomposed "résumé" (``e`` + a combining
@@ -305,11 +306,18 @@ class SearchHit(BaseModel):
     fused, :data:`RRF_K`); the ``score`` is then the fused score."""
 
 
+_DURATION_RE = re.compile(r"\b\d+\.\d+ ?(?:s|ms|sec|secs|seconds)\b")
+"""A measured duration (``1 passed in 0.93s``, ``Ran 3 tests in 0.001s``): it differs each time
+the same command runs, so it is shown but not indexed."""
+
+
 def _segment_cjk(text: str) -> str:
     """The body given to FTS5 for ``text`` (at insert and at delete alike): normalised (see
-    :data:`UNICODE_FORM`), each CJK character its own token."""
+    :data:`UNICODE_FORM`), measured durations left out (:data:`_DURATION_RE`), each CJK
+    character its own token."""
 
-    return _CJK_CHAR_RE.sub(r" \1 ", unicodedata.normalize(UNICODE_FORM, text))
+    text = _DURATION_RE.sub(" ", unicodedata.normalize(UNICODE_FORM, text))
+    return _CJK_CHAR_RE.sub(r" \1 ", text)
 
 
 def fts_query(query: str) -> str:
@@ -504,6 +512,40 @@ def states_any(text: str, probes: list[str]) -> bool:
             if probe[:STATED_PROBE_CHARS] in plain or plain in probe:
                 return True
     return False
+
+
+_RUN_STAMP_LINE_RE = re.compile(
+    r"^(?:Chunk ID: \w+|Wall time: [\d.]+ seconds|Process running with session ID \d+"
+    r"|session_id: \S+|updated_at: \S+|## Segment\(s\) up to \S+|<!-- segments from byte \d+ -->)"
+    r"[ \t]*(?:\n|$)",
+    re.MULTILINE,
+)
+"""Lines that say when or in which process something ran, never what: the header of a shell
+tool's output (``Chunk ID: 3fa1c2``, ``Wall time: 0.0115 seconds``, the process's id), and a
+rollout summary's stamps (its session id, its ``updated_at``, the time and byte offset of each
+block of segments)."""
+
+_ITEM_REFS_RE = re.compile(
+    r" ?\[(?:[0-9a-f]{8}|segment-\d+)(?::\d+)?(?:, (?:[0-9a-f]{8}|segment-\d+)(?::\d+)?)*\]"
+)
+"""The item ids a rollout summary line cites (``[28178a5d:0, 28178a5d:5]``): random ids given
+by the recorder (``record/segments.py``); the hit's sources name them."""
+
+
+def settled_text(text: str, kind: HitKind) -> str:
+    """The text of a document as it is indexed and shown: without what differs from one run of
+    the same work to the next (random ids, clock times, durations: see
+    :data:`_RUN_STAMP_LINE_RE`, :data:`_ITEM_REFS_RE`). Such tokens match a query's numbers
+    and versions by chance ("3.8.2" against ``23:30:44``), and they made the ranking of the
+    same memory, built twice from the same work, differ (two documents' scores a few
+    thousandths apart swapped places). An entry's text is its own and is kept as it is."""
+
+    if kind == "entry":
+        return text
+    text = _RUN_STAMP_LINE_RE.sub("", text)
+    if kind == "rollout_summary":
+        text = _ITEM_REFS_RE.sub("", text)
+    return text.strip()
 
 
 def _clip(text: str, limit: int = MAX_ITEM_CHARS) -> str:
@@ -1191,7 +1233,7 @@ class SearchIndex:
                 label = _item_label(item, names)
                 if label.endswith(SEARCH_TOOL_NAME):
                     continue
-                text = _clip(item_text(item, max_chars=MAX_ITEM_CHARS).strip())
+                text = _clip(settled_text(item_text(item, max_chars=MAX_ITEM_CHARS), "item"))
                 doc = f"item:{rid}:{item_id}"
                 if not text or db.execute("SELECT 1 FROM docs WHERE doc = ?", (doc,)).fetchone():
                     continue
@@ -1242,7 +1284,9 @@ class SearchIndex:
             "SELECT MAX(updated_at) FROM docs WHERE scope = ?", (f"items:{rid}",)
         ).fetchone()[0]
         self._drop(db, "doc = ?", (f"summary:{rid}",))
-        if name and text and text.strip() and not self._states_retracted(db, rid, text):
+        if text is not None:
+            text = settled_text(text, "rollout_summary")
+        if name and text and not self._states_retracted(db, rid, text):
             self._put(
                 db,
                 {
@@ -1257,7 +1301,7 @@ class SearchIndex:
                     "sources": json.dumps(self._summary_sources(db, rid)),
                     "path": path,
                     "stamp": stamp or "",
-                    "text": text.strip(),
+                    "text": text,
                 },
             )
         db.execute(

@@ -1,0 +1,125 @@
+"""Search order: the same work gives the same hits.
+
+Real workspaces, the offline engine, runs recorded as the recorder writes them.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from sandbox_memory import MemoryClient, MemoryGenerateConfig
+from sandbox_memory.search.index import settled_text
+from test_search_ranking import call as shell
+
+OFFLINE = MemoryGenerateConfig(engine="offline")
+
+
+def tool_output(body: str, *, chunk: str, seconds: float) -> str:
+    """A shell tool's output as the SDK formats it (a random chunk id, the wall time)."""
+
+    return (
+        f"Chunk ID: {chunk}\nWall time: {seconds:.4f} seconds\nProcess exited with code 0\n"
+        f"Output:\n{body}"
+    )
+
+
+def fix_run(path: str, problem: str, *, chunk: str, seconds: float, when: str) -> dict[str, Any]:
+    write = f"cat > {path} <<'EOF'\ndef normalize(value):\n    return value.strip()\nEOF"
+    test = "python -m pytest -q tests/test_core.py"
+    return {
+        "updated_at": when,
+        "input": [{"role": "user", "content": problem}],
+        "generated_items": [
+            *shell(
+                "c1",
+                f"cat {path}",
+                tool_output(
+                    "def normalize(value):\n    return value\n", chunk=chunk, seconds=seconds
+                ),
+            ),
+            *shell("c2", write, tool_output("", chunk=chunk[::-1], seconds=seconds / 2)),
+            *shell(
+                "c3",
+                test,
+                tool_output(f"3 passed in {seconds:.2f}s", chunk="abc123", seconds=seconds * 3),
+            ),
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": f"Fixed normalize in {path}."}],
+            },
+        ],
+        "terminal_metadata": {"terminal_state": "completed", "has_final_output": True},
+    }
+
+
+PROBLEMS = [
+    ("pkg/core/numbers.py", "Numbers keep trailing spaces after parsing a core value."),
+    ("pkg/core/strings.py", "Strings in the core module keep trailing spaces, unlike numbers."),
+    ("pkg/io/reader.py", "The reader drops the last core value of a file full of numbers."),
+]
+
+
+async def remember_fixes(root: Path, *, chunks: str, seconds: float, day: int) -> MemoryClient:
+    root.mkdir(exist_ok=True)
+    client = MemoryClient(root, generate=OFFLINE)
+    for n, (path, problem) in enumerate(PROBLEMS):
+        run = fix_run(
+            path,
+            problem,
+            chunk=f"{chunks}{n}",
+            seconds=seconds * (n + 1),
+            when=f"2026-03-{day:02d}T1{n}:00:00+00:00",
+        )
+        await client.runtime.record(run, rollout_id=f"fix-{n}")
+        # One close per task, as a coding agent's sandbox closes after each (rollouts closed
+        # together are extracted concurrently, and their entries' times follow the scheduler).
+        await client.runtime.close()
+    return client
+
+
+def order(hits: list[Any]) -> list[tuple[Any, ...]]:
+    """The hits as compared: a measured duration is shown as it was, so it is left out."""
+
+    def steady(text: str | None) -> str | None:
+        return None if text is None else re.sub(r"\d+\.\d+s\b", "<duration>", text)
+
+    return [
+        (h.kind, h.conversation, h.key, h.score, steady(h.text), steady(h.excerpt)) for h in hits
+    ]
+
+
+async def test_the_same_work_recorded_twice_gives_the_same_hits(tmp_path: Path) -> None:
+    # Chunk ids, wall times, durations and the clock differ from one recording to the next.
+    one = await remember_fixes(tmp_path / "one", chunks="a1b2c", seconds=0.0115, day=1)
+    two = await remember_fixes(tmp_path / "two", chunks="f9e8d", seconds=0.2871, day=9)
+    for query in (
+        "numbers keep trailing spaces in core 0.0115 3.1",
+        "normalize value strip",
+        "pytest passed 0 seconds",
+    ):
+        first = await one.search(query, limit=10)
+        assert first
+        assert order(first) == order(await two.search(query, limit=10)), query
+        assert order(first) == order(await one.search(query, limit=10))  # and again
+
+
+def test_what_differs_between_runs_is_neither_indexed_nor_shown() -> None:
+    output = tool_output("1 passed", chunk="3fa1c2", seconds=0.0115)
+    assert settled_text(output, "item") == "Process exited with code 0\nOutput:\n1 passed"
+    summary = (
+        "session_id: 636a7d9b-7e96-4847-a1cc-060ff68e3a42\n"
+        "updated_at: 2026-12-05T23:30:44.813386+00:00\n"
+        "rollout_path: sessions/fix.jsonl\n\n# fix\n\n"
+        "## Segment(s) up to 2026-12-05T23:30:44.813386+00:00\n"
+        "<!-- segments from byte 0 -->\n\n## What happened\n"
+        "- `python -m pytest -q` passed [28178a5d:5, 28178a5d:6]\n"
+    )
+    settled = settled_text(summary, "rollout_summary")
+    assert "2026" not in settled and "636a7d9b" not in settled and "28178a5d" not in settled
+    assert "- `python -m pytest -q` passed" in settled
+    assert "rollout_path: sessions/fix.jsonl" in settled
+    # An entry's text is its own.
+    assert settled_text("Wall time: 3 seconds", "entry") == "Wall time: 3 seconds"
