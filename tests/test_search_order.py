@@ -1,4 +1,5 @@
-"""Search order: the same work gives the same hits.
+"""Search order: the same work gives the same hits, each kind of document is ranked among its
+own kind, and a query naming a file finds the entries about that file.
 
 Real workspaces, the offline engine, runs recorded as the recorder writes them.
 """
@@ -10,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from sandbox_memory import MemoryClient, MemoryGenerateConfig
-from sandbox_memory.search.index import settled_text
+from sandbox_memory.engines.base import Subjects
+from sandbox_memory.search.index import named_phrases, search_expression, settled_text
 from test_search_ranking import call as shell
 
 OFFLINE = MemoryGenerateConfig(engine="offline")
@@ -123,3 +125,51 @@ def test_what_differs_between_runs_is_neither_indexed_nor_shown() -> None:
     assert "rollout_path: sessions/fix.jsonl" in settled
     # An entry's text is its own.
     assert settled_text("Wall time: 3 seconds", "entry") == "Wall time: 3 seconds"
+
+
+def test_a_path_is_searched_by_its_file_and_folder() -> None:
+    link = "see https://github.com/o/r/blob/d47b9d04/src/_pytest/pastebin.py#L68 and Card._split"
+    assert named_phrases(link) == ['"pytest pastebin py"', '"card split"']
+    assert named_phrases("sympy/core/numbers.py") == ['"core numbers py"']
+    assert search_expression("sympy/core/numbers.py").startswith('"core numbers py" OR "sympy"')
+
+
+async def test_a_path_query_finds_the_fix_of_that_file_first(tmp_path: Path) -> None:
+    client = await remember_fixes(tmp_path, chunks="a1b2c", seconds=0.01, day=1)
+    for path, rid in (("pkg/core/numbers.py", "fix-0"), ("pkg/core/strings.py", "fix-1")):
+        hits = await client.search(path, limit=5)
+        assert hits[0].kind == "entry" and hits[0].conversation == rid, hits[0]
+        assert path in hits[0].text
+        # Also inside a longer task text that names the file by another path.
+        task = f"Values in ./src/{path} still keep spaces; see the core numbers and strings."
+        hits = await client.search(task, limit=3)
+        assert any(h.kind == "entry" and h.conversation == rid for h in hits), hits
+
+
+async def test_an_entry_is_found_by_the_files_it_is_about(tmp_path: Path) -> None:
+    client = await remember_fixes(tmp_path, chunks="a1b2c", seconds=0.01, day=1)
+    store = client.runtime.store
+    memory = await store.load_conversation("fix-2")
+    [fix] = [e for e in memory.entries.values() if e.subjects and e.subjects.files]
+    # Its content no longer names the file; its subjects do.
+    memory.entries[fix.key] = fix.model_copy(
+        update={
+            "content": "Made the reader keep every value.",
+            "subjects": Subjects(files=["pkg/io/legacy_loader.py"]),
+        }
+    )
+    await store.save_conversation(memory)
+    client.runtime.search_index.mark_scope("conversation:fix-2")
+    hits = await client.search("pkg/io/legacy_loader.py", limit=3)
+    assert hits and hits[0].kind == "entry" and hits[0].key == fix.key
+    assert "legacy_loader" not in hits[0].text  # found by its subjects, not its words
+
+
+async def test_curated_hits_come_before_raw_items_and_scores_never_rise(tmp_path: Path) -> None:
+    client = await remember_fixes(tmp_path, chunks="a1b2c", seconds=0.01, day=1)
+    hits = await client.search("normalize value tests passed", limit=10)
+    assert hits
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    kinds = [h.kind for h in hits]
+    assert kinds[0] != "item"
+    assert all("Chunk ID" not in h.text and "Wall time" not in h.text for h in hits)

@@ -9,10 +9,12 @@ of its own with its own budget (:attr:`MemoryReadConfig.max_relevant_chars
 
 - the query is the run's input: the text of its messages (the user's message; for a run that
   continues a conversation, the conversation so far, newest last, its last
-  :data:`QUERY_TAIL_CHARS` characters), plus every file path and code symbol named in it as an
-  exact phrase (``src/_pytest/capture.py``, ``cached_param``, ``Card._split``), so an entry naming
-  the same file ranks above one sharing only common words;
-- it is ranked by the search index (BM25 over entries and rollout summaries; recorded items
+  :data:`QUERY_TAIL_CHARS` characters), plus every file path and code symbol named in it as a
+  phrase, as a search does (``_pytest/capture.py`` for ``src/_pytest/capture.py``,
+  ``cached_param``, ``Card._split``: see :func:`~sandbox_memory.search.index.named_phrases`), so
+  an entry naming the same file ranks above one sharing only common words;
+- it is ranked by the search index (BM25 over entries and over rollout summaries, each kind
+  among its own documents; recorded items
   are not shown here: the curated text is, with its sources), after the same sync a search
   does, so a retracted or forgotten entry is never shown, and with the same person filter, so
   a person's private entries only reach that person's runs; each layout has its own index;
@@ -32,11 +34,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..search.index import (
+    MAX_QUERY_PHRASES,
     QUERY_STOPWORDS,
     SearchHit,
     all_words,
     fts_query,
     known_terms,
+    named_phrases,
     says_the_same,
 )
 
@@ -50,7 +54,7 @@ QUERY_TERMS = 64
 list, and every document holding any of them is scored: at 20,000 entries, a long message
 searched by all its words cost the first turn 0.3 s."""
 
-QUERY_PHRASES = 16
+QUERY_PHRASES = MAX_QUERY_PHRASES
 """Most paths and symbols searched as phrases (the first named)."""
 
 CANDIDATES = 40
@@ -72,14 +76,6 @@ SOURCES_SHOWN = 4
 """Sources named per entry (``conversation#item``); more are in ``MEMORY.md``."""
 
 HEADER = "### Relevant to this task (looked up with this run's input, best first)"
-
-_PATH_RE = re.compile(r"[\w.-]*\w/[\w./-]*\w|\b\w[\w-]+\.[a-z]{1,4}\b")
-"""A file path: a run with a slash (``src/_pytest/capture.py``, ``lib/``), or a name with a
-short extension (``setup.cfg``)."""
-
-_SYMBOL_RE = re.compile(r"\b[A-Za-z_]\w+(?:\.[A-Za-z_]\w+)+\b|\b\w*[A-Za-z0-9]_\w+\b")
-"""A code symbol of two words or more: dotted (``Card._split``) or snake_case
-(``cached_param``). A CamelCase name is one word to the index, so it is a word of the query."""
 
 _WORD_RE = re.compile(r"[^\W_]+")
 _FIELD_RE = re.compile(r"^[\w ]+: \S+$")
@@ -113,13 +109,6 @@ def input_text(run_input: str | Iterable[Any] | None) -> str:
     return "\n".join(parts)
 
 
-def _phrase(text: str) -> str | None:
-    words = [w.lower() for w in _WORD_RE.findall(text)]
-    if len(words) < 2:
-        return None
-    return '"' + " ".join(words) + '"'
-
-
 def task_terms(text: str) -> tuple[list[str], list[str]]:
     """The query for a run's input text, as FTS5 terms: the paths and symbols it names as
     phrases (the first :data:`QUERY_PHRASES`), and its words, most repeated first (which of
@@ -127,16 +116,11 @@ def task_terms(text: str) -> tuple[list[str], list[str]]:
     :meth:`SearchIndex.curated <sandbox_memory.search.index.SearchIndex.curated>`)."""
 
     tail = text[-QUERY_TAIL_CHARS:]
-    phrases: list[str] = []
-    for match in (*_PATH_RE.finditer(tail), *_SYMBOL_RE.finditer(tail)):
-        phrase = _phrase(match.group(0))
-        if phrase is not None:
-            phrases.append(phrase)
     words = list(known_terms(tail))
     if not words:  # only short words or numbers: search those
         found = fts_query(tail)
         words = found.split(" OR ") if found else []
-    return list(dict.fromkeys(phrases))[:QUERY_PHRASES], words
+    return named_phrases(tail, QUERY_PHRASES), words
 
 
 def _words(text: str) -> set[str]:
@@ -168,12 +152,7 @@ def _entry_block(hit: SearchHit) -> str:
 def _phrases(text: str) -> set[str]:
     """The paths and symbols of ``text`` as plain word runs (``src pytest capture py``)."""
 
-    found = set()
-    for match in (*_PATH_RE.finditer(text), *_SYMBOL_RE.finditer(text)):
-        phrase = _phrase(match.group(0))
-        if phrase is not None:
-            found.add(phrase.strip('"'))
-    return found
+    return {phrase.strip('"') for phrase in named_phrases(text)}
 
 
 def _summary_lines(

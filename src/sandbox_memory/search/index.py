@@ -82,7 +82,8 @@ INDEX_FILE = "search.sqlite"
 SCHEMA_VERSION = "6"
 """Bumped when the index's tables or its tokens change; an index of another version is
 rebuilt (5: text is NFKC-normalised before it is tokenised; 6: what differs from one run of
-the same work to the next is left out, see :func:`settled_text`)."""
+the same work to the next is left out, see :func:`settled_text`, and an entry's subjects are
+indexed with its text, see :func:`subject_terms`)."""
 
 UNICODE_FORM: Final = "NFKC"
 """Normal form of every text indexed and every query: a decomposed "résumé" (``e`` + a combining
@@ -140,12 +141,15 @@ TEXT_COMPRESSION = 6
 compressed text makes the index a fraction of the rollouts instead of more than them."""
 
 HIT_ORDER = (
-    "score (best first), then updated_at (newest first), then kind (entry, rollout_summary, "
-    "item), then the document's id (scope, then key or item id, in text order)"
+    "score (best first: the rank in its kind, see SearchIndex._lexical), then kind (entry, "
+    "rollout_summary, item), then BM25 within the kind (best first), then updated_at (newest "
+    "first), then the document's id (scope, then key or item id, in text order)"
 )
-"""The order of search hits. Hits with the same score (the same words, as often as each other,
-in texts as long) come in this order too, so two indexes holding the same documents, filled in
-any order (one rebuilt, one kept up to date run by run), give the same hits."""
+"""The order of search hits. Hits with the same BM25 score (the same words, as often as each
+other, in texts as long) come in this order too, so two indexes holding the same documents,
+filled in any order (one rebuilt, one kept up to date run by run), give the same hits; and
+since what is indexed leaves out what differs from one run to the next (see
+:func:`settled_text`), the same work recorded twice gives the same hits too."""
 
 HIT_TEXT_CHARS = 700
 """Longest ``text`` of a hit; longer documents are cut to the window holding most of the query's
@@ -200,7 +204,8 @@ CREATE TABLE IF NOT EXISTS docs(
     sources TEXT NOT NULL,
     path TEXT NOT NULL,
     stamp TEXT NOT NULL,
-    text BLOB NOT NULL
+    text BLOB NOT NULL,
+    terms TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS docs_scope ON docs(scope);
 CREATE INDEX IF NOT EXISTS docs_entry_key ON docs(key) WHERE kind = 'entry';
@@ -239,6 +244,21 @@ embedder, in an index old or new (turning an embedder on does not rebuild the in
 one, the index holds no such table). Never pruned by a sync: a text that
 comes back (a re-extracted entry) is not embedded again; a rebuild of the index drops them."""
 
+KIND_TABLES: Final[dict[HitKind, str]] = {
+    "entry": "entry_fts",
+    "rollout_summary": "fts",
+    "item": "fts",
+}
+"""The FTS5 table each kind of document is ranked in (see :meth:`SearchIndex._lexical`): entries
+have a table of their own; ``fts`` holds every document, most of them items, so its statistics
+are the items'. A table of summaries alone ranked them no differently on either dev data set
+(one summary per conversation; their words are the items'), and each FTS5 table costs the index
+a few pages however few its documents."""
+
+KIND_ORDER: Final[tuple[HitKind, ...]] = ("entry", "rollout_summary", "item")
+"""The order of the kinds on one rank: curated text (an entry, then a summary) before the raw
+item."""
+
 Fusion = Literal["rrf", "rerank"]
 
 RERANK_POOL = 50
@@ -270,11 +290,13 @@ class SearchHit(BaseModel):
     """The entry's content, or the summary's or item's text (a window around the match when
     it is longer than :data:`HIT_TEXT_CHARS`)."""
     score: float
-    """BM25 relevance (higher is better); comparable within one result list only, and never
-    rising down the list. An entry or summary standing in for recorded items that say the same
-    carries the best of their scores and its own (see :func:`distinct`). About 0
-    when every query word is in more than half the indexed documents (always, when memory
-    holds a single document): FTS5 floors such a word's IDF; the text form then omits it."""
+    """Relevance (higher is better): ``RRF_K / (RRF_K + rank)`` for the hit's BM25 rank among
+    the documents of its kind (see :meth:`SearchIndex._lexical`); comparable within one result
+    list only, and never rising down the list. An entry or summary standing in for recorded
+    items that say the same carries the best of their scores and its own (see
+    :func:`distinct`). 0 when every query word it holds is in more than half the documents of
+    its kind (always, when memory holds a single document): FTS5 floors such a word's IDF; the
+    text form then omits it."""
     updated_at: int
     """Milliseconds since the epoch: when the entry changed or the run was recorded."""
     conversation: str | None
@@ -320,6 +342,13 @@ def _segment_cjk(text: str) -> str:
     return _CJK_CHAR_RE.sub(r" \1 ", text)
 
 
+def _fts_body(text: str, terms: str) -> str:
+    """What FTS5 indexes for a document (at insert and at delete alike): its text and its
+    subject terms (see :func:`subject_terms`)."""
+
+    return _segment_cjk(f"{text}\n{terms}" if terms else text)
+
+
 def fts_query(query: str) -> str:
     """The FTS5 expression for a free-text query: any of its words (BM25 ranks them)."""
 
@@ -335,6 +364,67 @@ def fts_query(query: str) -> str:
         else:
             terms.append(f'"{token.lower()}"')
     return " OR ".join(dict.fromkeys(terms))
+
+
+PATH_RE: Final = re.compile(r"[\w.-]*\w/[\w./-]*\w|\b\w[\w-]+\.[a-z]{1,4}\b")
+"""A file path: a run with a slash (``src/_pytest/capture.py``, ``lib/``), or a name with a
+short extension (``setup.cfg``)."""
+
+SYMBOL_RE: Final = re.compile(r"\b[A-Za-z_]\w+(?:\.[A-Za-z_]\w+)+\b|\b\w*[A-Za-z0-9]_\w+\b")
+"""A code symbol of two words or more: dotted (``Card._split``) or snake_case
+(``cached_param``). A CamelCase name is one word to the index, so it is a word of the query."""
+
+PATH_TAIL_PARTS = 2
+"""Parts of a path searched as a phrase: the file and the folder holding it. A task names a
+file by a path from the project's root, from a package, or inside a link to the repository
+(``github.com/o/r/blob/<sha>/src/_pytest/pastebin.py``), and memory may name it by another;
+the last two parts are what they share (``_pytest/pastebin.py``), and rarely name another
+file."""
+
+MAX_QUERY_PHRASES = 16
+"""Most paths and symbols of a query searched as phrases (the first named)."""
+
+
+def _words_phrase(text: str) -> str | None:
+    words = [w.lower() for w in _QUERY_TOKEN_RE.findall(unicodedata.normalize(UNICODE_FORM, text))]
+    if len(words) < 2 or any(_CJK_RUN_RE.match(w) for w in words):
+        return None
+    return '"' + " ".join(words) + '"'
+
+
+def named_phrases(text: str, limit: int = MAX_QUERY_PHRASES) -> list[str]:
+    """FTS5 phrases for the file paths and code symbols ``text`` names, first named first, each
+    once, at most ``limit``: a path as its last :data:`PATH_TAIL_PARTS` parts, a symbol whole.
+    A document naming the same file or symbol then holds the phrase as well as its words, and
+    BM25 weighs the phrase by its own rarity: the fix history of ``sympy/core/numbers.py``
+    ranks above documents that only share the words ``core`` and ``numbers``."""
+
+    found: list[tuple[int, str]] = []
+    spans: list[tuple[int, int]] = []
+    for match in PATH_RE.finditer(text):
+        spans.append(match.span())
+        parts = [p for p in match.group(0).split("/") if p]
+        phrase = _words_phrase("/".join(parts[-PATH_TAIL_PARTS:]))
+        if phrase is not None:
+            found.append((match.start(), phrase))
+    for match in SYMBOL_RE.finditer(text):
+        if any(start <= match.start() < end for start, end in spans):
+            continue  # a part of a path (``numbers.py`` of ``sympy/core/numbers.py``)
+        phrase = _words_phrase(match.group(0))
+        if phrase is not None:
+            found.append((match.start(), phrase))
+    found.sort(key=lambda f: f[0])
+    return list(dict.fromkeys(phrase for _, phrase in found))[:limit]
+
+
+def search_expression(query: str) -> str:
+    """The FTS5 expression :meth:`SearchIndex.search` runs for ``query``: the paths and symbols
+    it names as phrases (:func:`named_phrases`), or any of its words (:func:`fts_query`)."""
+
+    words = fts_query(query)
+    if not words:
+        return ""
+    return " OR ".join(dict.fromkeys([*named_phrases(query), *words.split(" OR ")]))
 
 
 def known_terms(text: str) -> dict[str, int]:
@@ -568,8 +658,28 @@ def timestamp_ms(value: object) -> int:
     return 0
 
 
+def subject_terms(entry: Entry) -> str:
+    """What an entry is about (:attr:`Entry.subjects`: its files, commands, tests, people,
+    tools), one per line: indexed with its text though not shown in it, so that a query naming
+    a file finds the entries about that file (its history of fixes) even where their content
+    names it otherwise, or not at all."""
+
+    subjects = entry.subjects
+    if subjects is None:
+        return ""
+    values = [
+        *subjects.files,
+        *subjects.commands,
+        *subjects.tests,
+        *subjects.people,
+        *subjects.tools,
+    ]
+    return "\n".join(dict.fromkeys(v for v in values if v.strip()))
+
+
 def _entry_stamp(entry: Entry) -> str:
-    digest = hashlib.sha256(entry.content.encode("utf-8")).hexdigest()[:16]
+    said = f"{entry.content}\x00{subject_terms(entry)}"
+    digest = hashlib.sha256(said.encode("utf-8")).hexdigest()[:16]
     return f"{entry.updated_at}:{entry.status}:{entry.kind}:{entry.person}:{digest}"
 
 
@@ -909,28 +1019,31 @@ class SearchIndex:
 
         self._drop(db, "doc = ?", (doc["doc"],))
         text = doc["text"]
-        doc = {**doc, "text": zlib.compress(text.encode("utf-8"), TEXT_COMPRESSION)}
+        terms = doc.get("terms", "")
+        doc = {**doc, "text": zlib.compress(text.encode("utf-8"), TEXT_COMPRESSION), "terms": terms}
         cur = db.execute(
             "INSERT INTO docs(doc, kind, scope, conversation, key, person, detail, updated_at, "
-            "sources, path, stamp, text) VALUES (:doc, :kind, :scope, :conversation, :key, "
-            ":person, :detail, :updated_at, :sources, :path, :stamp, :text)",
+            "sources, path, stamp, text, terms) VALUES (:doc, :kind, :scope, :conversation, :key, "
+            ":person, :detail, :updated_at, :sources, :path, :stamp, :text, :terms)",
             doc,
         )
-        body = _segment_cjk(text)
+        body = _fts_body(text, terms)
         db.execute("INSERT INTO fts(rowid, body) VALUES (?, ?)", (cur.lastrowid, body))
-        if doc["kind"] == "entry":
-            db.execute("INSERT INTO entry_fts(rowid, body) VALUES (?, ?)", (cur.lastrowid, body))
+        own = KIND_TABLES.get(doc["kind"], "fts")
+        if own != "fts":
+            db.execute(f"INSERT INTO {own}(rowid, body) VALUES (?, ?)", (cur.lastrowid, body))
         self.rows_indexed += 1
 
     def _drop(self, db: sqlite3.Connection, where: str, args: tuple[Any, ...]) -> int:
-        rows = db.execute(f"SELECT id, kind, text FROM docs WHERE {where}", args).fetchall()
-        for row_id, kind, packed in rows:
+        rows = db.execute(f"SELECT id, kind, text, terms FROM docs WHERE {where}", args).fetchall()
+        for row_id, kind, packed, terms in rows:
             # A contentless FTS5 table forgets a row when given the text it indexed.
-            body = _segment_cjk(_unpack(packed))
+            body = _fts_body(_unpack(packed), terms)
             db.execute("INSERT INTO fts(fts, rowid, body) VALUES ('delete', ?, ?)", (row_id, body))
-            if kind == "entry":
+            own = KIND_TABLES.get(kind, "fts")
+            if own != "fts":
                 db.execute(
-                    "INSERT INTO entry_fts(entry_fts, rowid, body) VALUES ('delete', ?, ?)",
+                    f"INSERT INTO {own}({own}, rowid, body) VALUES ('delete', ?, ?)",
                     (row_id, body),
                 )
             db.execute("DELETE FROM docs WHERE id = ?", (row_id,))
@@ -1089,6 +1202,7 @@ class SearchIndex:
                     "path": path,
                     "stamp": stamp,
                     "text": f"{entry.key.replace('-', ' ')}: {entry.content}",
+                    "terms": subject_terms(entry),
                 },
             )
 
@@ -1377,22 +1491,20 @@ class SearchIndex:
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
             raise MemoryConfigError("limit", limit, f"must be an integer from 1 to {MAX_LIMIT}")
         spans.note(query_chars=len(query), limit=limit, one_conversation=conversation is not None)
-        expression = fts_query(query)
+        expression = search_expression(query)
         if not expression:
             raise MemoryConfigError("query", query, "has no words to search for")
         await self.sync()
         db = await self._open()
         lexical_ids: list[int] = []
         rerank = self.embedder is not None and self.fusion == "rerank"
-        ranked = self._ranked(
+        ranked = self._lexical(
             db,
             expression,
             query=query,
             person=person,
             conversation=conversation,
-            kinds=None,
             limit=max(limit * CANDIDATES_PER_HIT, RERANK_POOL if rerank else 0),
-            whole=False,
             doc_ids=lexical_ids,
         )
         if self.embedder is not None:
@@ -1662,8 +1774,9 @@ class SearchIndex:
         limit: int,
         max_terms: int,
     ) -> list[SearchHit]:
-        """The best ``limit`` entries and rollout summaries for a run's input, their text
-        whole, each entry key once: what the read prompt's section "relevant to this task" is
+        """The best ``limit`` entries, then the best ``limit`` rollout summaries, for a run's
+        input (each kind ranked on its own, see :data:`KIND_TABLES`), their text whole, each entry
+        key once: what the read prompt's section "relevant to this task" is
         chosen from (see ``render/relevant.py``).
 
         The query is ``phrases`` (FTS5 phrases, all kept) and, up to ``max_terms`` terms in
@@ -1686,16 +1799,19 @@ class SearchIndex:
         expression = " OR ".join([*phrases, *useful[: max(0, max_terms - len(phrases))]])
         if not expression:
             return []
-        ranked = self._ranked(
-            db,
-            expression,
-            query="",
-            person=person,
-            conversation=None,
-            kinds=("entry", "rollout_summary"),
-            limit=limit,
-            whole=True,
-        )
+        ranked: list[SearchHit] = []
+        for kind in ("entry", "rollout_summary"):  # each ranked among its kind (see _lexical)
+            ranked += self._ranked(
+                db,
+                expression,
+                query="",
+                person=person,
+                conversation=None,
+                kinds=(kind,),
+                limit=limit,
+                whole=True,
+                table=KIND_TABLES[kind],
+            )
         return self._one_per_key(db, ranked, person, None)
 
     @staticmethod
@@ -1733,6 +1849,88 @@ class SearchIndex:
         db.execute("DELETE FROM temp.query_words")
         return held
 
+    @classmethod
+    def _lexical(
+        cls,
+        db: sqlite3.Connection,
+        expression: str,
+        *,
+        query: str,
+        person: str | None,
+        conversation: str | None,
+        limit: int,
+        doc_ids: list[int],
+    ) -> list[SearchHit]:
+        """The best ``limit`` documents for ``expression``, the kinds taken in turn: each kind
+        ranked by BM25 on its own (in the table :data:`KIND_TABLES` names), the first of each
+        kind, then the second of each, and so on (on one rank: entry, summary, item; see
+        :data:`KIND_ORDER`). ``doc_ids`` receives the id of each hit returned.
+
+        One BM25 over all documents ranks by the collection's statistics, which the recorded
+        items make: a word in every entry (``pytest`` in a project's fix notes) is rare among
+        items, so it weighs heavily, and an entry is short, so it scores as though it were all
+        about that word. Ranked that way, a long task's text put every project entry above the
+        recorded run of the earlier fix that shares its words. Ranked among its own kind, an
+        entry is weighed by what sets it apart from other entries, an item by what sets it
+        apart from other items; taking the kinds in turn is reciprocal rank fusion of the three
+        rankings (each document is in one of them, so its constant does not matter). A hit's
+        :attr:`SearchHit.score` is then ``RRF_K / (RRF_K + rank)``, its rank in its kind, and 0
+        where BM25 gives it nothing, among its kind and among all documents (every word it
+        shares with the query is in more than half of them: see :data:`SCORE_SHOWN_MIN`)."""
+
+        fused: list[tuple[float, int, float, int, SearchHit]] = []
+        lists: list[tuple[int, list[int], list[SearchHit]]] = []
+        for order, kind in enumerate(KIND_ORDER):
+            ids: list[int] = []
+            hits = cls._ranked(
+                db,
+                expression,
+                query=query,
+                person=person,
+                conversation=conversation,
+                kinds=(kind,),
+                limit=limit,
+                whole=False,
+                doc_ids=ids,
+                table=KIND_TABLES[kind],
+            )
+            lists.append((order, ids, hits))
+        # A kind of few documents (one entry) floors every word's IDF: such a hit is judged
+        # by its BM25 among all documents instead.
+        unweighed = [
+            doc
+            for _, ids, hits in lists
+            for doc, hit in zip(ids, hits, strict=True)
+            if hit.score < SCORE_SHOWN_MIN
+        ]
+        weighed = cls._weighed(db, expression, unweighed)
+        for order, ids, hits in lists:
+            for rank, (doc, hit) in enumerate(zip(ids, hits, strict=True), 1):
+                said = hit.score >= SCORE_SHOWN_MIN or doc in weighed
+                score = RRF_K / (RRF_K + rank) if said else 0.0
+                fused.append((score, order, -hit.score, doc, hit))
+        fused.sort(key=lambda f: (-f[0], f[1], f[2]))  # then the kind, then BM25's order
+        kept = fused[:limit]
+        doc_ids.extend(doc for _, _, _, doc, _ in kept)
+        return [hit.model_copy(update={"score": round(score, 4)}) for score, _, _, _, hit in kept]
+
+    @staticmethod
+    def _weighed(db: sqlite3.Connection, expression: str, ids: list[int]) -> set[int]:
+        """Which of the documents ``ids`` BM25 over all documents gives a score (at least
+        :data:`SCORE_SHOWN_MIN`) for ``expression``."""
+
+        if not ids:
+            return set()
+        return {
+            int(doc)
+            for doc, score in db.execute(
+                "SELECT rowid, -bm25(fts) FROM fts WHERE fts MATCH ? "
+                "AND rowid IN (SELECT value FROM json_each(?))",
+                (expression, json.dumps(ids)),
+            )
+            if score >= SCORE_SHOWN_MIN
+        }
+
     @staticmethod
     def _ranked(
         db: sqlite3.Connection,
@@ -1746,6 +1944,7 @@ class SearchIndex:
         whole: bool,
         ids: list[int] | None = None,
         doc_ids: list[int] | None = None,
+        table: str = "fts",
     ) -> list[SearchHit]:
         """Documents matching ``expression`` in :data:`HIT_ORDER`; text cut to a window
         around ``query``'s words unless ``whole``. With ``ids`` (document ids, best first),
@@ -1770,10 +1969,10 @@ class SearchIndex:
         args: list[Any]
         if ids is None:
             sql = (
-                head.format(score="-bm25(fts) AS score")
-                + "FROM fts JOIN docs d ON d.id = fts.rowid "
+                head.format(score=f"-bm25({table}) AS score")
+                + f"FROM {table} JOIN docs d ON d.id = {table}.rowid "
                 + joins
-                + "WHERE fts MATCH ? AND "
+                + f"WHERE {table} MATCH ? AND "
                 + filters
             )
             args = [expression, person]
@@ -1796,7 +1995,7 @@ class SearchIndex:
         # see HIT_ORDER.
         if ids is None:
             sql += (
-                " ORDER BY bm25(fts), d.updated_at DESC, CASE d.kind WHEN 'entry' THEN 0 "
+                f" ORDER BY bm25({table}), d.updated_at DESC, CASE d.kind WHEN 'entry' THEN 0 "
                 "WHEN 'rollout_summary' THEN 1 ELSE 2 END, d.doc LIMIT ?"
             )
             args.append(limit)
