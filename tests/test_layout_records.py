@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,7 +19,14 @@ from sandbox_memory.render.files import (
     render_memory_md,
     render_summary_file,
 )
-from sandbox_memory.stores.files import Entry, LayoutMemory, Registry, RolloutProgress, Source
+from sandbox_memory.stores.files import (
+    Entry,
+    LayoutMemory,
+    Registry,
+    RolloutProgress,
+    Source,
+    layout_shard,
+)
 
 KEYS = [f"k{i}" for i in range(12)]
 KINDS = ["fact", "decision", "preference", "procedure", "hypothesis"]
@@ -277,6 +285,63 @@ async def test_a_change_of_one_entry_reads_and_writes_one_shard(tmp_path: Path) 
         shards[0].rsplit("/", 1)[1],
     ]
     assert (await store.layout_entries(["entry-0042"]))["entry-0042"].content == "Changed."
+
+
+async def test_a_commit_that_leaves_a_shards_bytes_as_they_are_does_not_write_it(
+    tmp_path: Path,
+) -> None:
+    from helpers import sealed_store
+
+    _old_store(tmp_path, 200, version=1)
+    await adopt_store(tmp_path)
+    await sealed_store(tmp_path).recover_layout()
+    store = sealed_store(tmp_path)
+    writes: list[str] = []
+    real = store.ws.write_atomic_many
+
+    async def counting(items: Any) -> None:
+        writes.extend(p for p, _ in items)
+        await real(items)
+
+    store.ws.write_atomic_many = counting
+    same = (await store.layout_entries(["entry-0042"]))["entry-0042"]
+    changed = _entry(43, content="Changed.")
+    await store.commit_layout(version=2, put={"entry-0042": same, "entry-0043": changed})
+    shard_of = {k: store.shard_path(layout_shard(k)) for k in ("entry-0042", "entry-0043")}
+    assert shard_of["entry-0043"] in writes
+    if shard_of["entry-0042"] != shard_of["entry-0043"]:
+        assert shard_of["entry-0042"] not in writes
+    reader = sealed_store(tmp_path)
+    found = await reader.layout_entries(["entry-0042", "entry-0043"])
+    assert found["entry-0042"] == same and found["entry-0043"].content == "Changed."
+    assert reader.refused == set()
+
+
+async def test_a_commit_redone_after_its_shards_were_written_names_them_in_the_head(
+    tmp_path: Path,
+) -> None:
+    from helpers import sealed_store
+    from sandbox_memory.workspace import LocalWorkspace
+
+    class DiesAtHead(LocalWorkspace):
+        async def write_atomic(self, path: str, data: bytes) -> None:
+            if path.endswith("/layout/head.json"):
+                raise OSError(5, "killed", path)
+            await super().write_atomic(path, data)
+
+    _old_store(tmp_path, 200, version=1)
+    await adopt_store(tmp_path)
+    await sealed_store(tmp_path).recover_layout()
+    dying = sealed_store(tmp_path)
+    dying.ws = DiesAtHead(tmp_path)
+    with pytest.raises(OSError):
+        await dying.commit_layout(version=2, put={"entry-0042": _entry(42, content="Changed.")})
+    redo = sealed_store(tmp_path)
+    await redo.recover_layout()  # the shard holds the commit already: its bytes stay
+    reader = sealed_store(tmp_path)
+    found = await reader.layout_entries(["entry-0042", "entry-0043"])
+    assert found["entry-0042"].content == "Changed." and "entry-0043" in found
+    assert reader.refused == set() and not await reader.layout_damaged()
 
 
 async def test_a_forget_reads_only_the_conversations_that_held_the_key(tmp_path: Path) -> None:

@@ -291,6 +291,35 @@ async def test_forgotten_progress_keeps_only_the_offset_until_revived(backend: B
     assert "c1" in await store.list_progress()
 
 
+async def test_progress_of_many_rollouts_is_written_and_pruned_together(
+    backend: Backend,
+) -> None:
+    store = backend.store
+    await store.put_progress("c0", RolloutProgress(offset=5, slug="zero", updated_at="t"))
+    await store.forget_progress("c0", RolloutProgress(offset=5, slug="zero", updated_at="t"))
+    old = await store.get_progress("c0")
+    assert old is not None and old.forgotten
+    await store.put_progress_many(
+        {
+            "c0": old.model_copy(update={"offset": 7}),
+            "c1": RolloutProgress(offset=10, slug="one", updated_at="t"),
+            "c2": RolloutProgress(offset=20, slug="two", updated_at="u"),
+        }
+    )
+    assert sorted(await store.list_progress()) == ["c0", "c1", "c2"]
+    revived = await store.get_progress("c0")
+    assert revived is not None and not revived.forgotten and revived.offset == 7
+    await store.forget_progress_many(
+        {
+            "c1": RolloutProgress(offset=10, slug="one", updated_at="t"),
+            "c2": RolloutProgress(offset=20, slug="two", updated_at="u"),
+        }
+    )
+    assert sorted(await store.list_progress()) == ["c0"]
+    gone = await store.get_progress("c2")
+    assert gone is not None and gone.forgotten and gone.offset == 20 and gone.slug is None
+
+
 async def test_a_recorded_rollout_is_pending_until_read_to_its_end(backend: Backend) -> None:
     store = backend.store
     line = b'{"input": []}\n'

@@ -52,6 +52,43 @@ async def test_atomic_write_replaces_the_file_and_leaves_no_temporary(ws: Worksp
     assert await ws.listdir("d") == ["f.json"]
 
 
+async def test_writing_many_files_replaces_each_whole_and_leaves_no_temporary(
+    ws: Workspace,
+) -> None:
+    await ws.write_atomic("d/a.json", b'{"v": 1}')
+    await ws.write_atomic_many(
+        [("d/a.json", b'{"v": 2}'), ("d/b.json", b'{"v": 3}'), ("e/c.json", b"{}")]
+    )
+    assert json.loads(await ws.read_bytes("d/a.json") or b"") == {"v": 2}
+    assert json.loads(await ws.read_bytes("d/b.json") or b"") == {"v": 3}
+    assert await ws.listdir("d") == ["a.json", "b.json"]
+    assert await ws.listdir("e") == ["c.json"]
+
+
+async def test_writing_many_files_where_one_cannot_be_written_leaves_no_temporary(
+    tmp_path: Path,
+) -> None:
+    ws = LocalWorkspace(tmp_path)
+    (tmp_path / "d" / "b.json").mkdir(parents=True)  # a folder where a file belongs
+    with pytest.raises(IsADirectoryError):
+        await ws.write_atomic_many([("d/a.json", b"{}"), ("d/b.json", b"{}")])
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["a.json", "b.json"]
+
+
+async def test_a_workspace_that_changes_one_write_sees_each_file_of_many(tmp_path: Path) -> None:
+    class Counting(LocalWorkspace):
+        written: list[str] = []
+
+        async def write_atomic(self, path: str, data: bytes) -> None:
+            self.written.append(path)
+            await super().write_atomic(path, data)
+
+    ws = Counting(tmp_path)
+    await ws.write_atomic_many([("a", b"1"), ("b/c", b"2")])
+    assert ws.written == ["a", "b/c"]
+    assert (tmp_path / "b" / "c").read_bytes() == b"2"
+
+
 async def test_append_adds_a_line_and_mends_a_torn_one(ws: Workspace) -> None:
     await ws.append_line("s/r.jsonl", b'{"n":1}\n')
     await ws.write_atomic("s/torn.jsonl", b'{"n":1}\n{"n":')

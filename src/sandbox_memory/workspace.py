@@ -34,7 +34,7 @@ import secrets
 import stat
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -66,6 +66,10 @@ LEASE_CLOCK_SLACK_SECONDS = 60.0
 
 BIG_WRITE_BYTES = 1 << 20
 """Writes and reads at least this big leave the event loop (a thread does the system call)."""
+
+WRITE_BATCH_FILES = 128
+"""Files :meth:`LocalWorkspace.write_atomic_many` holds open at once (two descriptors each:
+the file and its folder), well under a process's usual limit of 1,024."""
 
 
 def _check_rel(path: str) -> str:
@@ -133,6 +137,16 @@ class Workspace(abc.ABC):
     @abc.abstractmethod
     async def write_atomic(self, path: str, data: bytes) -> None:
         """Replace the file with ``data`` atomically, creating parent folders."""
+
+    async def write_atomic_many(self, items: Sequence[tuple[str, bytes]]) -> None:
+        """:meth:`write_atomic` of each ``(path, data)``, in order: each file is replaced whole
+        (a crash leaves its old bytes or its new ones), and every one is on disk when this
+        returns. A backend may wait for the disk once for the lot instead of once a file
+        (:class:`LocalWorkspace` does); this default writes them one by one.
+        """
+
+        for path, data in items:
+            await self.write_atomic(path, data)
 
     async def write_derived(self, path: str, data: bytes) -> None:
         """Replace the file atomically like :meth:`write_atomic`, without waiting for the disk.
@@ -427,6 +441,63 @@ class LocalWorkspace(Workspace):
         big = len(data) >= BIG_WRITE_BYTES
         await self._call(big, self._write_atomic_sync, path, data)
 
+    async def write_atomic_many(self, items: Sequence[tuple[str, bytes]]) -> None:
+        if type(self).write_atomic is not _LOCAL_WRITE_ATOMIC:
+            # A workspace that changes how one file is written (a test's faults, a count of
+            # writes) sees every file go through it.
+            await super().write_atomic_many(items)
+            return
+        for start in range(0, len(items), WRITE_BATCH_FILES):
+            batch = items[start : start + WRITE_BATCH_FILES]
+            big = sum(len(data) for _, data in batch) >= BIG_WRITE_BYTES
+            await self._call(big, self._write_many_sync, batch)
+
+    def _write_many_sync(self, items: Sequence[tuple[str, bytes]]) -> None:
+        """Every temporary file written first, then each waited for on disk, then each renamed
+        over its file in order: the waits after the first find the data written out with it
+        (about a fifth of the time of a wait per write, measured on ext4 with 60 records),
+        and no file is replaced before its new bytes are on disk."""
+
+        walks: list[_Walk] = []
+        tmps: list[str] = []
+        fds: list[int] = []
+        renamed = 0
+        try:
+            for path, data in items:
+                walks.append(self._walk(path, create=True))
+                walk = walks[-1]
+                tmps.append(f".{walk.name}.{secrets.token_hex(4)}{TMP_SUFFIX}")
+                fds.append(
+                    os.open(
+                        tmps[-1],
+                        os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_CLOEXEC,
+                        0o644,
+                        dir_fd=walk.fd,
+                    )
+                )
+                written, failure = _write_all(fds[-1], data)
+                if failure is not None:
+                    raise failure
+                if written != len(data):
+                    raise ShortWriteError(errno.ENOSPC, f"short write of {walk.rel}")
+            for fd in fds:
+                os.fsync(fd)
+            while fds:
+                os.close(fds.pop())
+            for walk, tmp in zip(walks, tmps, strict=True):
+                os.replace(tmp, walk.name, src_dir_fd=walk.fd, dst_dir_fd=walk.fd)
+                renamed += 1
+        finally:
+            for fd in fds:
+                os.close(fd)
+            for walk, tmp in list(zip(walks, tmps, strict=False))[renamed:]:
+                try:
+                    os.unlink(tmp, dir_fd=walk.fd)
+                except FileNotFoundError:
+                    pass
+            for walk in walks:
+                walk.close()
+
     async def write_derived(self, path: str, data: bytes) -> None:
         # No fsync: it costs milliseconds (most of a first record's time) and guards a file
         # that is rebuilt when lost.
@@ -620,6 +691,9 @@ class LocalWorkspace(Workspace):
                 except FileNotFoundError:
                     return False
         return True
+
+
+_LOCAL_WRITE_ATOMIC = LocalWorkspace.write_atomic
 
 
 def _lstat_mode(name: str, dir_fd: int) -> int:

@@ -164,17 +164,16 @@ class Consolidator:
         if forgotten_ids:
             await store.forget_citations(forgotten_ids)
 
-        # Progress last, one record each, only where it changes: a rollout is marked
+        # Progress last, only the records that change, written together: a rollout is marked
         # consolidated (or pruned as forgotten) once what phase 2 made of it is on disk.
         def consolidated(p: RolloutProgress) -> None:
             p.consolidated = True
 
-        for rid, prog in selection.selected:
-            if not prog.consolidated:
-                await st.update_progress(rid, consolidated)
+        await st.update_progress_many(
+            [rid for rid, prog in selection.selected if not prog.consolidated], consolidated
+        )
         async with st.progress_lock:
-            for rid, prog in selection.forgotten:
-                await store.forget_progress(rid, prog)
+            await store.forget_progress_many(dict(selection.forgotten))
         if changes or layout_changed:
             st.bump()
         await store.save_defaults(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING
 
 from ..config import (
@@ -231,6 +231,20 @@ class LayoutState:
             change(prog)
             await self.store.put_progress(rollout_id, prog)
             return prog
+
+    async def update_progress_many(
+        self, rollout_ids: Iterable[str], change: Callable[[RolloutProgress], None]
+    ) -> None:
+        """:meth:`update_progress` of each rollout, the records written together."""
+
+        async with self.progress_lock:
+            changed: dict[str, RolloutProgress] = {}
+            for rid in rollout_ids:
+                current = await self.store.get_progress(rid)
+                prog = current.model_copy() if current is not None else RolloutProgress()
+                change(prog)
+                changed[rid] = prog
+            await self.store.put_progress_many(changed)
 
     async def pending_rollouts(self) -> list[str]:
         """Rollouts whose file holds bytes not yet extracted (also from crashed sessions)."""

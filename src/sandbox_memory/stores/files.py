@@ -37,7 +37,7 @@ import re
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from json.decoder import scanstring as _scanstring  # type: ignore[attr-defined]
 from typing import TYPE_CHECKING, Any, Literal, Protocol, Self
@@ -585,6 +585,20 @@ class MemoryStore(abc.ABC):
     async def forget_progress(self, rollout_id: str, progress: RolloutProgress) -> None:
         """Prune a forgotten rollout's progress to what keeps its old bytes from coming back."""
 
+    async def put_progress_many(self, progress: Mapping[str, RolloutProgress]) -> None:
+        """:meth:`put_progress` of each rollout, in order; a store may write them together
+        (this default writes them one by one)."""
+
+        for rid, prog in progress.items():
+            await self.put_progress(rid, prog)
+
+    async def forget_progress_many(self, progress: Mapping[str, RolloutProgress]) -> None:
+        """:meth:`forget_progress` of each rollout, in order; a store may write them together
+        (this default prunes them one by one)."""
+
+        for rid, prog in progress.items():
+            await self.forget_progress(rid, prog)
+
     @abc.abstractmethod
     async def list_progress(self) -> dict[str, RolloutProgress]:
         """Progress of every rollout not forgotten (what phase 2 selects from)."""
@@ -1025,6 +1039,19 @@ class Store(MemoryStore):
         except IsADirectoryError:
             await set_aside_folder(self.ws, path)
             await self.ws.write_atomic(path, data)
+
+    async def write_states(self, items: Sequence[tuple[str, bytes]]) -> None:
+        """:meth:`write_state` of each ``(path, data)``, waiting for the disk once for them all
+        (:meth:`Workspace.write_atomic_many`): each file is replaced whole, in order."""
+
+        for path, _ in items:
+            await self._touch(path)
+        try:
+            await self.ws.write_atomic_many(items)
+        except IsADirectoryError:
+            # A folder where one belongs: set aside by the write of each, one by one.
+            for path, data in items:
+                await self.write_state(path, data)
 
     async def _touch(self, path: str) -> None:
         """In a shared store's working copy: note a record (conversation memory, progress,
@@ -1716,12 +1743,31 @@ class Store(MemoryStore):
     async def _write_shard(self, sid: int, data: bytes) -> None:
         """Write a shard (sealed); the next head names its seal."""
 
-        path = self.shard_path(sid)
-        sealed = self._sealed(path, data)
-        await self.write_state(path, sealed)
-        seal = _seal_of(sealed)
-        if seal is not None:
-            self._written_seals[f"{sid:02d}"] = seal
+        await self._write_shards([(sid, data)])
+
+    async def _write_shards(self, shards: Sequence[tuple[int, bytes]]) -> None:
+        """Write shards (sealed), waiting for the disk once for them all; the next head names
+        their seals."""
+
+        items = [(self.shard_path(sid), self._sealed(self.shard_path(sid), d)) for sid, d in shards]
+        await self.write_states(items)
+        for (sid, _), (_, sealed) in zip(shards, items, strict=True):
+            seal = _seal_of(sealed)
+            if seal is not None:
+                self._written_seals[f"{sid:02d}"] = seal
+
+    def _as_named(self, sid: int, shard: _Shard, data: bytes) -> bool:
+        """Whether shard ``sid`` is stored holding ``data`` already, sealed as the head names
+        it: then it is not written again (a commit that leaves a shard's bytes as they are).
+        A shard written by a writer killed before its head is not as named: written again,
+        so the next head names it."""
+
+        if sid in self._damaged or shard.raw != data or self._head.format < LAYOUT_FORMAT:
+            return False
+        if self.record_seal is None:
+            return True
+        sealed = self._sealed(self.shard_path(sid), data)
+        return _seal_of(sealed) == self._head.seals.get(f"{sid:02d}")
 
     async def _write_head(self, head: LayoutHead) -> None:
         if head.format >= LAYOUT_FORMAT:
@@ -1785,6 +1831,7 @@ class Store(MemoryStore):
         # commit already, read as pending: applying it again gives the same).
         whole = self._whole
         previous = whole[2].entries if whole is not None and whole[0] is self._head_raw else None
+        shards: list[tuple[int, bytes]] = []
         for sid in sorted(touched):
             changed, gone = touched[sid]
             shard = await self._shard(sid)
@@ -1794,9 +1841,14 @@ class Store(MemoryStore):
             for key in gone:
                 js.pop(key, None)
             data = _shard_bytes(js)
-            if js or shard.raw is not None or sid in self._damaged:
-                await self._write_shard(sid, data)
+            if (js or shard.raw is not None or sid in self._damaged) and not self._as_named(
+                sid, shard, data
+            ):
+                shards.append((sid, data))
             self._keep(sid, _Shard(data, self._head_raw))
+        # Every shard that changes, then the head: the head names no shard before it is on
+        # disk, and the shards wait for the disk together.
+        await self._write_shards(shards)
         lines: dict[str, set[str]] = {}
         for key, entry in commit.put.items():
             for source in entry.sources:
@@ -2037,25 +2089,50 @@ class Store(MemoryStore):
         return gone
 
     async def put_progress(self, rollout_id: str, progress: RolloutProgress) -> None:
+        await self.put_progress_many({rollout_id: progress})
+
+    async def put_progress_many(self, progress: Mapping[str, RolloutProgress]) -> None:
+        """One check of the lock, then every record, waiting for the disk once for them all."""
+
+        if not progress:
+            return
         if self.fence is not None:
             await self.fence()
-        revived = progress.forgotten
-        data = progress.model_copy(update={"forgotten": False})
-        await self.write_state(
-            self.progress_path(rollout_id), data.model_dump_json().encode("utf-8")
+        await self.write_states(
+            [
+                (
+                    self.progress_path(rid),
+                    prog.model_copy(update={"forgotten": False}).model_dump_json().encode(),
+                )
+                for rid, prog in progress.items()
+            ]
         )
-        if revived:
-            # Only once the live record is on disk: a crash in between leaves both, and the
-            # live one wins.
-            await self.ws.remove(self.forgotten_path(rollout_id))
+        for rid, prog in progress.items():
+            if prog.forgotten:
+                # Only once the live record is on disk: a crash in between leaves both, and
+                # the live one wins.
+                await self.ws.remove(self.forgotten_path(rid))
 
     async def forget_progress(self, rollout_id: str, progress: RolloutProgress) -> None:
-        kept = RolloutProgress(offset=progress.offset, updated_at=progress.updated_at)
-        await self.write_state(
-            self.forgotten_path(rollout_id),
-            kept.model_dump_json(include={"offset", "updated_at"}).encode("utf-8"),
+        await self.forget_progress_many({rollout_id: progress})
+
+    async def forget_progress_many(self, progress: Mapping[str, RolloutProgress]) -> None:
+        """Every pruned record written (waiting for the disk once), then the live ones go: a
+        crash in between leaves both, and the live one wins."""
+
+        await self.write_states(
+            [
+                (
+                    self.forgotten_path(rid),
+                    RolloutProgress(offset=prog.offset, updated_at=prog.updated_at)
+                    .model_dump_json(include={"offset", "updated_at"})
+                    .encode(),
+                )
+                for rid, prog in progress.items()
+            ]
         )
-        await self.ws.remove(self.progress_path(rollout_id))
+        for rid in progress:
+            await self.ws.remove(self.progress_path(rid))
 
     async def list_progress(self) -> dict[str, RolloutProgress]:
         await self._split_legacy()
