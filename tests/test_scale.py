@@ -95,6 +95,25 @@ async def test_pending_check_sizes_only_the_rollouts_recorded_since_the_last_che
     assert ws.calls["size"] <= 2 and ws.calls["read_bytes"] <= 1
 
 
+async def test_a_deferred_rollouts_first_line_is_read_for_its_thread_record_once(
+    tmp_path: Path,
+) -> None:
+    ws = CountingWorkspace(tmp_path)
+    rt = runtime(ws)
+    for k in range(5):
+        await rt.record(run(f"Task {k}: fix the parser."), rollout_id=f"c{k}")
+    threads = tmp_path / STORE / "threads"
+    lost = sorted(threads.iterdir())[0]
+    lost.unlink()  # a kill between the first line and the thread record
+    ws.calls.clear()
+    assert await rt.pending_rollouts() == [f"c{k}" for k in range(5)]
+    assert ws.calls["read_range"] == 5  # each never-read rollout's first line
+    assert lost.exists()  # put back from there
+    ws.calls.clear()
+    assert await rt.pending_rollouts() == [f"c{k}" for k in range(5)]
+    assert ws.calls["read_range"] == 0  # still pending (deferred), not read again
+
+
 async def test_a_rollout_written_by_something_else_is_found_by_name(tmp_path: Path) -> None:
     rt = runtime(LocalWorkspace(tmp_path))
     await rt.record(run("Fix the parser."), rollout_id="ours")

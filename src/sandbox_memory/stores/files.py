@@ -975,6 +975,11 @@ class Store(MemoryStore):
         self._cited: set[tuple[str, str]] = set()
         self._held: set[tuple[str, str]] = set()
         self._held_checked = False
+        self._threads_checked: set[str] = set()
+        """Never-read rollouts whose thread record :meth:`_recover_thread` found or put back:
+        their first line does not change (appends only), so a later pending check of this
+        store object does not read it again (a close defers what its budget leaves, every
+        time, and each close looked at every rollout deferred so far)."""
         self._written_seals: dict[str, str] = {}
         """Seals of the shards written since the head was (named by the next head)."""
         self._commits: dict[str, tuple[str, set[str]]] = {}
@@ -2289,6 +2294,8 @@ class Store(MemoryStore):
         the conversation's history still joins it. Never fails the close.
         """
 
+        if rollout_id in self._threads_checked:
+            return
         try:
             first = await self._first_line(f"{self.sessions_dir}/{rollout_id}.jsonl")
             if first is None or self.line_check is None:
@@ -2301,6 +2308,7 @@ class Store(MemoryStore):
             if fp is not None and await self.thread_for(fp) is None:
                 await self.index_thread(fp, rollout_id)
                 logger.info("conversation %s indexed again from its first run", rollout_id)
+            self._threads_checked.add(rollout_id)
         except (OSError, ValueError) as exc:
             logger.debug("could not check the thread record of %s: %s", rollout_id, exc_text(exc))
 
