@@ -13,7 +13,8 @@ An engine only proposes candidates. :func:`check_candidates` decides which becom
   accompanied by one of them;
 - passwords, keys and links that grant access are never stored;
 - an entry resting only on external tool results (MCP, web, hosted or user-marked tools)
-  is never stored;
+  is never stored; the agent's own reads of memory (``grep test memories/MEMORY.md`` and what
+  it printed) are evidence of nothing;
 - keys are safe slugs (``a/b`` or ``../../etc/passwd`` are refused).
 
 Rejected changes are logged at WARNING with the reason; the rest apply to the latest memory.
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .engines.base import Candidate, KnownEntry, Subjects
+from .engines.commands import MemoryReads
 from .engines.transcript import (
     is_external_item,
     item_text,
@@ -67,13 +69,19 @@ class ItemInfo:
     type: str | None
     external: bool
     text: str = ""
+    reads_memory: bool = False
+    """The agent reading memory's own files, or what that read printed (see
+    :mod:`.engines.commands`)."""
 
     @property
     def origin(self) -> str:
         """Who an item speaks for: ``user``, ``assistant``, ``command`` (a call the agent made),
-        ``tool`` (a tool's output) or ``external`` (MCP, web, hosted or user-marked tools)."""
+        ``tool`` (a tool's output), ``external`` (MCP, web, hosted or user-marked tools) or
+        ``memory`` (memory read back: evidence of nothing new)."""
         if self.external:
             return "external"
+        if self.reads_memory:
+            return "memory"
         if self.type in (None, "message"):
             return "user" if self.role == "user" else "assistant"
         if self.type is not None and self.type.endswith("_call"):
@@ -89,8 +97,8 @@ SUPPORT: dict[str, frozenset[str]] = {
 }
 """The origins of the items each kind of entry may rest on. A preference or a decision is the
 user's to make; a procedure is what the user said to do or what the agent ran, never text a
-tool printed (a README, a web page, an injected instruction); external results support
-nothing."""
+tool printed (a README, a web page, an injected instruction); external results and memory
+read back support nothing."""
 
 SUPPORT_SHARE = 0.5
 """The share of an entry's words that the items allowed to support it must contain."""
@@ -141,6 +149,7 @@ class ItemIndex:
         names = tool_names_by_call_id(segments)
         ext = frozenset(external_tools)
         index = cls()
+        reads = MemoryReads()
         # The engines' own item ids (segment_items): lines recorded without memory_item_id,
         # such as rollouts the SDK's Memory wrote, get the same fallback ids the engine cites.
         for position, seg in enumerate(segments):
@@ -153,6 +162,7 @@ class ItemIndex:
                     type=item.get("type") if isinstance(item.get("type"), str) else None,
                     external=external,
                     text=item_text(item, max_chars=_SUPPORT_TEXT_CHARS),
+                    reads_memory=reads.is_read(item),
                 )
         return index
 
@@ -185,7 +195,7 @@ _ALLOWED_WORDS = {
     "preference": "an explicit statement by the user",
     "decision": "an explicit statement by the user",
     "procedure": "a statement by the user or a command the agent ran",
-    "fact": "an item that is not an external tool result",
+    "fact": "an item that is neither an external tool result nor memory read back",
 }
 
 

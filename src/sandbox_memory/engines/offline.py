@@ -58,6 +58,16 @@ from sandbox_memory.engines.changes import (
     patch_file_argument,
     write_target,
 )
+from sandbox_memory.engines.commands import (
+    COMMAND_SCAN_CHARS,
+    READ_ONLY_GIT,
+    READ_ONLY_PROGRAMS,
+    SEGMENT_SPLIT_RE,
+    SHELL_TOOL_NAMES,
+    command_segments,
+    reads_memory,
+    strip_heredocs,
+)
 from sandbox_memory.engines.conversation import (
     MIN_FACT_WORDS,
     addresses_listener,
@@ -101,11 +111,6 @@ OUTPUT_SCAN_CHARS = 64_000
 
 Test runners print their failure summary at the end and tracebacks are short; 64 KB of head
 and tail covers both while a 5 MB output still costs only a bounded scan."""
-
-COMMAND_SCAN_CHARS = 8_000
-"""Characters of a shell command parsed for test runners and file writes.
-
-Real command lines are short; a longer one is mostly a heredoc body, whose text is data."""
 
 ASSISTANT_TEXT_CHARS = 2_000
 """Characters kept of a segment's last assistant message (used to describe a fix)."""
@@ -160,10 +165,6 @@ not ``bus`` or ``is``)."""
 SIGNATURE_WORDS = 3
 """Words of a command that identify its kind (``python -m pytest``, ``npm run build``) when a
 failure is paired with a later passing run of an uncategorised command."""
-
-MAX_PREFIX_STRIPS = 5
-"""Prefixes (``FOO=1``, ``uv run``, ``timeout 60`` ...) removed from one command segment: real
-command lines stack two or three."""
 
 TASK_IN_FACT_CHARS = 120
 """Characters of the task quoted in the files-changed fact, leaving room for the file names."""
@@ -327,14 +328,6 @@ _CORRECTION_RE = re.compile(
 
 # --------------------------------------------------------------------------- commands
 
-_SEGMENT_SPLIT_RE = re.compile(r"\s*(?:&&|\|\||;|\||\n)\s*")
-_PREFIX_RE = re.compile(
-    r"^(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+|sudo\s+|time\s+|nice\s+|timeout\s+\S+\s+"
-    r"|(?:uv|poetry|pipenv|hatch|pdm|rye)\s+run\s+|npx\s+|bunx\s+|pnpm\s+exec\s+"
-    r"|(?:\S*/)?env\s+|exec\s+)"
-)
-_HEREDOC_RE = re.compile(r"<<-?\s*['\"]?([A-Za-z_][A-Za-z0-9_]*)['\"]?")
-
 _CATEGORIES: tuple[tuple[str, re.Pattern[str], str, re.Pattern[str], str], ...] = (
     (
         "test-command",
@@ -402,23 +395,8 @@ Patterns match one shell segment after prefixes like ``uv run`` or ``FOO=1`` are
 _BENIGN_EXIT_ONE = frozenset({"grep", "egrep", "fgrep", "rg", "diff", "cmp", "test", "["})
 """Programs whose exit code 1 means "no match" or "differs", not failure."""
 
-_READ_ONLY_PROGRAMS = frozenset(
-    """cat ls grep egrep fgrep rg find fd head tail echo printf pwd which whereis wc less more tree
-    stat file printenv whoami date diff cmp test [ true false sleep du df ps type command man
-    nl sort uniq cut awk jq yq""".split()
-)
-"""Programs that only look: never the command that fixed a failure."""
-
-_READ_ONLY_GIT = frozenset(
-    {"status", "diff", "log", "show", "branch", "blame", "remote", "rev-parse", "ls-files", "grep"}
-)
-"""``git`` subcommands that only look."""
-
 _CHECK_CATEGORIES = frozenset({"test-command", "lint-command", "typecheck-command"})
 """Kinds of command that check rather than change: never the command that fixed a failure."""
-
-_SHELL_TOOL_NAMES = frozenset({"exec_command", "shell", "bash", "run_command", "run_shell_command"})
-"""Function tools whose ``cmd`` / ``command`` argument is a shell command line."""
 
 _TEST_FAILURE_LINE_RE = re.compile(r"^(?:FAILED|FAIL|ERROR)\b:?\s+\S|^--- FAIL:")
 _EXCEPTION_LINE_RE = re.compile(r"^\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Exit)\b")
@@ -494,11 +472,11 @@ class _Command:
         """Whether this command could be what fixed a failure (installs, scripts, migrations),
         as opposed to a check or a read-only look around."""
 
-        if self.category in _CHECK_CATEGORIES or self.program in _READ_ONLY_PROGRAMS:
+        if self.category in _CHECK_CATEGORIES or self.program in READ_ONLY_PROGRAMS:
             return False
         if self.program == "git":
             words = self.signature.split()
-            return len(words) > 1 and words[1] not in _READ_ONLY_GIT
+            return len(words) > 1 and words[1] not in READ_ONLY_GIT
         return bool(self.program)
 
 
@@ -710,44 +688,6 @@ def rollout_slug(text: str) -> str:
 
 
 # --------------------------------------------------------------------------- commands
-
-
-def _strip_heredocs(cmd: str) -> str:
-    """Drop heredoc bodies (file contents, not commands) from a command line."""
-
-    if "<<" not in cmd:
-        return cmd
-    kept: list[str] = []
-    terminator: str | None = None
-    for line in cmd.split("\n"):
-        if terminator is not None:
-            if line.strip() == terminator:
-                terminator = None
-            continue
-        kept.append(line)
-        match = _HEREDOC_RE.search(line)
-        if match:
-            terminator = match.group(1)
-    return "\n".join(kept)
-
-
-def command_segments(cmd: str) -> list[str]:
-    """The simple commands of a command line, prefixes like ``FOO=1`` or ``uv run`` removed,
-    ``cd`` steps and heredoc bodies dropped."""
-
-    text = _strip_heredocs(cmd[:COMMAND_SCAN_CHARS])
-    segments: list[str] = []
-    for raw in _SEGMENT_SPLIT_RE.split(text):
-        segment = raw.strip().lstrip("(").strip()
-        for _ in range(MAX_PREFIX_STRIPS):
-            stripped = _PREFIX_RE.sub("", segment, count=1)
-            if stripped == segment:
-                break
-            segment = stripped
-        if not segment or segment.startswith(("cd ", "pushd ", "#")) or segment in ("cd", ")"):
-            continue
-        segments.append(segment)
-    return segments
 
 
 def command_category(cmd: str) -> str | None:
@@ -1301,7 +1241,7 @@ class _Rollout:
     ) -> None:
         name = item.get("name")
         args = function_arguments(item)
-        if name in _SHELL_TOOL_NAMES:
+        if name in SHELL_TOOL_NAMES:
             cmd = args.get("cmd", args.get("command"))
             if isinstance(cmd, list) and all(isinstance(c, str) for c in cmd):
                 cmd = shlex.join(cmd)
@@ -1337,6 +1277,8 @@ class _Rollout:
         seg_index: int,
         position: int,
     ) -> None:
+        if reads_memory(cmd):
+            return  # the agent consulting memory: not one of the run's commands, nor evidence
         segments = command_segments(cmd)
         command = _Command(
             call_item_id=item_id,
@@ -1375,7 +1317,7 @@ class _Rollout:
                 self.written[target] = body[:MAX_READ_CHARS]
                 changes[target] = describe_write(target, body, self.reads.get(target))
                 self.reads[target] = body[:MAX_READ_CHARS]
-        for line in _strip_heredocs(cmd[:COMMAND_SCAN_CHARS]).split("\n"):
+        for line in strip_heredocs(cmd[:COMMAND_SCAN_CHARS]).split("\n"):
             if not applies_patch(line):
                 continue
             argument = patch_file_argument(line)
@@ -1700,12 +1642,16 @@ def _fix_fact(
             break
     described_by: int | None = None
     description = "" if passing.failed else _fix_description(rollout, failure, passing)
-    room = LESSON_CHARS - len(content) - len(" Cause (the agent's account): ")
-    if description and _informative(description, MIN_DESCRIPTION_WORDS) and room > 40:
-        said = shorten(description, room)
+    if description and _informative(description, MIN_DESCRIPTION_WORDS):
+        # The agent's account is quoted for what it adds (why it failed); its clauses that
+        # retell the symptom, the fix or the check are already said above. Quoted or not, the
+        # run's answer is this lesson's, not a conclusion of its own.
+        described_by = passing.segment_index
+        news = _beyond(description, content)
+        room = LESSON_CHARS - len(content) - len(" Cause (the agent's account): ")
+        said = shorten(news, room) if news and room > 40 else ""
         if said and not said.endswith("…"):
             content += f" Cause (the agent's account): {said}"
-            described_by = passing.segment_index
     subject = failure.failure_words or _subject_words(
         " ".join(f.rsplit("/", 1)[-1] for f in list(files)[:FAILURE_SUBJECT_WORDS])
     )
@@ -1746,6 +1692,54 @@ def _fix_fact(
         tests=tuple(_failing_tests(failure.error_line or "")),
         tools=(failure.program,) if failure.program else (),
     )
+
+
+MIN_NEW_CLAUSE_WORDS = 2
+"""Words a clause of the agent's account of a fix must add to what the lesson already says
+(symptom, fix, check) to be quoted: "invoice_total added tax_rate instead of applying it as a
+percentage" adds why; "Fixed the bug in invoice.py" and "the tests pass now" add nothing."""
+
+_RETELLING_WORDS = frozenset(
+    """fix fixed fixe fixing bug issue problem error now pass passe passed passing fail failed
+    failing before after test suite run ran changed change updated update made make cause
+    caused root reason because which what where works working work correctly correct properly
+    wrong rerun rerunning verified verify confirm confirmed green all every one""".split()
+)
+"""Words that retell a fix rather than explain it (compared stemmed, see :func:`_stem`)."""
+
+_CLAUSE_END_RE = re.compile(r"(?<=[.!?;:])\s+")
+
+
+def _clauses(text: str) -> list[str]:
+    """``text`` cut after each ``.``, ``!``, ``?``, ``;`` and ``:`` followed by a space, never
+    inside a code span."""
+
+    out = [""]
+    for part in re.split(r"(`[^`]*`)", text):
+        if part.startswith("`") and part.endswith("`") and len(part) > 1:
+            out[-1] += part
+            continue
+        pieces = _CLAUSE_END_RE.split(part)
+        out[-1] += pieces[0]
+        out += pieces[1:]
+    return [c.strip() for c in out if c.strip()]
+
+
+def _beyond(account: str, said: str) -> str:
+    """The clauses of ``account`` (the agent's own account of its work: why a fix works, what
+    a run found) that say something ``said`` (the lesson as the run's actions tell it) does
+    not, at least :data:`MIN_NEW_CLAUSE_WORDS` words of their own, each ending as a
+    sentence."""
+
+    known = _stems(_words(said)) | _RETELLING_WORDS
+    kept: list[str] = []
+    for clause in _clauses(account):
+        new = _stems(_subject_words(clause)) - known
+        if len(new) >= MIN_NEW_CLAUSE_WORDS:
+            kept.append(clause)
+            known |= new
+    text = " ".join(kept)
+    return text if not text or text[-1] in ".!?" else text.rstrip(";:, ") + "."
 
 
 def _failing_tests(line: str) -> list[str]:
@@ -1876,7 +1870,7 @@ def _procedure_command(cmd: str, pattern: re.Pattern[str]) -> str | None:
     flat = " ".join(cmd.replace("`", "'").split())
     if len(flat) <= COMMAND_CHARS:
         return flat
-    for raw in _SEGMENT_SPLIT_RE.split(_strip_heredocs(cmd[:COMMAND_SCAN_CHARS])):
+    for raw in SEGMENT_SPLIT_RE.split(strip_heredocs(cmd[:COMMAND_SCAN_CHARS])):
         part = " ".join(raw.replace("`", "'").split())
         if (
             part
@@ -2175,25 +2169,12 @@ def _said_candidates(
     return out
 
 
-_MEMORY_FILES_RE = re.compile(
-    r"(?:^|[\s/'\"])(?:MEMORY\.md|memory_summary\.md|raw_memories(?:\.md)?|rollout_summaries)\b"
-)
-"""Memory's own files (the seed's fixed names, whatever folder the layout puts them in)."""
-
-
-def _reads_memory(command: _Command) -> bool:
-    """A look at memory itself (``grep -n test memories/MEMORY.md``): the agent reading what
-    earlier runs learned, which teaches nothing about the project."""
-
-    return not command.may_change_state and bool(_MEMORY_FILES_RE.search(command.cmd))
-
-
 def _acted(rollout: _Rollout) -> bool:
     """Whether the run did work (a command other than reading memory, or a change): only then
     is its final answer a result worth keeping; a reply to what someone said ("Noted: ...")
     repeats their words, which memory already holds."""
 
-    return bool(rollout.patches) or any(not _reads_memory(c) for c in rollout.commands)
+    return bool(rollout.patches or rollout.commands)
 
 
 def _conclusion(rollout: _Rollout, fixes: Sequence[_Fix]) -> tuple[str, list[str], str] | None:
@@ -2291,8 +2272,9 @@ def _work_lessons(
                     sources += [i for r in rest.values() for i in r.ids]
                     keywords += [p.rsplit("/", 1)[-1] for p in rest]
                     touched.update(rest)
-            if conclusion is not None:
-                result = f" Result: {conclusion[0]}"
+            news = _beyond(conclusion[0], content) if conclusion is not None else ""
+            if conclusion is not None and news:
+                result = f" Result: {news}"
                 if len(content) + len(result) <= LESSON_CHARS:
                     content += result
                     sources += conclusion[1]
@@ -2318,8 +2300,9 @@ def _work_lessons(
         changes = _files_candidate(rollout, files, slug, resolver)
         if changes is None:
             return out
-        if conclusion is not None:
-            result = f" Result: {conclusion[0]}"
+        news = _beyond(conclusion[0], changes.content) if conclusion is not None else ""
+        if conclusion is not None and news:
+            result = f" Result: {news}"
             if len(changes.content) + len(result) <= LESSON_CHARS:
                 changes = changes.model_copy(
                     update={
