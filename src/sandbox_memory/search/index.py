@@ -1325,6 +1325,7 @@ class SearchIndex:
         parsed = await read_new_segments(self.ws, path, offset=offset, check=self.line_check(rid))
         if parsed is None or parsed.end_offset == offset:
             return
+        from ..engines.commands import MemoryReads
         from ..engines.transcript import tool_names_by_call_id
 
         names = tool_names_by_call_id(parsed.segments)
@@ -1334,6 +1335,7 @@ class SearchIndex:
 
         uses: list[tuple[str, str, int]] = []
         calls_reading: set[str] = set()
+        reads = MemoryReads()
         for position, seg in enumerate(parsed.segments):
             if position and position % YIELD_EVERY_SEGMENTS == 0:
                 await asyncio.sleep(0)  # a big catch-up must not stall runs sharing the loop
@@ -1349,10 +1351,13 @@ class SearchIndex:
                     continue
                 text = _clip(settled_text(item_text(item, max_chars=MAX_ITEM_CHARS), "item"))
                 doc = f"item:{rid}:{item_id}"
+                read_back = reads.is_read(item)
                 if not text or db.execute("SELECT 1 FROM docs WHERE doc = ?", (doc,)).fetchone():
                     continue
                 for target, kind in _uses_in(item, text, calls_reading, active_keys, known):
                     uses.append((target, kind, stamp))
+                if read_back:
+                    continue  # memory read back: counted as a use above, not a thing the run saw
                 self._put(
                     db,
                     {
