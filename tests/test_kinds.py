@@ -33,6 +33,11 @@ TABLE: list[tuple[str, str | None]] = [
     ("First run `./scripts/bootstrap.sh`, then start the server.", "procedure"),
     ("Deploy by running `kubectl apply -f deploy/`.", "procedure"),
     ("Type-check with `mypy --strict src`.", "procedure"),
+    ("Tests should be run with `make check`.", "procedure"),
+    ("I always run the tests with `make check`.", "procedure"),
+    ("Make sure to run `npm run lint` before committing.", "procedure"),
+    ("Remember to run `npm run lint` before you commit.", "procedure"),
+    ("Don't forget to run `python tools/gen.py` before the tests.", "procedure"),
     # --- decisions: settled for the project or the group
     ("We decided to use Postgres 16 for storage.", "decision"),
     ("Let's go with the blue theme for the landing page.", "decision"),
@@ -47,6 +52,12 @@ TABLE: list[tuple[str, str | None]] = [
     ("It was agreed that the old endpoint stays until March.", "decision"),
     ("Let's stick with SQLite for the prototype.", "decision"),
     ("We'll keep the config in TOML.", "decision"),
+    ("We'll tag releases as vX.Y.Z.", "decision"),
+    ("We never deploy on Fridays.", "decision"),
+    ("We always squash commits before merging.", "decision"),
+    ("We opted for Postgres over MySQL.", "decision"),
+    ("Going forward, all new modules need type hints.", "decision"),
+    ("We decided to go camping next month.", "decision"),
     # --- preferences: what the speaker likes or wants done their way
     ("I prefer tabs over spaces.", "preference"),
     ("Never push directly to main.", "preference"),
@@ -62,6 +73,11 @@ TABLE: list[tuple[str, str | None]] = [
     ("I love all dances, but contemporary is my top pick.", "preference"),
     ("I really like painting landscapes with bright colors.", "preference"),
     ("Always keep the changelog sorted by date.", "preference"),
+    ("Please don't deploy on Fridays.", "preference"),
+    ("Don't force-push to shared branches.", "preference"),
+    ("Stick to the standard library for this project.", "preference"),
+    ("I enjoy hiking with my family.", "preference"),
+    ("Besides writing, I also enjoy reading, watching movies, and exploring nature.", "preference"),
     # --- facts, requests, small talk: none of the three
     ("I went to a LGBTQ support group yesterday and it was so powerful.", None),
     ("Researching adoption agencies — it's been a dream to have a family.", None),
@@ -91,6 +107,12 @@ TABLE: list[tuple[str, str | None]] = [
     ("Losing my job was tough but it gave me the push I needed to do what I love.", None),
     ("You're right, I love it and that'll keep my confidence up.", None),
     ("Always here to help.", None),
+    ("We'll push through this together!", None),
+    ("Stick with it!", None),
+    ("Don't worry about it.", None),
+    ("I really enjoy it.", None),
+    ("We pushed the release yesterday.", None),
+    ("I always run in the morning.", None),
     # --- bug reports name commands without saying how the project does its work
     ("Running `pytest --pdb` will run the `tearDown()` of `unittest.TestCase` classes.", None),
     ("I'm trying to run pytest with a test file that contains patch.", None),
@@ -100,6 +122,49 @@ TABLE: list[tuple[str, str | None]] = [
     ("When running `python3 -bb -m pytest --setup-show` it fails.", None),
     ("We should replace it with `return s`.", None),
 ]
+
+
+PHRASINGS: list[tuple[str, list[str]]] = [
+    (
+        "decision",
+        [
+            "We decided to tag releases as vX.Y.Z from now on.",
+            "From now on we tag releases as vX.Y.Z.",
+            "We'll tag releases as vX.Y.Z.",
+            "Releases are tagged vX.Y.Z from now on.",
+        ],
+    ),
+    (
+        "procedure",
+        [
+            "Always run the tests with `make check`",
+            "Run the tests with `make check`.",
+            "We run the tests with `make check`.",
+            "I always run the tests with `make check`.",
+            "Tests should be run with `make check`.",
+            "Use `make check` to run the tests.",
+            "Make sure to run the tests with `make check`.",
+        ],
+    ),
+    (
+        "decision",
+        [
+            "We never deploy on Fridays.",
+            "We agreed: no deploys on Fridays.",
+            "We decided not to deploy on Fridays.",
+        ],
+    ),
+    (
+        "preference",
+        ["Never push directly to main.", "Don't push to main.", "Please don't push to main."],
+    ),
+]
+"""One meaning said several ways: each way gets the same kind."""
+
+
+@pytest.mark.parametrize(("kind", "phrasings"), PHRASINGS)
+def test_one_meaning_one_kind_whatever_the_phrasing(kind: str, phrasings: list[str]) -> None:
+    assert {p: statement_kind(p) for p in phrasings} == dict.fromkeys(phrasings, kind)
 
 
 def test_the_table_is_large_enough() -> None:

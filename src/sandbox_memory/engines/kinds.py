@@ -27,7 +27,7 @@ _CODE_SPAN_RE = re.compile(r"`([^`]+)`")
 _FEELING_RE = re.compile(
     r"(?<!what )(?<!which )(?<!that )"
     r"\bi\s+(?:really\s+|strongly\s+|generally\s+|usually\s+|much\s+|do\s+|also\s+|still\s+)?"
-    r"(?:prefer|like|love|hate|dislike|don't like|do not like|can't stand|cannot stand)\b"
+    r"(?:prefer|like|love|enjoy|hate|dislike|don't like|do not like|can't stand|cannot stand)\b"
     r"(?!\s+(?:it|this|that|how|when|what|you|your|yours|the way|seeing|hearing)\b)"
     r"|\bmy\s+(?:preference|favou?rite)\b|\bi(?:'d| would) (?:rather|prefer)\b"
 )
@@ -36,8 +36,18 @@ Not a reaction to what is in front of them ("I love it", "I love how you paint",
 it teaches me ..."), not a relative clause ("... to do what I love"), not a request ("I'd like
 you to ...")."""
 
+_WORK_VERBS = (
+    r"(?:deploy|release|ship|merge|push|commit|squash|rebase|tag|version|review|pin|vendor"
+    r"|force-push|amend|bump|publish)"
+    r"(?!\s+(?:(?:through|forward|ahead|along|up|it|out|yourself|ourselves|myself|each other"
+    r"|to (?:it|each|one|you|me|us|this|that|him|her|them))\b|on\s*[!.,]?$))"
+)
+"""Verbs of a project's own work: "we never deploy on Fridays" and "don't force-push" settle
+how the work is done; "we never go out" or "don't worry" do not."""
+
 _SETTLED_RE = re.compile(
-    r"\bwe(?:'ve| have)?\s+(?:all\s+)?(?:decided|agreed|chose|chosen|settled on|standardi[sz]ed)\b"
+    r"\bwe(?:'ve| have)?\s+(?:all\s+)?(?:decided|agreed|chose|chosen|settled on|standardi[sz]ed"
+    r"|opted (?:for|to))\b"
     r"|\b(?:it was|it's been|it has been|it is|it's)\s+(?:decided|agreed)\b"
     r"|\b(?:the|our)\s+(?:team|group)\s+(?:decided|agreed|chose)\b"
     r"|\bthe decision (?:is|was)\b|^decision:\s"
@@ -48,7 +58,9 @@ what was settled is how to run a command."""
 _GROUP_SETTLED_RE = re.compile(
     r"\blet'?s\s+(?:go with|use|stick with|switch to|move to)\b"
     r"|\bwe(?:'ll| will| are going to|'re going to| shall)\s+"
-    r"(?:use|go with|switch to|stick with|move to|adopt|standardi[sz]e on|keep(?!\s+\w+ing\b))\b"
+    r"(?:use|go with|switch to|stick with|move to|adopt|standardi[sz]e on|keep(?!\s+\w+ing\b)"
+    r"|" + _WORK_VERBS + r")\b"
+    r"|\bwe\s+(?:always|never|only|don't|do not|no longer)\s+" + _WORK_VERBS + r"\b"
     r"|\bwe(?:'re| are)\s+going with\b"
     r"|\bwe\s+(?:now\s+|always\s+|still\s+|currently\s+|only\s+)?"
     r"(?:use|are using|standardi[sz]ed on|rely on)\b"
@@ -71,7 +83,10 @@ chance", "always here to help"), not an instruction ("Never push", "Always keep 
 _WANT_RE = re.compile(
     r"^(?:please\s+)?(?:always|never)\b(?!\s+" + _NOT_A_VERB + r")"
     r"|\bplease\s+(?:always\s+|never\s+)?(?:use|avoid|prefer|stick (?:to|with)|keep using)\b"
-    r"|^(?:please\s+)?(?:don't|do not)\s+(?:ever\s+)?(?:use|add|push|commit|write|put|touch)\b"
+    r"|^(?:please\s+)?(?:don't|do not)\s+(?:ever\s+)?(?:use|add|write|put|touch|"
+    + _WORK_VERBS
+    + r")\b"
+    r"|^stick (?:to|with)\s+(?!it\b|that\b|this\b|them\b|your\b|what\b)"
 )
 """The speaker tells how they want things done ("Always ...", "Never ...", "Please use ...")."""
 
@@ -85,7 +100,8 @@ _HOW_VERBS = (
 )
 
 _INSTRUCTION_RE = re.compile(
-    r"^(?:(?:please|always|never|first|then|also|and|just|now)\s+|,\s*)*"
+    r"^(?:(?:please|always|never|first|then|also|and|just|now|make sure(?: to| you)?"
+    r"|be sure(?: to)?|remember to|don't forget to|do not forget to)\s+|,\s*)*"
     r"(?:(?:to|before|after|prior to)\s+[^,]{1,60},\s*)?"
     r"(?:(?:please|always|first|then|just)\s+)*" + _HOW_VERBS + r"\b"
 )
@@ -96,7 +112,9 @@ tests, run ...")."""
 _PRACTICE_RE = re.compile(
     r"\b(?:we|you|one)\s+(?:always\s+|usually\s+|normally\s+|typically\s+|just\s+|can\s+"
     r"|should\s+|must\s+|need to\s+|have to\s+)*" + _HOW_VERBS + r"\b"
-    r"|\b(?:runs|is run|are run|builds|is built|installs|deploys|is deployed)\s+(?:with|via|using)\b"
+    r"|\bi\s+(?:always|usually|normally|typically)\s+" + _HOW_VERBS + r"\b"
+    r"|\b(?:runs|builds|installs|deploys|(?:is|are|should be|must be|need to be|have to be|gets?)"
+    r"\s+(?:run|built|installed|deployed|checked|tested))\s+(?:with|via|using|by)\b"
     r"|^\S+\s+by\s+running\b"
 )
 """A stated practice: how the project's people do it ("We run the migrations with ...",
@@ -167,7 +185,7 @@ _OPENERS_RE = re.compile(
 _WE_RE = re.compile(r"\b(?:we|we're|we've|we'll|our|us|the team)\b")
 _THIRD_PARTY_RULE_RE = re.compile(
     r"^(?:[a-z][\w-]*\s+){0,3}(?:ship|ships|are|is|go|goes|happen|happens|run|runs|get|gets"
-    r"|must|should|will)\b"
+    r"|must|should|will|need|needs|require|requires|stay|stays|live|lives|follow|follows)\b"
 )
 
 
