@@ -827,3 +827,90 @@ def test_the_phase_one_prompt_states_the_limits_the_code_enforces() -> None:
     assert "empty `candidates` list is right" in prompt
     for part in ("the task", "the outcome", "what worked and what", "files changed"):
         assert part in prompt.replace("\n  ", " ")
+
+
+# ------------------------------------------------------------ one entry per subject
+
+
+def _log_details(root: Path) -> str:
+    return "\n".join(
+        str(json.loads(line).get("detail") or "")
+        for line in (root / "memories/store/log.jsonl").open()
+    )
+
+
+async def test_two_new_entries_on_one_subject_are_one_entry_and_the_fold_is_logged(
+    provider: hp.ProviderServer, workspace_root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    rt = layout_runtime(workspace_root, responses_engine(provider))
+    subjects = {
+        "files": ["acme/invoice.py"],
+        "commands": [],
+        "tests": ["tests/test_invoice.py::test_tax"],
+        "people": [],
+        "tools": [],
+    }
+    fix = {
+        "key": "fix-invoice-tax",
+        "content": "`tests/test_invoice.py::test_tax` failed: `acme/invoice.py` added the rate.",
+        "subjects": subjects,
+    }
+    again = {
+        "key": "invoice-tax-bug",
+        "content": "Fixed `acme/invoice.py` so `tests/test_invoice.py::test_tax` passes.",
+        "subjects": subjects,
+    }
+
+    with caplog.at_level(logging.INFO, logger="sandbox_memory"):
+        await _learn(rt, provider, "a", "The tax test fails; fix it.", [fix, again])
+
+    entries = (await rt.store.load_conversation("a")).entries
+    assert [k for k, e in entries.items() if e.status == "active"] == ["fix-invoice-tax"]
+    assert "added the rate" in entries["fix-invoice-tax"].content
+    assert "so `tests/test_invoice.py::test_tax` passes" in entries["fix-invoice-tax"].content
+    assert "invoice-tax-bug folded into fix-invoice-tax" in _log_details(workspace_root)
+    assert any("invoice-tax-bug" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_new_entry_repeating_a_known_one_updates_it_instead(
+    provider: hp.ProviderServer, workspace_root: Path
+) -> None:
+    rt = layout_runtime(workspace_root, responses_engine(provider))
+    first = {
+        "key": "test-command",
+        "kind": "procedure",
+        "content": "Run the tests with `make check`.",
+    }
+    await _learn(rt, provider, "a", "Run the tests with make check.", [first])
+    repeat = {
+        "key": "run-the-suite",
+        "kind": "procedure",
+        "content": "Use `make check` to run the whole test suite.",
+    }
+    await _learn(rt, provider, "b", "As always, the suite is make check.", [repeat])
+
+    layout = read_layout(workspace_root)
+    procedures = [k for k, e in layout["entries"].items() if e["kind"] == "procedure"]
+    assert procedures == ["test-command"]
+    assert "run-the-suite folded into test-command" in _log_details(workspace_root)
+
+
+async def test_two_changes_to_one_key_in_one_answer_are_merged_not_rejected(
+    provider: hp.ProviderServer, workspace_root: Path
+) -> None:
+    rt = layout_runtime(workspace_root, responses_engine(provider))
+    host = {"key": "staging", "kind": "fact"}
+    await _learn(
+        rt,
+        provider,
+        "a",
+        "Staging is on host-a; it runs Postgres 16.",
+        [
+            {**host, "content": "Staging is on host-a."},
+            {**host, "content": "Staging runs Postgres 16."},
+        ],
+    )
+
+    entry = (await rt.store.load_conversation("a")).entries["staging"]
+    assert entry.content == "Staging is on host-a. Staging runs Postgres 16."
+    assert "rejected" not in _log_details(workspace_root)

@@ -696,10 +696,11 @@ async def test_rule_breaking_changes_are_rejected_and_logged_the_rest_apply(
                     "kind": "fact",
                     "sources": [user],
                 },
-                {
+                {  # a second remember of one key is merged; a forget of it is a second change
                     "key": "good",
-                    "content": "Second change to same key.",
+                    "content": "",
                     "kind": "fact",
+                    "action": "forget",
                     "sources": [user],
                 },
                 {"key": "uncited", "content": "No source.", "kind": "fact", "sources": ["nope:1"]},

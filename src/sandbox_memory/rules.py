@@ -3,7 +3,8 @@
 An engine only proposes candidates. :func:`check_candidates` decides which become changes:
 
 - every change cites at least one of the items being processed;
-- one change per key per consolidation;
+- one change per key per consolidation (two proposals to remember one key as one kind pass
+  the check each and are then folded into one change by :func:`one_entry_per_subject`);
 - a retracted entry stays retracted (only a direct ``Remember`` revives it);
 - what an entry may rest on depends on its kind (:data:`SUPPORT`): a preference and a decision
   on what the user said, a procedure on what the user said or a command the agent ran (not on
@@ -297,7 +298,8 @@ def check_candidates(
 
     accepted: list[Candidate] = []
     rejected: list[Rejection] = []
-    seen: set[str] = set()
+    seen: dict[str, tuple[str, str]] = {}
+    """Key -> (action, kind) of its first accepted change."""
     for cand in candidates:
         key = cand.key.strip() if isinstance(cand.key, str) else ""
         # A key may hold a secret (it is what a credential check refuses): shown redacted in
@@ -309,7 +311,11 @@ def check_candidates(
         cited = [s for s in cand.sources if s in index.items]
         if not KEY_RE.fullmatch(key) or ".." in key:
             reason = f"key {shown!r} is not a safe slug"
-        elif key in seen:
+        elif (
+            key in seen
+            and seen[key] != ("remember", cand.kind)
+            or (key in seen and cand.action != "remember")
+        ):
             reason = "a second change to the same key in one consolidation"
         elif not cited:
             reason = f"it cites none of the items being processed (sources={cand.sources!r})"
@@ -335,7 +341,7 @@ def check_candidates(
             if log:
                 logger.warning("memory change to %r rejected: %s", shown, reason)
             continue
-        seen.add(key)
+        seen.setdefault(key, (cand.action, cand.kind))
         accepted.append(cand.model_copy(update={"key": key, "sources": cited}))
     return accepted, rejected
 
@@ -395,17 +401,51 @@ def _joined(older: str, newer: str) -> str:
     return both if len(both) <= MAX_CONTENT_CHARS else newer
 
 
+_CODE_SPAN_RE = re.compile(r"`([^`\n]+)`")
+_PATH_RE = re.compile(r"(?<![\w./-])(?:[\w.-]+/)+[\w.-]+\.\w{1,5}(?:::[\w\[\].-]+)*")
+
+SUBJECT_MIN_NAMES: dict[str, int] = {"procedure": 1}
+"""Names (code spans, paths, test ids) two entries of a kind must share, all of them, to be
+about one subject: a procedure is its command (`make check`, however it is worded); another
+kind needs two ("`tests/test_invoice.py::test_tax` failed in `acme/invoice.py`"), since one
+file alone is the subject of many lessons."""
+
+SUBJECT_DEFAULT_MIN_NAMES = 2
+
+
+def subject_names(content: str, subjects: Subjects | None = None) -> frozenset[str]:
+    """What an entry names, as one set: its subjects' files, tests and commands when it
+    carries them, else the code spans and paths of its text (whitespace made single)."""
+
+    if subjects is not None and (subjects.files or subjects.tests):
+        named = [*subjects.files, *subjects.tests]
+    else:
+        spans = _CODE_SPAN_RE.findall(content)
+        named = [*spans, *_PATH_RE.findall(_CODE_SPAN_RE.sub(" ", content))]
+    return frozenset(" ".join(n.split()) for n in named if n.strip())
+
+
+def _same_subject(kind: str, a: frozenset[str], b: frozenset[str]) -> bool:
+    return a == b and len(a) >= SUBJECT_MIN_NAMES.get(kind, SUBJECT_DEFAULT_MIN_NAMES)
+
+
 def one_entry_per_subject(
-    candidates: list[Candidate], known: Iterable[KnownEntry]
+    candidates: list[Candidate],
+    known: Iterable[KnownEntry],
+    *,
+    folds: list[str] | None = None,
 ) -> list[Candidate]:
     """Candidates with duplicates folded, whichever engine proposed them: a candidate saying
-    what a known entry of its kind says becomes an update of that entry (its key); two
-    candidates of one kind that say the same words become one (both wordings unless one says
-    all the other does, every source and keyword). Two facts taken from one message ("Staging
-    moved to host-b; CI runs on runner-1") cite the same item and stay two. A ``forget`` is
-    left as it is."""
+    what a known entry of its kind says, or naming exactly what it names (the same command,
+    the same failing test in the same file: :func:`subject_names`), becomes an update of that
+    entry (its key); two candidates of one kind that say the same words, name the same
+    things or share a key become one (both wordings unless one says all the other does,
+    every source and keyword). Two facts taken from one message ("Staging moved to host-b;
+    CI runs on runner-1") cite the same item and stay two. A ``forget`` is left as it is.
 
-    known_words = [(k, _words(k.content)) for k in known]
+    Each fold is logged (INFO) and, when ``folds`` is given, said there for the change log."""
+
+    known_seen = [(k, _words(k.content), subject_names(k.content)) for k in known]
     out: list[Candidate] = []
     at: dict[str, int] = {}
     for cand in candidates:
@@ -414,10 +454,14 @@ def one_entry_per_subject(
             out.append(cand)
             continue
         words = _words(cand.content)
+        names = subject_names(cand.content, cand.subjects)
         key = cand.key
-        if not any(k.key == key for k, _ in known_words):
-            for entry, their in known_words:
-                if entry.kind == cand.kind and _same_words(words, their):
+        if not any(k.key == key for k, _, _ in known_seen):
+            for entry, their, named in known_seen:
+                if entry.kind == cand.kind and (
+                    _same_words(words, their)
+                    or _same_subject(cand.kind, subject_names(cand.content), named)
+                ):
                     key = entry.key
                     break
         if key not in at:
@@ -425,13 +469,31 @@ def one_entry_per_subject(
                 if (
                     other.action == "remember"
                     and other.kind == cand.kind
-                    and _same_words(words, _words(other.content))
+                    and other.personal == cand.personal
+                    and (
+                        _same_words(words, _words(other.content))
+                        or _same_subject(
+                            cand.kind, names, subject_names(other.content, other.subjects)
+                        )
+                    )
                 ):
                     key = other.key
                     break
         if key != cand.key and key in at and out[at[key]].action != "remember":
             key = cand.key  # never fold into a key this consolidation forgets
         index = at.get(key)
+        held = out[index] if index is not None else None
+        if key != cand.key or (
+            held is not None and (held.action, held.kind) == ("remember", cand.kind)
+        ):
+            note = (
+                f"{cand.key} folded into {key} (same subject)"
+                if key != cand.key
+                else f"{key}: two changes proposed, merged into one"
+            )
+            logger.info("memory change %s", note)
+            if folds is not None:
+                folds.append(note)
         if index is None:
             at[key] = len(out)
             out.append(cand.model_copy(update={"key": key}))

@@ -28,7 +28,7 @@ from agents.models.interface import Model, ModelProvider
 from agents.retry import ModelRetrySettings
 from agents.run import RunConfig
 from agents.strict_schema import ensure_strict_json_schema
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .. import bounded, spans
 from ..errors import SandboxMemoryError
@@ -95,13 +95,22 @@ class _CandidateOut(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    key: str
-    content: str
+    key: str = Field(
+        description="The subject's name (`invoice-tax-rounding`, `test-command`), the same "
+        "across runs; a known entry's key when this is about its subject (the candidate is "
+        "its new version); one candidate per key and per subject."
+    )
+    content: str = Field(
+        description="The lesson in one or two sentences, the whole of it as it stands now."
+    )
     kind: EntryKind
     sources: list[str]
     action: Literal["remember", "forget"]
     keywords: list[str]
-    subjects: _SubjectsOut
+    subjects: _SubjectsOut = Field(
+        description="What it is about; two candidates naming the same files and tests are "
+        "one subject and become one entry."
+    )
 
 
 class _ExtractionOutput(BaseModel):

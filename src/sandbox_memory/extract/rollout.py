@@ -714,7 +714,8 @@ async def _apply(
     spans.changes(len(accepted), rejected, rt.redactor)
     # One entry per subject, whichever engine proposed them: duplicates among the changes the
     # rules let through are folded, and one repeating a known entry updates it.
-    accepted = one_entry_per_subject(accepted, known)
+    folds: list[str] = []
+    accepted = one_entry_per_subject(accepted, known, folds=folds)
     if any(cand.key not in existing for cand in accepted):
         existing = await memory_keys(rt, conversation, accepted)
     # A shared lesson met again word for word is not copied into this conversation (its own
@@ -750,6 +751,7 @@ async def _apply(
         if rejected
         else []
     )
+    notes += folds
     notes += [
         f"{key} superseded (was: {one_line(superseded[key], SUPERSEDED_CHARS)})"
         for key in changed
