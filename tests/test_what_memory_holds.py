@@ -429,6 +429,35 @@ async def test_small_talk_and_requests_are_not_facts() -> None:
     assert [c for c in result.candidates if c.kind == "fact"] == []
 
 
+async def test_remarks_and_maxims_tied_to_no_one_are_not_facts() -> None:
+    segment, _ = _chat(
+        [
+            "Mel: I ran a charity race for mental health last Saturday.",
+            "Caroline: That charity race sounds great, Mel! Taking care of ourselves is vital. "
+            "What an inspiring cause to run for!",
+            "Mel: They gave every runner a medal. It was my first race in 5 years.",
+        ]
+    )
+
+    result = await extract([segment])
+
+    said = " ".join(c.content for c in result.candidates if c.kind == "fact")
+    assert "charity race for mental health" in said and "They gave every runner a medal" in said
+    assert "sounds great" not in said and "ourselves" not in said and "inspiring" not in said
+
+
+def test_a_remark_is_told_from_a_description() -> None:
+    from sandbox_memory.engines.conversation import only_reacts
+
+    names = frozenset({"mel", "caroline"})
+    assert only_reacts("That sounds like an intense game!", names=names)
+    assert only_reacts("Wow, Caroline, family love and support is the best!", names=names)
+    assert not only_reacts("That page has dialogues exploring loss and forgiveness.", names=names)
+    assert not only_reacts("They're doing great, learning commands.", names=names)
+    assert not only_reacts("We love having movie marathons with our friends.", names=names)
+    assert not only_reacts("Barcelona is a must-see, John.", names=names)
+
+
 async def test_what_a_person_says_about_themselves_stays_theirs(client, manifest) -> None:
     sandbox = await client.create(manifest=manifest)
     ana = ScriptedModel([[assistant_message("ok")], [assistant_message("ok")]])

@@ -233,6 +233,58 @@ def addresses_listener(sentence: str) -> bool:
     return not re.search(r"\d|(?<=\s)[A-Z][a-z]+", body)
 
 
+_PAST_RE = re.compile(
+    r"\b(?:\w+ed|was|were|had|did|went|made|took|got|saw|came|gave|met|ran|bought|found|"
+    r"told|said|felt|left|began|won|lost|wrote|read|sang|drew|built|sold|kept|brought|"
+    r"taught|thought|caught|heard|became|spent|grew|knew|ate|drove|flew|swam|fell|held|led)\b"
+    r"|\b(?:going to|gonna|'ll|will|next|tomorrow|tonight|soon|plan|planning)\b",
+    re.IGNORECASE,
+)
+"""Words that tie a sentence to an occasion: a past event or a plan."""
+
+_REMARK_RE = re.compile(
+    r"^(?:that(?:'s|\u2019s| is| was| sounds| looks| must)|what an?|how|such an?)\b", re.IGNORECASE
+)
+"""A remark on what the other person just said or showed ("That sounds intense!", "What a
+pic!"); "That page has dialogues on loss" describes the page."""
+
+_SPECIFIC = frozenset(
+    "it its it's itll they them their theirs theyre theyve he him his hes she her hers shes "
+    "this these those there".replace("'", "").split()
+)
+"""Words pointing at a particular thing or person the speaker is talking about: a sentence
+holding one describes it ("They're doing great", "It's about loss")."""
+
+_GENERIC = frozenset("ourselves everyone everybody lifes".split())
+"""Words of a maxim about everyone ("Taking care of ourselves is vital", "We can tackle
+life's challenges together!")."""
+
+
+def only_reacts(sentence: str, *, names: frozenset[str] = frozenset()) -> bool:
+    """Whether ``sentence`` only reacts or moralises, tied to no one and no occasion: no first
+    person singular, no one named (the people talking aside: "That race sounds great, Mel!"),
+    no number, no past event or plan; a remark on what was just said or shown ("That bowl is
+    gorgeous!") or a maxim ("Taking care of ourselves is vital.", "Family moments make life
+    awesome."). What happened is said by whoever it happened to, in their own entry."""
+
+    body = _OPENER_RE.sub("", sentence.strip())
+    words = _plain_words(body)
+    if any(w in FIRST_PERSON for w in words) or re.search(r"\d|\[", body):
+        return False
+    named = [
+        m.group(0)
+        for m in re.finditer(r"(?<=\s)[A-Z][a-z]+", " " + body[1:])
+        if m.group(0).lower() not in names
+    ]
+    if named or _PAST_RE.search(body):
+        return False
+    if any(w in _SPECIFIC for w in words):
+        return False  # "It's about loss and identity", "They eat insects": about their thing
+    vocative = any(w in names for w in words) or any(w in SECOND_PERSON for w in words)
+    generic = any(w in _GENERIC for w in words)
+    return vocative or generic or bool(_REMARK_RE.match(body))
+
+
 def condense(sentence: str) -> str:
     """``sentence`` without what carries no fact: openers and vocatives, and clauses made only
     of small talk ("... and it was so powerful"). Names, numbers, dates and every word of a
@@ -307,6 +359,7 @@ __all__ = [
     "is_first_person",
     "is_request",
     "looks_like_prose",
+    "only_reacts",
     "split_speaker",
     "states_a_fact",
     "tighten",

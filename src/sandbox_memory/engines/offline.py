@@ -74,6 +74,7 @@ from sandbox_memory.engines.conversation import (
     condense,
     content_words,
     is_first_person,
+    only_reacts,
     split_speaker,
     states_a_fact,
     tighten,
@@ -1212,6 +1213,7 @@ class _Rollout:
                 not kinds
                 and states_a_fact(sentence, min_words=minimum, names=names)
                 and not addresses_listener(sentence)
+                and not only_reacts(sentence, names=names)
             ):
                 stated.append(resolve_relative_dates(tighten(condense(sentence)), self._date))
                 owned = owned or is_first_person(sentence) or _is_we(sentence)
