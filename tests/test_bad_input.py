@@ -286,6 +286,10 @@ async def test_a_memory_model_reply_that_is_not_json_is_a_failed_attempt_and_wri
     assert any("attempt 1 of 5" in m for m in warnings_from(caplog))
 
 
+STEPS = "Run `make gen`, then `make test`."
+"""A procedure of two steps: it gets a skill folder, which a bad key must not place outside."""
+
+
 async def test_a_reply_naming_paths_outside_memory_writes_nothing_outside_and_bad_keys_are_rejected(
     client, manifest, workspace_root, tmp_path, caplog
 ) -> None:
@@ -295,13 +299,12 @@ async def test_a_reply_naming_paths_outside_memory_writes_nothing_outside_and_ba
     def escape(text: str) -> dict[str, Any]:
         user = item_id(text, "user")
         cands = [
-            {"key": k, "content": "Run make test.", "kind": "procedure", "sources": [user]}
-            for k in bad_keys
+            {"key": k, "content": STEPS, "kind": "procedure", "sources": [user]} for k in bad_keys
         ]
         cands.append(
             {
                 "key": "make-test",
-                "content": "Run make test.",
+                "content": STEPS,
                 "kind": "procedure",
                 "sources": [user],
             }
@@ -315,7 +318,7 @@ async def test_a_reply_naming_paths_outside_memory_writes_nothing_outside_and_ba
     await session(
         client,
         manifest,
-        [("Run the tests with make test.", answer("Done."))],
+        [("Run make gen, then the tests with make test.", answer("Done."))],
         memory=memory,
         conversation="../../etc/cron.d/evil",
     )

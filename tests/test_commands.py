@@ -322,11 +322,19 @@ async def test_refresh_with_generate_off_and_no_model_is_a_no_op(tmp_path: Path)
 
 
 async def test_layout_remember_renders_memory_files(mc, tmp_path: Path) -> None:
-    await mc.apply(
-        Remember(key="tests-first", content="Run the tests first.", kind="procedure"), expected=0
-    )
+    steps = "Run `make generate`, then the tests with `make check`."
+    await mc.apply(Remember(key="tests-first", content=steps, kind="procedure"), expected=0)
     assert "tests-first" in (tmp_path / "memories" / "MEMORY.md").read_text()
     assert (tmp_path / "memories" / "skills" / "tests-first" / "SKILL.md").exists()
+
+
+async def test_a_one_command_procedure_is_a_line_of_memory_md_not_a_skill(
+    mc, tmp_path: Path
+) -> None:
+    one = "Run the tests with `make check`."
+    await mc.apply(Remember(key="test-command", content=one, kind="procedure"), expected=0)
+    assert "test-command" in (tmp_path / "memories" / "MEMORY.md").read_text()
+    assert not (tmp_path / "memories" / "skills" / "test-command").exists()
 
 
 async def test_private_entry_is_not_written_to_shared_files(mc, tmp_path: Path) -> None:

@@ -763,7 +763,9 @@ async def test_a_remember_refused_for_a_link_where_it_renders_applies_nothing(
         place_link(workspace_root, target, outside)
         view = await memory.view(None)
         remember = Remember(
-            key="run-tests", content="Run the tests with `make check`.", kind="procedure"
+            key="run-tests",
+            content="Run `make gen`, then the tests with `make check`.",
+            kind="procedure",
         )
         with pytest.raises(MemoryPathError, match="symbolic link"):
             await memory.apply(remember, expected=view.version)
@@ -793,7 +795,9 @@ async def test_a_remember_whose_rendering_fails_after_its_commit_returns_what_wa
     (summary / "kept").write_text("not memory's")
     view = await memory.view(None)
     remember = Remember(
-        key="run-tests", content="Run the tests with `make check`.", kind="procedure"
+        key="run-tests",
+        content="Run `make gen`, then the tests with `make check`.",
+        kind="procedure",
     )
     with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
         after = await memory.apply(remember, expected=view.version)

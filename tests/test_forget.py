@@ -114,15 +114,14 @@ async def test_forgetting_a_learned_procedure_in_its_conversation_retracts_the_l
     client, manifest, workspace_root
 ) -> None:
     sandbox = await learn(client, manifest)
-    skill = workspace_root / "memories" / "skills" / PROCEDURE / "SKILL.md"
-    assert skill.exists() and (await MemoryClient(workspace_root).view()).entries[PROCEDURE]
+    assert (await MemoryClient(workspace_root).view()).entries[PROCEDURE]
 
     mc = MemoryClient(workspace_root)
     view = await mc.view("fix")
     await mc.apply(Forget(key=PROCEDURE), expected=view.version, conversation="fix")
 
     assert (await mc.view()).entries[PROCEDURE].status == "retracted"
-    assert not skill.exists() and PROCEDURE not in shown(workspace_root)
+    assert PROCEDURE not in shown(workspace_root)
     model = await next_run(client, sandbox, "other")
     assert "Run the tests with" not in instructions(model)
 

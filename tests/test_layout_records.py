@@ -16,6 +16,7 @@ from sandbox_memory.consolidate.selection import displayed_entries
 from sandbox_memory.render.files import (
     LayoutRendering,
     RolloutRef,
+    is_skill,
     render_memory_md,
     render_summary_file,
 )
@@ -113,11 +114,7 @@ def test_the_rendering_kept_entry_by_entry_equals_rendering_everything(
         assert rendering.summary_file(refs, budget) == render_summary_file(everything, refs, budget)
         assert rendering.prompt_keys(budget) <= set(layout)
         assert rendering.prompt_index(budget, layout) == full_prompt_index(everything, budget)
-        wanted = {
-            k
-            for k, e in layout.items()
-            if e.kind == "procedure" and e.status == "active" and e.person is None
-        }
+        wanted = {k for k, e in layout.items() if e.status == "active" and is_skill(e)}
         assert set(rendering.skills) == wanted
 
 

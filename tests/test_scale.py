@@ -289,10 +289,11 @@ async def test_phase_two_writes_a_skill_only_when_its_content_changed(tmp_path: 
 
     client = MemoryClient(tmp_path, generate=MemoryGenerateConfig(engine="offline"))
     view = await client.apply(
-        Remember(key="run-tests", content="Run `make test`.", kind="procedure"), expected=0
+        Remember(key="run-tests", content="Run `make gen`, then `make test`.", kind="procedure"),
+        expected=0,
     )
     view = await client.apply(
-        Remember(key="deploy", content="Run `make deploy`.", kind="procedure"),
+        Remember(key="deploy", content="Run `make check` before `make deploy`.", kind="procedure"),
         expected=view.version,
     )
     skills = tmp_path / "memories/skills"
@@ -306,7 +307,11 @@ async def test_phase_two_writes_a_skill_only_when_its_content_changed(tmp_path: 
     before = stamps()
     assert sorted(before) == ["deploy", "run-tests"]
     await client.apply(
-        Remember(key="deploy", content="Run `make deploy` from main.", kind="procedure"),
+        Remember(
+            key="deploy",
+            content="Run `make check` before `make deploy` from main.",
+            kind="procedure",
+        ),
         expected=view.version,
     )
     after = stamps()
@@ -359,7 +364,8 @@ async def test_a_forgotten_procedure_takes_its_skill_folder_with_it(tmp_path: Pa
 
     client = MemoryClient(tmp_path, generate=MemoryGenerateConfig(engine="offline"))
     view = await client.apply(
-        Remember(key="deploy", content="Run `make deploy`.", kind="procedure"), expected=0
+        Remember(key="deploy", content="Run `make check`, then `make deploy`.", kind="procedure"),
+        expected=0,
     )
     skills = tmp_path / "memories" / "skills"
     (skills / "hand-written").mkdir()

@@ -192,6 +192,39 @@ def render_summary_file(entries: Iterable[Entry], rollouts: list[RolloutRef], bu
     return summary_tail(lines, left_out, rollouts)
 
 
+SKILL_MIN_STEPS = 2
+"""Steps (commands, numbered lines, or a command and a step it must come before or after) that
+make a procedure a skill: one command is its entry's line in ``MEMORY.md`` already."""
+
+SKILL_MIN_RUNS = 2
+"""Conversations whose items a procedure cites that make it a skill whatever its length: what
+several runs taught is worth a page of its own."""
+
+_SKILL_SPAN_RE = re.compile(r"`([^`\n]+)`")
+_SKILL_LIST_RE = re.compile(r"^\s*(?:\d+[.)]|[-*])\s+\S", re.MULTILINE)
+_SKILL_ORDER_RE = re.compile(r"\b(?:then|before|after|first|once|followed by|until)\b", re.I)
+
+
+def procedure_steps(content: str) -> int:
+    """How many steps a procedure's text names: its distinct commands (code spans) or list
+    lines, one more when it orders a command against another step ("Run `make gen` before the
+    tests")."""
+
+    spans = {" ".join(s.split()) for s in _SKILL_SPAN_RE.findall(content)}
+    steps = max(len(spans), len(_SKILL_LIST_RE.findall(content)))
+    return steps + 1 if len(spans) == 1 and _SKILL_ORDER_RE.search(content) else steps
+
+
+def is_skill(entry: Entry) -> bool:
+    """Whether a layout entry gets a ``skills/<key>/SKILL.md``: a shared procedure of several
+    steps, or one learned over several runs; a single command stays a line of ``MEMORY.md``."""
+
+    if entry.kind != "procedure" or entry.person is not None:
+        return False
+    runs = {source.conversation for source in entry.sources}
+    return procedure_steps(entry.content) >= SKILL_MIN_STEPS or len(runs) >= SKILL_MIN_RUNS
+
+
 def render_skill(entry: Entry) -> str:
     refs = ", ".join(f"{s.conversation}#{s.item}" for s in entry.sources)
     return (
@@ -338,7 +371,7 @@ class LayoutRendering:
             row = _own_row(entry)
             if row is not None:
                 own[entry.key] = row
-                if entry.kind == "procedure" and entry.person is None:
+                if is_skill(entry):
                     skills[entry.key] = skill_digest(entry)
 
     def finish_rebuild(self, registry_groups: Mapping[str, list[Entry]]) -> set[str]:
@@ -380,7 +413,7 @@ class LayoutRendering:
                 self._own.pop(key, None)
             else:
                 self._own[key] = row
-            if entry is not None and row is not None and row[1] == "procedure" and row[2] is None:
+            if entry is not None and row is not None and is_skill(entry):
                 self.skills[key] = skill_digest(entry)
             else:
                 self.skills.pop(key, None)
