@@ -1712,30 +1712,35 @@ _RETELLING_WORDS = frozenset(
 _CLAUSE_END_RE = re.compile(r"(?<=[.!?;:])\s+")
 
 
-def _clauses(text: str) -> list[str]:
-    """``text`` cut after each ``.``, ``!``, ``?``, ``;`` and ``:`` followed by a space, never
-    inside a code span."""
+_SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+")
 
+
+def _clauses(text: str, *, within: bool = True) -> list[str]:
+    """``text`` cut after each ``.``, ``!``, ``?`` and, ``within`` sentences, ``;`` and ``:``
+    followed by a space, never inside a code span."""
+
+    end = _CLAUSE_END_RE if within else _SENTENCE_END_RE
     out = [""]
     for part in re.split(r"(`[^`]*`)", text):
         if part.startswith("`") and part.endswith("`") and len(part) > 1:
             out[-1] += part
             continue
-        pieces = _CLAUSE_END_RE.split(part)
+        pieces = end.split(part)
         out[-1] += pieces[0]
         out += pieces[1:]
     return [c.strip() for c in out if c.strip()]
 
 
-def _beyond(account: str, said: str) -> str:
+def _beyond(account: str, said: str, *, clauses: bool = True) -> str:
     """The clauses of ``account`` (the agent's own account of its work: why a fix works, what
     a run found) that say something ``said`` (the lesson as the run's actions tell it) does
     not, at least :data:`MIN_NEW_CLAUSE_WORDS` words of their own, each ending as a
-    sentence."""
+    sentence. ``clauses=False`` weighs whole sentences (a run's result: "..., all tests pass"
+    is how it was checked when nothing else says so)."""
 
     known = _stems(_words(said)) | _RETELLING_WORDS
     kept: list[str] = []
-    for clause in _clauses(account):
+    for clause in _clauses(account, within=clauses):
         new = _stems(_subject_words(clause)) - known
         if len(new) >= MIN_NEW_CLAUSE_WORDS:
             kept.append(clause)
@@ -2274,7 +2279,7 @@ def _work_lessons(
                     sources += [i for r in rest.values() for i in r.ids]
                     keywords += [p.rsplit("/", 1)[-1] for p in rest]
                     touched.update(rest)
-            news = _beyond(conclusion[0], content) if conclusion is not None else ""
+            news = _beyond(conclusion[0], content, clauses=False) if conclusion is not None else ""
             if conclusion is not None and news:
                 result = f" Result: {news}"
                 if len(content) + len(result) <= LESSON_CHARS:
@@ -2302,7 +2307,9 @@ def _work_lessons(
         changes = _files_candidate(rollout, files, slug, resolver)
         if changes is None:
             return out
-        news = _beyond(conclusion[0], changes.content) if conclusion is not None else ""
+        news = (
+            _beyond(conclusion[0], changes.content, clauses=False) if conclusion is not None else ""
+        )
         if conclusion is not None and news:
             result = f" Result: {news}"
             if len(changes.content) + len(result) <= LESSON_CHARS:
