@@ -196,10 +196,6 @@ SKILL_MIN_STEPS = 2
 """Steps (commands, numbered lines, or a command and a step it must come before or after) that
 make a procedure a skill: one command is its entry's line in ``MEMORY.md`` already."""
 
-SKILL_MIN_RUNS = 2
-"""Conversations whose items a procedure cites that make it a skill whatever its length: what
-several runs taught is worth a page of its own."""
-
 _SKILL_SPAN_RE = re.compile(r"`([^`\n]+)`")
 _SKILL_LIST_RE = re.compile(r"^\s*(?:\d+[.)]|[-*])\s+\S", re.MULTILINE)
 _SKILL_ORDER_RE = re.compile(r"\b(?:then|before|after|first|once|followed by|until)\b", re.I)
@@ -217,12 +213,13 @@ def procedure_steps(content: str) -> int:
 
 def is_skill(entry: Entry) -> bool:
     """Whether a layout entry gets a ``skills/<key>/SKILL.md``: a shared procedure of several
-    steps, or one learned over several runs; a single command stays a line of ``MEMORY.md``."""
+    steps; a single command stays a line of ``MEMORY.md``. Decided by what the procedure says,
+    never by its citations: which of several equal statements an entry cites is a tie that a
+    close interrupted and run again may settle differently."""
 
     if entry.kind != "procedure" or entry.person is not None:
         return False
-    runs = {source.conversation for source in entry.sources}
-    return procedure_steps(entry.content) >= SKILL_MIN_STEPS or len(runs) >= SKILL_MIN_RUNS
+    return procedure_steps(entry.content) >= SKILL_MIN_STEPS
 
 
 def render_skill(entry: Entry) -> str:
