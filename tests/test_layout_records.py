@@ -16,6 +16,7 @@ from sandbox_memory.consolidate.selection import displayed_entries
 from sandbox_memory.render.files import (
     LayoutRendering,
     RolloutRef,
+    SavedRows,
     is_skill,
     render_memory_md,
     render_summary_file,
@@ -65,10 +66,10 @@ op = st.one_of(
 @given(
     steps=st.lists(op, min_size=1, max_size=25),
     budget=st.integers(20, 400),
-    told=st.booleans(),
+    told=st.sampled_from(["keys", "everything", "saved"]),
 )
 def test_the_rendering_kept_entry_by_entry_equals_rendering_everything(
-    steps: list[Any], budget: int, told: bool
+    steps: list[Any], budget: int, told: str
 ) -> None:
     layout: dict[str, Entry] = {}
     groups: dict[str, list[Entry]] = {}
@@ -104,8 +105,13 @@ def test_the_rendering_kept_entry_by_entry_equals_rendering_everything(
             ]
         elif step[0] == "drop":
             groups = {r: g for r, g in groups.items() if r != step[1]}
-        # Told which keys changed (the store's own commits), or every entry taken in again.
-        if told:
+        # Told which keys changed (the store's own commits), or every entry taken in again, or
+        # (a new process) the rendering saved by the last one taken up, then told.
+        if told == "saved":
+            saved = SavedRows.model_validate_json(rendering.saved().model_dump_json())
+            rendering = LayoutRendering()
+            rendering.restore(saved, groups)
+        if told != "everything":
             rendering.update({k: layout.get(k) for k in keys}, groups)
         else:
             rendering.rebuild(layout.values(), groups)
@@ -598,3 +604,144 @@ async def test_memory_md_is_compared_in_chunks_and_written_only_when_it_differs(
     path.write_bytes(edited)
     await MemoryClient(tmp_path, generate=config).runtime.render_current()
     assert path.read_bytes() == rendered
+
+
+async def test_a_new_process_takes_up_the_saved_rendering_and_renders_what_a_full_render_does(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Remember, Forget and closes, each in a new client (a new process): each takes up the
+    rendering the last one saved (``store/rendering.json``) and brings it up to date with the
+    keys changed since; ``MEMORY.md``, the summary and the prompt index are those of rendering
+    every entry again."""
+
+    import sandbox_memory.render.step as render_module
+    from sandbox_memory import Forget, MemoryClient, MemoryGenerateConfig, Remember
+    from sandbox_memory.render.step import Renderer
+    from shared_flow import lesson, run_payload
+
+    monkeypatch.setattr(render_module, "SAVE_AFTER_COMMITS", 3)  # saved, and taken up behind
+    monkeypatch.setattr(render_module, "SAVE_FROM_ENTRIES", 10)
+    _old_store(tmp_path, 60, version=1)
+    await adopt_store(tmp_path)
+    config = MemoryGenerateConfig(engine="offline")
+    restored: list[int] = []
+    take_up = Renderer._restore
+
+    async def counting(self: Renderer, registry: Registry) -> str:
+        stamp = await take_up(self, registry)
+        restored.append(bool(stamp))
+        return stamp
+
+    monkeypatch.setattr(Renderer, "_restore", counting)
+    mem = tmp_path / "memories"
+    steps: list[tuple[str, int]] = [
+        *(("remember", i) for i in range(4)),
+        ("forget", 1),
+        ("close", 0),
+        ("forget", 0),
+        ("remember", 9),
+        ("close", 1),
+        ("forget", 9),
+        ("forget_layout", 7),
+    ]
+    for verb, i in steps:
+        client = MemoryClient(tmp_path, generate=config)
+        if verb == "close":
+            rt = client.runtime
+            await rt.record(run_payload(lesson(f"tag{i}")), rollout_id=f"conv-new-{i}")
+            await rt.close()
+            continue
+        view = await client.view()
+        if verb == "remember":
+            command: Remember | Forget = Remember(
+                key=f"saved-{i}", content=f"Fact {i} kept between processes.", kind="fact"
+            )
+        else:
+            command = Forget(key=f"saved-{i}" if verb == "forget" else f"entry-{i:04d}")
+        await client.apply(command, expected=view.version)
+    assert sum(restored) >= len(steps) - 1  # every new process but the first took it up
+    rendered = {name: (mem / name).read_bytes() for name in ("MEMORY.md", "memory_summary.md")}
+    prompt = (mem / "store" / "prompt.json").read_bytes()
+    # A full render of the same records (no saved rendering to take up) writes the same bytes.
+    for name in ("store/rendering.json", "store/rendered.json", "MEMORY.md", "memory_summary.md"):
+        (mem / name).unlink()
+    monkeypatch.setattr(Renderer, "_restore", take_up)
+    await MemoryClient(tmp_path, generate=config).runtime.render_current()
+    for name, data in rendered.items():
+        assert (mem / name).read_bytes() == data, name
+    assert (mem / "store" / "prompt.json").read_bytes() == prompt
+    assert b"saved-9" not in rendered["MEMORY.md"] and b"saved-3" in rendered["MEMORY.md"]
+    assert b"entry-0007" not in rendered["MEMORY.md"] and b"entry-0008" in rendered["MEMORY.md"]
+
+
+async def test_a_saved_rendering_edited_in_the_workspace_is_refused_and_everything_rendered(
+    tmp_path: Path, caplog, monkeypatch
+) -> None:
+    """``store/rendering.json`` is workspace data the agent's tools can write: one whose seal
+    does not verify is set aside (WARNING), and the files are rendered from every entry."""
+
+    import sandbox_memory.render.step as render_module
+    from sandbox_memory import MemoryClient, MemoryGenerateConfig, Remember
+
+    monkeypatch.setattr(render_module, "SAVE_FROM_ENTRIES", 10)
+    _old_store(tmp_path, 40, version=1)
+    await adopt_store(tmp_path)
+    config = MemoryGenerateConfig(engine="offline")
+    client = MemoryClient(tmp_path, generate=config)
+    view = await client.view()
+    await client.apply(Remember(key="kept", content="A fact.", kind="fact"), expected=view.version)
+    mem = tmp_path / "memories"
+    saved = mem / "store" / "rendering.json"
+    expected = (mem / "MEMORY.md").read_bytes()
+    # The line of entry-0003 says something else, the seal left as it was.
+    forged = saved.read_bytes().replace(b"Fact 3 about the parser.", b"Fact 3 is forged here.")
+    assert forged != saved.read_bytes()
+    saved.write_bytes(forged)
+    (mem / "MEMORY.md").unlink()
+    await MemoryClient(tmp_path, generate=config).runtime.render_current()
+    assert (mem / "MEMORY.md").read_bytes() == expected
+    assert any(p.name.startswith("rendering.json.unsealed-") for p in (mem / "store").iterdir())
+    assert "rendering.json" in caplog.text
+
+
+async def test_a_layout_view_parses_an_entry_when_asked_and_keeps_what_it_saw(
+    tmp_path: Path,
+) -> None:
+    from pydantic import BaseModel
+
+    from sandbox_memory import Forget, MemoryClient, MemoryGenerateConfig, Remember
+
+    entries = _old_store(tmp_path, 300, version=1)
+    await adopt_store(tmp_path)
+    client = MemoryClient(tmp_path, generate=MemoryGenerateConfig(engine="offline"))
+    async with client.runtime.write_lock():
+        await client.runtime.consolidate_layout()  # split into shards, rendered
+    parsed: list[int] = []
+    validate = Entry.model_validate_json
+
+    def counting(data: Any, **kw: Any) -> BaseModel:
+        parsed.append(1)
+        return validate(data, **kw)
+
+    reader = MemoryClient(tmp_path)
+    try:
+        Entry.model_validate_json = counting  # type: ignore[method-assign]
+        view = await reader.view()
+        assert view.entries["entry-0005"] == entries["entry-0005"]
+        assert len(parsed) == 1
+    finally:
+        Entry.model_validate_json = validate  # type: ignore[method-assign]
+    await client.apply(Forget(key="entry-0010"), expected=view.version)
+    after = await client.apply(
+        Remember(key="new-one", content="New.", kind="fact"), expected=view.version + 1
+    )
+    # The first view is what layout memory was when it was read.
+    assert view.entries["entry-0010"].status == "active" and "new-one" not in view.entries
+    assert dict(view.entries) == {k: e for k, e in entries.items()}
+    assert after.entries["entry-0010"].status == "retracted" and "new-one" in after.entries
+    assert dict(await reader.view_for(person="ana")).keys() >= {"version", "entries"}
+    assert "entry-0001" in (await reader.view()).entries  # ana's, seen by the host
+    bo = MemoryClient(tmp_path, person="bo")
+    assert "entry-0001" not in (await bo.view()).entries
+    assert len((await bo.view()).entries) == len(after.entries) - 1
+    assert json.loads(view.model_dump_json())["entries"]["entry-0005"]["key"] == "entry-0005"

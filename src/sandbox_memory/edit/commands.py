@@ -12,10 +12,11 @@ import contextlib
 import json
 import logging
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_serializer
 
 from .. import bounded
 from ..config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
@@ -120,7 +121,13 @@ class ConversationView(BaseModel):
 
 class LayoutView(BaseModel):
     version: int
-    entries: dict[str, Entry]
+    entries: Mapping[str, Entry]
+    """Read only; each entry is parsed when first asked for (a view of 20,000 entries whose
+    caller wants its version or one key parses one entry)."""
+
+    @field_serializer("entries")
+    def _entries(self, entries: Mapping[str, Entry]) -> dict[str, Entry]:
+        return dict(entries)
 
 
 class ConversationSummary(BaseModel):
@@ -500,11 +507,9 @@ class MemoryClient:
     async def _local_view(self, conversation: str | None) -> ConversationView | LayoutView:
         await self._defaults()
         if conversation is None:
-            # Parsed once per change (the store's cache); the entries are read only.
-            layout = await self.store.layout_for_reading()
-            return LayoutView.model_construct(
-                version=layout.version, entries=self._own(dict(layout.entries))
-            )
+            # Each entry parsed when asked for (most callers want the version, or one key).
+            version, entries = await self.store.layout_view(person=self.person, acting=self.acting)
+            return LayoutView.model_construct(version=version, entries=entries)
         return await self._conversation_view(safe_rollout_id(conversation))
 
     async def _conversation_view(self, rid: str) -> ConversationView:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import gc
 import hashlib
 import json
 import re
@@ -15,6 +16,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+
+from pydantic import BaseModel
 
 from ..stores.files import Entry, RolloutProgress
 
@@ -310,6 +313,21 @@ def _own_row(entry: Entry) -> _Own | None:
     return (entry.updated_at, entry.kind, entry.person, line, len(short))
 
 
+class SavedRows(BaseModel):
+    """A :class:`LayoutRendering` as saved between processes (:meth:`LayoutRendering.saved`):
+    per active layout entry, in parallel lists, what the rendering keeps of it."""
+
+    keys: list[str]
+    updated_at: list[int]
+    kinds: list[str]
+    persons: list[str | None]
+    lines: list[str]
+    short: list[int]
+    """Length of each line without its sources."""
+    skill_keys: list[str]
+    skill_digests: list[str]
+
+
 class LayoutRendering:
     """What memory shows, kept up to date entry by entry: the rendered files come out
     byte-identical to rendering every entry again (:func:`render_memory_md`,
@@ -393,6 +411,79 @@ class LayoutRendering:
         for group in (*self._by_kind.values(), *self._by_person.values()):
             group.sort()
         return before | keys
+
+    # ------------------------------------------------------------ saved state
+
+    @property
+    def size(self) -> int:
+        """Active layout entries taken in."""
+
+        return len(self._own)
+
+    def saved(self) -> SavedRows:
+        """What :meth:`restore` needs to hold this rendering again in another process: every
+        active layout entry's row (see :data:`_Own`) and the skills' digests, as flat lists
+        (parsed back without a Python step per entry). The registry is not in it: it is small
+        and read whole at every render."""
+
+        rows = list(self._own.values())
+        return SavedRows(
+            keys=list(self._own),
+            updated_at=[r[0] for r in rows],
+            kinds=[r[1] for r in rows],
+            persons=[r[2] for r in rows],
+            lines=[r[3] for r in rows],
+            short=[r[4] for r in rows],
+            skill_keys=list(self.skills),
+            skill_digests=list(self.skills.values()),
+        )
+
+    def restore(self, rows: SavedRows, registry_groups: Mapping[str, list[Entry]]) -> None:
+        """Hold the rendering :meth:`saved` gave, with the registry as it is now: the state
+        :meth:`rebuild` reaches from the entries the rows were made of, without parsing one.
+        Raises ``ValueError`` for lists of different lengths."""
+
+        # Every object made here lives as long as the rendering: a collection while they are
+        # made would only walk them again (it doubled the time of this at 20,000 entries).
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            self._restore(rows, registry_groups)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _restore(self, rows: SavedRows, registry_groups: Mapping[str, list[Entry]]) -> None:
+        lists = (rows.updated_at, rows.kinds, rows.persons, rows.lines, rows.short)
+        if any(len(x) != len(rows.keys) for x in lists) or len(rows.skill_keys) != len(
+            rows.skill_digests
+        ):
+            raise ValueError("its lists are not of one length")
+        own: dict[str, _Own] = dict(zip(rows.keys, zip(*lists, strict=True), strict=True))
+        self._own = own
+        self.skills = dict(zip(rows.skill_keys, rows.skill_digests, strict=True))
+        self._next = ({}, {})
+        shared = {k: r for k, r in own.items() if r[2] is None}
+        self.winners = {k: (r, None, r[0], r[1]) for k, r in shared.items()}
+        self._line = {k: (r[3], r[4]) for k, r in shared.items()}
+        self._shared = sorted([(r[0], k) for k, r in shared.items()])
+        self._by_kind = {kind: [] for kind in KIND_TITLES}
+        for stamp in self._shared:
+            group = self._by_kind.get(shared[stamp[1]][1])
+            if group is not None:
+                group.append(stamp)
+        self.private, self._private_short, self._by_person = {}, {}, {}
+        for key, row in own.items():
+            if row[2] is not None:
+                self.private[key] = (row[0], row[2])
+                self._private_short[key] = row[3]
+                self._by_person.setdefault(row[2], []).append((row[0], key))
+        for group in self._by_person.values():
+            group.sort()
+        # The registry's shown entries over the layout's (as :meth:`finish_rebuild` decides).
+        self._registry = _registry_candidates(registry_groups)
+        for key in self._registry:
+            self._refresh(key)
 
     def update(
         self,

@@ -18,6 +18,8 @@ import json
 import logging
 from collections.abc import Iterable, Mapping
 
+from pydantic import BaseModel
+
 from .. import bounded
 from ..consolidate.selection import select_rollouts
 from ..record.segments import rollout_path
@@ -27,6 +29,7 @@ from ..workspace import Workspace
 from .files import (
     LayoutRendering,
     RolloutRef,
+    SavedRows,
     entry_line,
     newest_first,
     render_skill,
@@ -36,6 +39,36 @@ logger = logging.getLogger("sandbox_memory")
 
 RENDERED_FILES = ("MEMORY.md", "memory_summary.md", "raw_memories.md", "phase_two_selection.json")
 """The views phase 2 renders under ``memories/`` (besides ``skills/``)."""
+
+SAVED_FORMAT = 1
+"""Shape of ``store/rendering.json`` (:class:`SavedRendering`); another is not read."""
+
+SAVE_AFTER_COMMITS = 16
+"""Layout commits after which the saved rendering is written again. Writing it costs every
+entry's line (3.4 MB at 20,000 entries); a new process that takes up an older one reads again
+the entries changed since (named by the sealed head, which keeps the last 64 commits), so it
+is written once every few commands, not at each one."""
+
+SAVE_FROM_ENTRIES = 200
+"""Active layout entries from which the rendering is saved at all: a new process renders a
+smaller layout memory from every entry in about the time one more record write takes."""
+
+SAVE_AFTER_KEYS = 64
+"""Entries changed since the saved rendering after which it is written again (each one is
+read from its shard by the next process that takes it up)."""
+
+
+class SavedRendering(BaseModel):
+    """``store/rendering.json``: the rendering of one layout memory (its change stamp), saved
+    by a process for the next (:meth:`Renderer.render`), sealed like memory's other records."""
+
+    format: int
+    layout_stamp: str
+    layout_version: int
+    prompt: dict[str, str]
+    """The entries ``store/prompt.json`` was rendered from, as JSON (see ``Renderer._prompt``)."""
+    rows: SavedRows
+
 
 SKILL_MARK = "\nLearned from: "
 """In every ``SKILL.md`` rendered from the store: hand-written skills (or the SDK's) lack it."""
@@ -112,6 +145,10 @@ class Renderer:
         """A rollout's notes were rewritten in place (a Forget): render even from the same
         inputs."""
         self._stamp_rendered = ""
+        self._saved_stamp = ""
+        self._saved_version = 0
+        """Layout memory's stamp of the rendering in ``store/rendering.json`` (as this process
+        last wrote or read it)."""
         """Layout memory's stamp the rendering model holds."""
         self._prompt: tuple[str, dict[str, str]] = ("", {})
         """The entries ``store/prompt.json`` was last rendered from (as JSON: a few hundred
@@ -130,6 +167,7 @@ class Renderer:
             *(f"{mdir}/{name}" for name in RENDERED_FILES),
             self.stamp_path,
             self.skills_path,
+            self.saved_path,
             *(f"{mdir}/skills/{key}/SKILL.md" for key in keys),
         ]
 
@@ -140,6 +178,56 @@ class Renderer:
     @property
     def skills_path(self) -> str:
         return f"{self.state.store.dir}/skills.json"
+
+    @property
+    def saved_path(self) -> str:
+        return f"{self.state.store.dir}/rendering.json"
+
+    async def _restore(self, registry: Registry) -> str:
+        """Take up the rendering the last process saved (``store/rendering.json``, sealed:
+        the agent's tools cannot forge one); returns the layout stamp it holds, ``""`` when
+        there is none to take up (then every entry is taken in again).
+
+        Only its seal is trusted, not its age: an older saved rendering put back is a true
+        rendering of an earlier layout memory, and the keys changed since are read again
+        (from the sealed head's list of commits, :meth:`MemoryStore.layout_changes`)."""
+
+        store = self.state.store
+        raw, _ = await store.read_record(self.saved_path)
+        if raw is None:
+            return ""
+        try:
+            bounded.check_size(raw, limit=bounded.MAX_STATE_BYTES, what=self.saved_path)
+            saved = SavedRendering.model_validate_json(raw)
+            if saved.format != SAVED_FORMAT:
+                return ""
+            self.model.restore(saved.rows, registry.conversations)
+        except ValueError as exc:  # pydantic's ValidationError included
+            logger.warning(
+                "memory could not take up %s (%s); every entry is rendered again",
+                self.saved_path,
+                exc,
+            )
+            self.model = LayoutRendering()
+            return ""
+        stamp, prompt = saved.layout_stamp, saved.prompt
+        self._prompt = (stamp, prompt)
+        self._saved_stamp, self._saved_version = stamp, saved.layout_version
+        return stamp
+
+    async def _save(self, layout_stamp: str, version: int) -> None:
+        """Save the rendering of layout stamp ``layout_stamp`` for the next process (sealed)."""
+
+        saved = SavedRendering(
+            format=SAVED_FORMAT,
+            layout_stamp=layout_stamp,
+            layout_version=version,
+            prompt=self._prompt[1] if self._prompt[0] == layout_stamp else {},
+            rows=self.model.saved(),
+        )
+        data = saved.model_dump_json().encode("utf-8")
+        await self.state.store.write_record(self.saved_path, data)
+        self._saved_stamp, self._saved_version = layout_stamp, version
 
     async def render_current(self) -> None:
         """Render ``MEMORY.md``, the summary and skills from the stored state as it is."""
@@ -205,7 +293,9 @@ class Renderer:
         mdir = st.layout.memories_dir
         checked, self.memory_md_checked = self.memory_md_checked, False
         # Layout memory's change stamp (its head): the same stamp, the same entries.
-        layout_stamp = (await store.layout_head()).stamp if layout is None else ""
+        head = await store.layout_head()
+        layout_stamp = head.stamp if layout is None else ""
+        layout_version = head.version
         refs = [RolloutRef(rollout_id=rid, progress=p) for rid, p in selected]
         budget = st.summary_budget
         limit = st.generate.max_raw_memories_for_consolidation
@@ -257,11 +347,18 @@ class Renderer:
         # read; else every entry is taken in again, a shard at a time (the rendering keeps a
         # line per entry, not the entries).
         rendered_from = self._stamp_rendered
+        if not rendered_from and layout is None and layout_stamp:
+            # A new process: the rendering the last one saved, brought up to date below.
+            rendered_from = await self._restore(registry)
         known = (
             store.layout_changed_keys(rendered_from, layout_stamp)
             if layout_stamp and rendered_from
             else None
         )
+        if known is None and layout_stamp and rendered_from:
+            # Commits of other processes: the sealed head names the keys each changed.
+            now, named = await store.layout_changes(rendered_from)
+            known = named if now == layout_stamp else None
         if layout is not None:
             changed = self.model.rebuild(layout.entries.values(), registry.conversations)
             changed |= set(skills)  # a skill rendered before whose procedure is gone goes
@@ -332,6 +429,8 @@ class Renderer:
             else ("", {})
         )
         await put("store/prompt.json", self.model.prompt_index(2 * budget, entries))
+        if layout_stamp and layout_stamp != self._saved_stamp:
+            await self._save_when_behind(layout_stamp, layout_version)
         stamp_doc = {
             "memory_md_sha256": memory_digest,
             "memory_md_tail": memory_tail,
@@ -342,6 +441,19 @@ class Renderer:
         if stamp != stamp_doc:
             await store.write_state(self.stamp_path, json.dumps(stamp_doc).encode())
         self.state.memory_md_seen = memory_digest  # a run's change is judged from here on
+
+    async def _save_when_behind(self, layout_stamp: str, version: int) -> None:
+        """Save the rendering when the saved one is :data:`SAVE_AFTER_COMMITS` commits or
+        :data:`SAVE_AFTER_KEYS` changed entries behind (or cannot be brought up to date), and
+        layout memory holds :data:`SAVE_FROM_ENTRIES` active entries or more."""
+
+        if self.model.size < SAVE_FROM_ENTRIES:
+            return
+        if self._saved_stamp and version - self._saved_version < SAVE_AFTER_COMMITS:
+            now, keys = await self.state.store.layout_changes(self._saved_stamp)
+            if now == layout_stamp and keys is not None and len(keys) < SAVE_AFTER_KEYS:
+                return
+        await self._save(layout_stamp, version)
 
     def source_changed(self, rollout_id: str) -> None:
         """The raw notes of ``rollout_id`` were rewritten without new extraction (a Forget

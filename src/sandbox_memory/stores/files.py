@@ -37,7 +37,15 @@ import re
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass
 from json.decoder import scanstring as _scanstring  # type: ignore[attr-defined]
 from typing import TYPE_CHECKING, Any, Literal, Protocol, Self
@@ -403,6 +411,19 @@ class MemoryStore(abc.ABC):
     async def layout_for_reading(self) -> LayoutMemory:
         """All of layout memory, to read, never to change: parsed again only where its records
         changed since the last call (a shard whose bytes are the same is not parsed again)."""
+
+    async def layout_view(
+        self, *, person: str | None = None, acting: bool = False
+    ) -> tuple[int, Mapping[str, Entry]]:
+        """Layout memory's version and its entries, to read, never to change; with
+        ``acting``, only those that exist for ``person`` (:meth:`Entry.exists_for`). A backend
+        may parse each entry only when it is asked for (:class:`Store` does)."""
+
+        whole = await self.layout_for_reading()
+        entries = whole.entries
+        if acting:
+            entries = {k: e for k, e in entries.items() if e.exists_for(person)}
+        return whole.version, entries
 
     async def layout_changes(self, since: str) -> tuple[str, set[str] | None]:
         """Layout memory's stamp now, and the keys of the entries that may differ from what
@@ -848,6 +869,93 @@ def _entry_lines(raw: bytes) -> dict[str, str]:
     return found
 
 
+class LayoutEntries(Mapping[str, Entry]):
+    """Layout memory's entries as one head holds them, each parsed when first asked for: a
+    view of 20,000 entries costs reading their shards, and a caller that looks up one key (or
+    only wants the version) parses one entry, not all of them.
+
+    Holds the shards' bytes as read (a later commit does not change it). With ``acting``, only
+    the entries that exist for ``person`` (:meth:`Entry.exists_for`).
+    """
+
+    def __init__(
+        self,
+        shards: Mapping[int, bytes | dict[str, Entry]],
+        put: Mapping[str, Entry],
+        gone: Iterable[str],
+        *,
+        person: str | None = None,
+        acting: bool = False,
+        on_error: Callable[[int, str], None] | None = None,
+    ) -> None:
+        self._shards = shards
+        """Shard -> its bytes one entry a line, or its entries parsed (an earlier format)."""
+        self._put = put
+        self._gone = frozenset(gone)
+        self._person = person
+        self._acting = acting
+        self._on_error = on_error
+        self._parsed: dict[str, Entry | None] = {}
+        self._keys: list[str] | None = None
+
+    def _lookup(self, key: str) -> Entry | None:
+        if key in self._parsed:
+            return self._parsed[key]
+        entry: Entry | None
+        if key in self._put:
+            entry = self._put[key]
+        elif key in self._gone:
+            entry = None
+        else:
+            sid = layout_shard(key)
+            shard = self._shards.get(sid)
+            if isinstance(shard, dict):
+                entry = shard.get(key)
+            else:
+                line = None if shard is None else _entry_line(shard, key)
+                try:
+                    entry = None if line is None else Entry.model_validate_json(line)
+                except ValidationError as exc:
+                    if self._on_error is not None:
+                        self._on_error(sid, _why(exc))
+                    entry = None
+        if entry is not None and self._acting and not entry.exists_for(self._person):
+            entry = None
+        self._parsed[key] = entry
+        return entry
+
+    def _all_keys(self) -> list[str]:
+        if self._keys is None:
+            found: dict[str, None] = {}
+            for sid in sorted(self._shards):
+                shard = self._shards[sid]
+                found.update(
+                    dict.fromkeys(shard if isinstance(shard, dict) else _entry_lines(shard))
+                )
+            found.update(dict.fromkeys(self._put))
+            keys = [k for k in found if k not in self._gone or k in self._put]
+            self._keys = [k for k in keys if self._lookup(k) is not None] if self._acting else keys
+        return self._keys
+
+    def __getitem__(self, key: str) -> Entry:
+        entry = self._lookup(key) if isinstance(key, str) else None
+        if entry is None:
+            raise KeyError(key)
+        return entry
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self._lookup(key) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all_keys())
+
+    def __len__(self) -> int:
+        return len(self._all_keys())
+
+    def __repr__(self) -> str:
+        return f"LayoutEntries({dict(self)!r})"
+
+
 _UNSET = object()
 
 _COMMITS_KEPT = 256
@@ -965,6 +1073,10 @@ class Store(MemoryStore):
         self._shards: OrderedDict[int, _Shard] = OrderedDict()
         """Shards read, least recently used first, at most :data:`SHARD_CACHE_BYTES`."""
         self._whole: tuple[object, object, LayoutMemory] | None = None
+        self._viewed: tuple[object, dict[int, bytes | dict[str, Entry]]] | None = None
+        """The shards the last :meth:`layout_view` read, with the head they are of: kept up to
+        date by this store's own commits (copied, never changed in place: a view holds them),
+        so the view after a command reads no shard again."""
         self._legacy_layout: dict[int, _Shard] | None = None
         """``layout.json`` read before a writer split it (readers never write)."""
         self._damaged: set[int] = set()
@@ -1597,6 +1709,44 @@ class Store(MemoryStore):
         self._whole = (self._head_raw, self._journal_raw, value)
         return value
 
+    async def layout_view(
+        self, *, person: str | None = None, acting: bool = False
+    ) -> tuple[int, Mapping[str, Entry]]:
+        await self._sync_layout()
+        version = self._journal.version if self._journal is not None else self._head.version
+        whole = self._whole
+        if whole is not None and whole[0] is self._head_raw and whole[1] is self._journal_raw:
+            entries: Mapping[str, Entry] = whole[2].entries
+            if acting:
+                entries = {k: e for k, e in entries.items() if e.exists_for(person)}
+            return version, entries
+        # Every shard's bytes now (what a later commit writes does not reach this view); an
+        # entry is parsed when asked for.
+        viewed = self._viewed
+        if viewed is not None and viewed[0] is self._head_raw and not self._damaged:
+            shards = viewed[1]
+        else:
+            shards = {}
+            for sid in range(LAYOUT_SHARDS):
+                shard = await self._shard(sid)
+                if shard.entries is not None:
+                    shards[sid] = shard.entries
+                elif shard.raw is not None:
+                    shards[sid] = shard.raw
+            self._viewed = (self._head_raw, shards)
+        journal = self._journal
+        put = dict(journal.put) if journal is not None else {}
+        gone = list(journal.delete) if journal is not None else []
+
+        def damaged(sid: int, why: str) -> None:
+            # Set aside (and layout memory rebuilt) by the next writer, which reads it again.
+            logger.warning("memory found an unreadable entry in %s: %s", self.shard_path(sid), why)
+            self._damaged.add(sid)
+
+        return version, LayoutEntries(
+            shards, put, gone, person=person, acting=acting, on_error=damaged
+        )
+
     async def layout_changes(self, since: str) -> tuple[str, set[str] | None]:
         await self._sync_layout()
         head, journal = self._head, self._journal
@@ -1702,6 +1852,8 @@ class Store(MemoryStore):
         line, then the head says so (last: a writer killed before it rewrites them again; the
         entries are the same in both formats, so readers see no change)."""
 
+        self._viewed = None
+
         for sid in range(LAYOUT_SHARDS):
             shard = await self._shard(sid)
             if shard.entries is None or shard.raw is None or sid in self._damaged:
@@ -1715,6 +1867,8 @@ class Store(MemoryStore):
     async def _split_legacy_layout(self) -> None:
         """``layout.json`` into shards and citation lists, the head last (the commit point: a
         writer killed before it splits the file again), then the old file goes."""
+
+        self._viewed = None
 
         legacy = self._legacy_layout or {}
         version = self._head.version
@@ -1787,6 +1941,8 @@ class Store(MemoryStore):
                 shard.seen = raw  # still what is stored: only this writer changes shards
         if self._whole is not None and self._whole[0] is old and self._journal is None:
             self._whole = (raw, self._journal_raw, self._whole[2])
+        if self._viewed is not None and self._viewed[0] is old:
+            self._viewed = (raw, self._viewed[1])
         self._head_raw, self._head, self._head_damaged = raw, head, False
 
     async def commit_layout(
@@ -1837,6 +1993,9 @@ class Store(MemoryStore):
         whole = self._whole
         previous = whole[2].entries if whole is not None and whole[0] is self._head_raw else None
         shards: list[tuple[int, bytes]] = []
+        viewed = self._viewed
+        shown = dict(viewed[1]) if viewed is not None and viewed[0] is self._head_raw else None
+        self._viewed = None
         for sid in sorted(touched):
             changed, gone = touched[sid]
             shard = await self._shard(sid)
@@ -1851,6 +2010,8 @@ class Store(MemoryStore):
             ):
                 shards.append((sid, data))
             self._keep(sid, _Shard(data, self._head_raw))
+            if shown is not None:
+                shown[sid] = data
         # Every shard that changes, then the head: the head names no shard before it is on
         # disk, and the shards wait for the disk together.
         await self._write_shards(shards)
@@ -1866,6 +2027,8 @@ class Store(MemoryStore):
             await self.ws.append_line(f"{self.layout_dir}/cites/{rid}", line.encode("utf-8"))
             self._cited.update((rid, k) for k in keys)
         self._journal = None
+        if shown is not None:
+            self._viewed = (self._head_raw, shown)
         if previous is not None:
             # Copied, never changed in place: a reader may be iterating the old one.
             merged = dict(previous)
