@@ -1524,6 +1524,22 @@ class Store(MemoryStore):
         )
         return False
 
+    def _named_by_head(self, sid: int, stored: bytes | None) -> bool:
+        """Whether shard ``sid`` as stored is the one a sealed head of :data:`LAYOUT_FORMAT`
+        names by its seal (or a pending commit writes): memory wrote those very bytes one
+        entry a line (:func:`_shard_bytes`), so their form needs no check (a regular
+        expression over every byte, most of a shard's read at 20,000 entries)."""
+
+        if stored is None or self.record_seal is None or self._head_damaged:
+            return False
+        if self._head_raw is None or self._head.format < LAYOUT_FORMAT:
+            return False
+        journal = self._journal
+        if journal is not None and sid in journal.shards():
+            return False  # not named yet: checked
+        named = self._head.seals.get(f"{sid:02d}")
+        return named is not None and _seal_of(stored) == named
+
     def _keep(self, sid: int, shard: _Shard) -> None:
         """Cache a shard read or written, dropping the least recently used past the budget."""
 
@@ -1564,7 +1580,11 @@ class Store(MemoryStore):
             # rebuilt from conversation memory by the next phase 2 (like a damaged shard).
             self._damaged.add(sid)
             shard.entries = {}
-        elif raw is not None and not _SHARD_LINES_RE.fullmatch(raw):
+        elif (
+            raw is not None
+            and not self._named_by_head(sid, stored)
+            and not _SHARD_LINES_RE.fullmatch(raw)
+        ):
             shard.entries = await self._parse_shard(sid, raw)  # format 1, or unreadable
         self._keep(sid, shard)
         return shard
