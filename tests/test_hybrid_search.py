@@ -195,7 +195,8 @@ def test_bad_embedder_settings_are_refused_naming_the_field(field: str, value: A
 
 
 class _Fixed:
-    """Vectors by a word of the text: the cosine order is C, B then A; the query is at B."""
+    """Vectors by a word of the text: the cosine order is B, C, then A, D and E; the
+    query is at B."""
 
     name = "fixed"
     dimension = 3
@@ -208,6 +209,8 @@ class _Fixed:
                 return [0.9, 0.1, 0.0]
             if "gamma" in t:
                 return [0.0, 1.0, 0.0]
+            if "theta" in t:
+                return [0.0, 0.0, 1.0]
             return [1.0, 0.0, 0.0]
 
         return [vec(t) for t in texts]
@@ -223,6 +226,28 @@ async def test_bm25_leads_the_fusion_by_default(tmp_path: Path, weight: Any, fir
     await remember(c, "a", "alpha beta gamma")
     await remember(c, "b", "alpha delta")
     await remember(c, "c", "zeta")
+    await remember(c, "d", "theta")
+    await remember(c, "e", "theta iota")
     lexical = MemoryClient(tmp_path, generate=OFFLINE)
     assert [h.key for h in await lexical.search("alpha beta")][:2] == ["a", "b"]
+    assert [h.score > 0 for h in await lexical.search("alpha beta")][:2] == [True, True]
     assert (await c.search("alpha beta"))[0].key == first
+
+
+async def test_the_cosine_ranking_adds_to_bm25s_score_not_to_its_place(tmp_path: Path) -> None:
+    """Search ranks each kind by BM25 on its own and scores a hit by its rank in its kind, 0
+    where BM25 gives it nothing (its one shared word is in most documents). The cosine
+    ranking is fused with those scores: b, which BM25 lists second with nothing said for it,
+    gains no lexical share for standing there, so even at equal weights a (BM25's first, last
+    but one by cosine) stays ahead of b (first by cosine)."""
+
+    read = MemoryReadConfig(embedder=_Fixed(), vector_weight=1.0)
+    c = MemoryClient(tmp_path, generate=OFFLINE, read=read)
+    await remember(c, "a", "alpha beta gamma")
+    await remember(c, "b", "alpha delta")
+    await remember(c, "c", "zeta")
+    lexical = await MemoryClient(tmp_path, generate=OFFLINE).search("alpha beta")
+    assert [(h.key, h.score > 0) for h in lexical][:2] == [("a", True), ("b", False)]
+    fused = await c.search("alpha beta")
+    assert [h.key for h in fused][:2] == ["a", "b"]
+    assert [h.score for h in fused] == sorted((h.score for h in fused), reverse=True)

@@ -1607,14 +1607,21 @@ class SearchIndex:
         reciprocal rank (:data:`RRF_K`; the cosine rank weighted by ``vector_weight``), best
         first. The nearest documents are read under the
         same filters as BM25's (person, conversation, retracted items), and everything after
-        (one hit per key, :func:`distinct`) applies to the fused list as to the lexical one."""
+        (one hit per key, :func:`distinct`) applies to the fused list as to the lexical one.
+
+        The lexical side is already a reciprocal rank fusion: each kind ranked by BM25 on its
+        own (:meth:`_lexical`), a hit's score ``RRF_K / (RRF_K + rank in its kind)``, 0 where
+        BM25 gives it nothing. The cosine ranking is one more ranking of that same fusion, so
+        a hit's lexical share is that score as it is, not its position in the interleaved
+        list (which would rank the per-kind fusion a second time and give a document BM25
+        says nothing for a share by where it happens to stand)."""
 
         assert self.embedder is not None
         label = f"bm25+{self.embedder.name}"
         score: dict[int, float] = {}
         hits: dict[int, SearchHit] = {}
-        for rank, (doc, hit) in enumerate(zip(lexical_ids, lexical, strict=True), 1):
-            score[doc] = RRF_K / (RRF_K + rank)
+        for doc, hit in zip(lexical_ids, lexical, strict=True):
+            score[doc] = hit.score
             hits[doc] = hit
         vector_ids: list[int] = []
         vector_hits = self._ranked(
