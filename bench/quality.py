@@ -256,12 +256,13 @@ def load_locomo(path: Path) -> list[Conversation]:
     return conversations
 
 
-def _listener(model: ScriptedModel) -> SandboxAgent:
+def _listener(model: ScriptedModel, read: MemoryReadConfig | None = None) -> SandboxAgent:
+    memory = Memory(generate=OFFLINE, read=read) if read else Memory(generate=OFFLINE)
     return SandboxAgent(
         name="listener",
         instructions="You are present in a conversation between two people. Acknowledge.",
         model=model,
-        capabilities=[Memory(generate=OFFLINE), Filesystem(), Shell()],
+        capabilities=[memory, Filesystem(), Shell()],
     )
 
 
@@ -280,8 +281,9 @@ class MemoryState:
     seconds: float
 
 
-async def feed(conv: Conversation, root: Path) -> MemoryState:
-    """Every session as one run, closing the sandbox after each; then one probe run."""
+async def feed(conv: Conversation, root: Path, read: MemoryReadConfig | None = None) -> MemoryState:
+    """Every session as one run, closing the sandbox after each; then one probe run.
+    ``read``: the runs' read settings (an embedder there embeds at each close)."""
 
     rollout = f"locomo-{conv.sample}"
     client = UnixLocalSandboxClient()
@@ -294,7 +296,7 @@ async def feed(conv: Conversation, root: Path) -> MemoryState:
             with clock_at(session.when):
                 async with sandbox:
                     await Runner.run(
-                        _listener(ScriptedModel([[assistant_message("Noted.")]])),
+                        _listener(ScriptedModel([[assistant_message("Noted.")]]), read),
                         messages,  # type: ignore[arg-type]
                         run_config=RunConfig(
                             sandbox=SandboxRunConfig(session=sandbox), group_id=rollout
@@ -322,7 +324,7 @@ async def feed(conv: Conversation, root: Path) -> MemoryState:
         with clock_at(last):
             async with sandbox:
                 await Runner.run(
-                    _listener(probe),
+                    _listener(probe, read),
                     "What do you remember?",
                     run_config=RunConfig(
                         sandbox=SandboxRunConfig(session=sandbox), group_id=rollout

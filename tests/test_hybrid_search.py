@@ -10,6 +10,7 @@ through the fused ranking as through BM25's.
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,8 @@ from sandbox_memory import (
     Remember,
 )
 from sandbox_memory.search.embedding import OpenAIEmbedder
+from sandbox_memory.search.step import embed_index
+from test_search import payload
 
 OFFLINE = MemoryGenerateConfig(engine="offline")
 DIM = 64
@@ -51,6 +54,15 @@ def lexical(root: Path, **kw: Any) -> MemoryClient:
 
 def embedding_requests(server: ProviderServer) -> list[Any]:
     return [r for r in server.requests if r.path.endswith("/embeddings")]
+
+
+FAILURES = [
+    pytest.param(lambda: status(429, retry_after=0), id="429"),
+    pytest.param(lambda: status(500), id="500"),
+    pytest.param(hang, id="hang"),
+    pytest.param(lambda: embeddings(DIM, size=DIM // 2), id="wrong-dimension"),
+]
+"""The embeddings endpoint failing: each a reply, or a responder."""
 
 
 async def remember(c: MemoryClient, key: str, content: str, **kw: Any) -> None:
@@ -91,15 +103,7 @@ async def test_the_fused_ranking_finds_what_bm25_misses_and_says_so(
     ]
 
 
-@pytest.mark.parametrize(
-    "failure",
-    [
-        pytest.param(lambda: status(429, retry_after=0), id="429"),
-        pytest.param(lambda: status(500), id="500"),
-        pytest.param(hang, id="hang"),
-        pytest.param(lambda: embeddings(DIM, size=DIM // 2), id="wrong-dimension"),
-    ],
-)
+@pytest.mark.parametrize("failure", FAILURES)
 async def test_a_failing_embedder_falls_back_to_bm25_with_one_warning(
     openai_env: ProviderServer,
     tmp_path: Path,
@@ -251,3 +255,121 @@ async def test_the_cosine_ranking_adds_to_bm25s_score_not_to_its_place(tmp_path:
     fused = await c.search("alpha beta")
     assert [h.key for h in fused][:2] == ["a", "b"]
     assert [h.score for h in fused] == sorted((h.score for h in fused), reverse=True)
+
+
+# ------------------------------------------------------------------ embedding at close
+
+SECRET = "ghp_aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"
+
+
+def sent_texts(server: ProviderServer) -> list[str]:
+    return [t for r in embedding_requests(server) for t in r.body["input"]]
+
+
+async def test_the_close_embeds_what_it_indexed_so_the_first_search_sends_only_the_query(
+    openai_env: ProviderServer, tmp_path: Path
+) -> None:
+    openai_env.respond_with(embeddings(DIM, synonyms=SYNONYMS))
+    c = hybrid(tmp_path)
+    await c.runtime.record(
+        payload(f"The company car is parked in bay 4; the garage token is {SECRET}.", "Noted."),
+        rollout_id="fleet",
+    )
+    await c.runtime.record(
+        payload("Lunch is served at noon in the canteen.", "Ok."), rollout_id="lunch"
+    )
+    await c.runtime.close()
+    at_close = sent_texts(openai_env)
+    assert any("bay 4" in t for t in at_close)
+    assert not any(SECRET in t for t in at_close)  # redacted text only
+    assert len(at_close) == len(set(at_close))
+
+    # The first search (here, in a new process on the same workspace) embeds the query only.
+    for client in (hybrid(tmp_path), c):
+        before = len(embedding_requests(openai_env))
+        hits = await client.search("automobile")
+        assert hits and hits[0].conversation == "fleet"
+        assert hits[0].ranking.startswith("bm25+openai")
+        assert [r.body["input"] for r in embedding_requests(openai_env)[before:]] == [
+            ["automobile"]
+        ]
+
+    # A close with nothing new sends nothing; one after a new run sends only the new texts.
+    before = len(embedding_requests(openai_env))
+    await c.runtime.close()
+    assert len(embedding_requests(openai_env)) == before
+    await c.runtime.record(
+        payload("The ferry to Naxos leaves on Tuesday.", "Noted."), rollout_id="trip"
+    )
+    await c.runtime.close()
+    new = [t for r in embedding_requests(openai_env)[before:] for t in r.body["input"]]
+    assert new and any("Naxos" in t for t in new)
+    assert not set(new) & set(at_close)
+
+
+async def test_without_an_embedder_the_close_embeds_nothing(
+    openai_env: ProviderServer, tmp_path: Path
+) -> None:
+    openai_env.respond_with(embeddings(DIM))
+    c = lexical(tmp_path)
+    await c.runtime.record(
+        payload("The company car is parked in bay 4.", "Noted."), rollout_id="fleet"
+    )
+    report = await c.runtime.close()
+    assert report["extracted"] == ["fleet"]
+    assert embedding_requests(openai_env) == []
+    assert {h.ranking for h in await c.search("company car")} == {"bm25"}
+
+
+@pytest.mark.parametrize("failure", FAILURES)
+async def test_an_embedder_failing_at_close_leaves_the_close_and_bm25_working(
+    openai_env: ProviderServer,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    failure: Any,
+) -> None:
+    reply = failure()
+    openai_env.respond_with(reply if callable(reply) else (lambda _r: reply))
+    c = hybrid(tmp_path, timeout=0.5)
+    await c.runtime.record(
+        payload("The company car is parked in bay 4.", "Noted."), rollout_id="fleet"
+    )
+    await c.runtime.record(
+        payload("Lunch is served at noon in the canteen.", "Ok."), rollout_id="lunch"
+    )
+    with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
+        report = await c.runtime.close()
+        hits = await c.search("company car parked")
+    assert sorted(report["extracted"]) == ["fleet", "lunch"] and report["deferred"] == []
+    assert embedding_requests(openai_env)  # it was asked, at close
+    assert hits == await lexical(tmp_path).search("company car parked")
+    assert hits and {h.ranking for h in hits} == {"bm25"}
+    warned = [r for r in caplog.records if "embedder" in r.getMessage()]
+    assert len(warned) == 1 and warned[0].levelno == logging.WARNING
+    # Once the embedder works again, search embeds what the close could not.
+    openai_env.respond_with(embeddings(DIM, synonyms=SYNONYMS))
+    assert (await c.search("automobile"))[0].conversation == "fleet"
+
+
+async def test_the_close_stops_embedding_at_its_deadline_and_the_first_search_does_the_rest(
+    openai_env: ProviderServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    openai_env.respond_with(lambda _r: hang())
+    first = lexical(tmp_path)  # recorded and closed without an embedder: nothing embedded
+    await first.runtime.record(
+        payload("The company car is parked in bay 4.", "Noted."), rollout_id="fleet"
+    )
+    await first.runtime.close()
+    c = hybrid(tmp_path, timeout=30.0)
+    index = c.runtime.search_index
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
+        assert await embed_index(index, deadline=started + 0.3) == 0
+        assert await embed_index(index, deadline=started) == 0
+    assert time.monotonic() - started < 5  # not the embedder's 30 s
+    assert not [r for r in caplog.records if "embedder" in r.getMessage()]  # time, not a fault
+    openai_env.respond_with(embeddings(DIM, synonyms=SYNONYMS))
+    before = len(embedding_requests(openai_env))
+    assert (await c.search("automobile"))[0].conversation == "fleet"
+    (first,) = embedding_requests(openai_env)[before:]
+    assert len(first.body["input"]) > 1 and first.body["input"][-1] == "automobile"

@@ -63,6 +63,18 @@ async def test_long_texts_are_cut_to_the_model_length_and_batches_keep_order() -
     assert len(tokens.ids) == le.MAX_TOKENS
 
 
+def test_a_long_text_is_not_batched_with_short_ones() -> None:
+    """A batch is padded to its longest text: short texts go together, a long one apart."""
+
+    sizes = [256, 12, 30, 14, 250, 9, 13]
+    batches = le._batches(sizes, 32)
+    assert sorted(i for b in batches for i in b) == list(range(len(sizes)))
+    assert batches == [[5, 1, 6, 3], [2], [4, 0]]
+    for b in batches:
+        assert max(sizes[i] for i in b) <= 2 * min(sizes[i] for i in b) + le.PAD_SLACK
+    assert [len(b) for b in le._batches([10] * 70, 32)] == [32, 32, 6]
+
+
 def test_the_tokenizer_is_the_models_wordpiece() -> None:
     e = le.LocalEmbedder()
     e._load()

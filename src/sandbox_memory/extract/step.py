@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from .. import spans
 from ..runtime.state import LayoutState
 from ..search.index import SearchIndex
-from ..search.step import save_index, sync_index
+from ..search.step import embed_index, save_index, sync_index
 from .rollout import Budget, extract_rollout
 
 if TYPE_CHECKING:
@@ -134,6 +134,8 @@ class Extractor:
             self.index.mark(rid)
         async with self.state.write_lock():
             await self.consolidator.consolidate_layout()
+        # What the close indexed is embedded now, within its time, not by the first search.
+        await embed_index(self.index, deadline=budget.deadline)
         await save_index(self.index)
         # Secrets redacted since the previous close of this runtime (records, notes, errors).
         total = self.state.redactor.total

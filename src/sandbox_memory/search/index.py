@@ -53,6 +53,7 @@ import re
 import shutil
 import sqlite3
 import tempfile
+import time
 import unicodedata
 import weakref
 import zlib
@@ -72,7 +73,7 @@ from ..errors import MemoryConfigError
 from ..record.segments import LineCheck, read_new_segments, rollout_path
 from ..stores.files import ConversationMemory, Entry, LayoutMemory, MemoryStore, Source
 from ..workspace import LocalWorkspace, Workspace
-from .embedding import EMBED_CHARS, Embedder, EmbedderError, normalized
+from .embedding import EMBED_BATCH, EMBED_CHARS, Embedder, EmbedderError, normalized
 
 logger = logging.getLogger("sandbox_memory")
 
@@ -528,6 +529,25 @@ def _hit_of(row: Any, query: str, *, whole: bool) -> SearchHit:
 
 def _vector_hash(embedder: str, text: str) -> str:
     return hashlib.sha256(f"{embedder}\x00{text}".encode()).hexdigest()
+
+
+_EMBEDDED = (
+    "NOT (d.kind = 'item' AND EXISTS (SELECT 1 FROM retracted r "
+    "WHERE r.conversation = d.conversation "
+    "AND r.item = json_extract(d.sources, '$[0].item')))"
+)
+"""The documents a search may rank by cosine (and so the close embeds): all but the items
+retracted."""
+
+
+def _check_vectors(vectors: list[list[float]], count: int, dimension: int) -> None:
+    """Raise :class:`EmbedderError` unless ``vectors`` are ``count`` of ``dimension`` numbers."""
+
+    if len(vectors) != count:
+        raise EmbedderError(f"{len(vectors)} vectors for {count} texts")
+    for vector in vectors:
+        if len(vector) != dimension:
+            raise EmbedderError(f"a vector of {len(vector)} numbers, {dimension} expected")
 
 
 def _unpack(packed: bytes) -> str:
@@ -1645,6 +1665,124 @@ class SearchIndex:
             for d in order
         ]
 
+    async def embed_new(self, *, deadline: float) -> int:
+        """Embed the indexed documents that have no vector yet, by ``deadline``
+        (``time.monotonic()``), so that the first search after a close pays only for what
+        came after it; returns how many texts were embedded.
+
+        Run by the close after the index is synced (``search/step.py``). The same texts as
+        a search embeds (every document it could rank, redacted when recorded, cut to
+        :data:`EMBED_CHARS`), the same cache by content hash: unchanged text is never sent
+        again. Batches of :data:`EMBED_BATCH`; past ``deadline`` the batch under way is
+        abandoned and the rest is left to the first search. An embedder that fails is logged
+        once as a WARNING (as a search logs it) and the close goes on: search is then BM25
+        alone until the embedder works again. Without an embedder, nothing."""
+
+        embedder = self.embedder
+        if embedder is None:
+            return 0
+        db = await self._open()
+        await self._vectors_table(db)
+        texts: dict[str, str] = {}
+        for (packed,) in db.execute(f"SELECT d.text FROM docs d WHERE {_EMBEDDED}").fetchall():
+            text = _unpack(packed)[:EMBED_CHARS]
+            texts.setdefault(_vector_hash(embedder.name, text), text)
+        digests = sorted(texts)
+        have = self._stored_vectors(db, digests, embedder.dimension)
+        missing = [d for d in digests if d not in have]
+        done = 0
+        for start in range(0, len(missing), EMBED_BATCH):
+            chunk = missing[start : start + EMBED_BATCH]
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                vectors = await asyncio.wait_for(
+                    embedder.embed([texts[d] for d in chunk]), remaining
+                )
+                _check_vectors(vectors, len(chunk), embedder.dimension)
+            except Exception as exc:  # noqa: BLE001
+                if time.monotonic() >= deadline:
+                    break  # the close's time is up (the request cut off), not a fault
+                self._embedder_failed(exc)
+                return done
+            self.embed_failed = False
+            await self._store_vectors(db, chunk, vectors)
+            self.texts_embedded += len(chunk)
+            done += len(chunk)
+        if done < len(missing):
+            logger.info(
+                "memory close: embedded %d of %d new search text(s) before its deadline; "
+                "the first search embeds the rest",
+                done,
+                len(missing),
+            )
+        return done
+
+    async def _vectors_table(self, db: sqlite3.Connection) -> None:
+        if not db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'vectors'"
+        ).fetchone():
+            async with self._lock:
+                db.execute(_VECTORS_TABLE)
+
+    @staticmethod
+    def _stored_vectors(
+        db: sqlite3.Connection, digests: list[str], dimension: int
+    ) -> dict[str, array[float]]:
+        """The cached vectors of ``digests`` (of ``dimension`` numbers: others are stale)."""
+
+        have: dict[str, array[float]] = {}
+        for start in range(0, len(digests), 500):
+            chunk = digests[start : start + 500]
+            for digest, blob in db.execute(
+                "SELECT hash, vec FROM vectors WHERE hash IN (SELECT value FROM json_each(?))",
+                (json.dumps(chunk),),
+            ):
+                vec = array("f")
+                vec.frombytes(blob)
+                if len(vec) == dimension:
+                    have[digest] = vec
+        return have
+
+    async def _store_vectors(
+        self, db: sqlite3.Connection, digests: list[str], vectors: list[list[float]]
+    ) -> dict[str, array[float]]:
+        """Cache ``vectors`` (normalized) under ``digests``, in one transaction; returns them."""
+
+        stored: dict[str, array[float]] = {}
+        if not digests:
+            return stored
+        async with self._lock:  # a sync may hold a transaction open across its awaits
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                for digest, vector in zip(digests, vectors, strict=False):
+                    vec = array("f", normalized(vector))
+                    stored[digest] = vec
+                    db.execute(
+                        "INSERT OR REPLACE INTO vectors(hash, vec) VALUES (?, ?)",
+                        (digest, vec.tobytes()),
+                    )
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            self._unsaved = True
+        return stored
+
+    def _embedder_failed(self, exc: BaseException) -> None:
+        """Log an embedder's failure once (until it works again); search is BM25 alone."""
+
+        assert self.embedder is not None
+        if not self.embed_failed:
+            logger.warning(
+                "memory search: embedder %s failed (%s); ranking by BM25 alone until it "
+                "works again",
+                self.embedder.name,
+                exc_text(exc),
+            )
+        self.embed_failed = True
+
     async def _vector_ranked(
         self,
         db: sqlite3.Connection,
@@ -1664,21 +1802,12 @@ class SearchIndex:
 
         embedder = self.embedder
         assert embedder is not None
-        sql = (
-            "SELECT d.id, d.text FROM docs d WHERE (d.person IS NULL OR d.person = ?) "
-            "AND NOT (d.kind = 'item' AND EXISTS (SELECT 1 FROM retracted r "
-            "WHERE r.conversation = d.conversation "
-            "AND r.item = json_extract(d.sources, '$[0].item')))"
-        )
+        sql = f"SELECT d.id, d.text FROM docs d WHERE {_EMBEDDED} AND (d.person IS NULL OR d.person = ?)"
         args: list[Any] = [person]
         if conversation is not None:
             sql += " AND d.conversation = ?"
             args.append(conversation)
-        if not db.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'vectors'"
-        ).fetchone():
-            async with self._lock:
-                db.execute(_VECTORS_TABLE)
+        await self._vectors_table(db)
         docs: list[tuple[int, str]] = []
         texts: dict[str, str] = {}
         for doc, packed in db.execute(sql, args).fetchall():
@@ -1686,56 +1815,18 @@ class SearchIndex:
             digest = _vector_hash(embedder.name, text)
             docs.append((int(doc), digest))
             texts.setdefault(digest, text)
-        have: dict[str, array[float]] = {}
         digests = sorted(texts)
-        for start in range(0, len(digests), 500):
-            chunk = digests[start : start + 500]
-            for digest, blob in db.execute(
-                "SELECT hash, vec FROM vectors WHERE hash IN (SELECT value FROM json_each(?))",
-                (json.dumps(chunk),),
-            ):
-                vec = array("f")
-                vec.frombytes(blob)
-                if len(vec) == embedder.dimension:
-                    have[digest] = vec
+        have = self._stored_vectors(db, digests, embedder.dimension)
         missing = [d for d in digests if d not in have]
         try:
             vectors = await embedder.embed([*(texts[d] for d in missing), query[:EMBED_CHARS]])
             self.texts_embedded += len(missing) + 1
-            if len(vectors) != len(missing) + 1:
-                raise EmbedderError(f"{len(vectors)} vectors for {len(missing) + 1} texts")
-            for vector in vectors:
-                if len(vector) != embedder.dimension:
-                    raise EmbedderError(
-                        f"a vector of {len(vector)} numbers, {embedder.dimension} expected"
-                    )
+            _check_vectors(vectors, len(missing) + 1, embedder.dimension)
         except Exception as exc:  # noqa: BLE001
-            if not self.embed_failed:
-                logger.warning(
-                    "memory search: embedder %s failed (%s); ranking by BM25 alone until it "
-                    "works again",
-                    embedder.name,
-                    exc_text(exc),
-                )
-            self.embed_failed = True
+            self._embedder_failed(exc)
             return None
         self.embed_failed = False
-        if missing:
-            async with self._lock:  # a sync may hold a transaction open across its awaits
-                db.execute("BEGIN IMMEDIATE")
-                try:
-                    for digest, vector in zip(missing, vectors, strict=False):
-                        vec = array("f", normalized(vector))
-                        have[digest] = vec
-                        db.execute(
-                            "INSERT OR REPLACE INTO vectors(hash, vec) VALUES (?, ?)",
-                            (digest, vec.tobytes()),
-                        )
-                    db.execute("COMMIT")
-                except BaseException:
-                    db.execute("ROLLBACK")
-                    raise
-                self._unsaved = True
+        have.update(await self._store_vectors(db, missing, vectors))
         probe = normalized(vectors[-1])
         sims = [(sum(map(mul, probe, have[digest])), doc) for doc, digest in docs]
         sims.sort(key=lambda p: (-p[0], p[1]))

@@ -15,7 +15,7 @@ onnxruntime's CPU provider. Install the ``local`` extra (``pip install
   own pooling).
 
 Inference runs on one worker thread of its own (a search awaits it; the event loop is never
-blocked), in batches of :data:`BATCH` texts sorted by length (less padding), with
+blocked), in batches of at most :data:`BATCH` texts of similar token counts (less padding), with
 ``threads`` onnxruntime threads (1 by default: memory is a guest in the agent's process).
 The model is loaded on first use, on that thread, once per process.
 """
@@ -51,7 +51,10 @@ MAX_TOKENS = 256
 """Tokens per text, ``[CLS]`` and ``[SEP]`` included: all-MiniLM-L6-v2's training length."""
 
 BATCH = 32
-"""Texts per inference call."""
+"""Texts per inference call (at most: see :func:`_batches`)."""
+
+PAD_SLACK = 8
+"""Tokens a batch's longest text may have beyond twice its shortest (see :func:`_batches`)."""
 
 MODEL_NAME = "local:all-MiniLM-L6-v2-int8"
 
@@ -139,13 +142,15 @@ class LocalEmbedder:
         import numpy as np
 
         self._load()
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out: list[list[float]] = [[] for _ in texts]
-        for start in range(0, len(order), self.batch):
-            chunk = order[start : start + self.batch]
-            encoded = self._tokenizer.encode_batch([texts[i] for i in chunk])
-            ids = np.array([e.ids for e in encoded], dtype=np.int64)
-            mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
+        if not texts:
+            return out
+        encoded = self._tokenizer.encode_batch(list(texts))
+        sizes = [sum(e.attention_mask) for e in encoded]
+        for chunk in _batches(sizes, self.batch):
+            width = max(sizes[i] for i in chunk)
+            ids = np.array([encoded[i].ids[:width] for i in chunk], dtype=np.int64)
+            mask = np.array([encoded[i].attention_mask[:width] for i in chunk], dtype=np.int64)
             (hidden,) = self._session.run(
                 None,
                 {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
@@ -160,3 +165,21 @@ class LocalEmbedder:
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(_EXECUTOR, self.embed_sync, list(texts))
+
+
+def _batches(sizes: Sequence[int], batch: int) -> list[list[int]]:
+    """The indexes of texts of ``sizes`` tokens, shortest first, in inference batches of at
+    most ``batch`` texts whose longest is at most twice their shortest (plus
+    :data:`PAD_SLACK`): a batch is padded to its longest text, and the model's cost grows
+    with the tokens it is given, so one long text among short ones would make every short
+    one cost as much as it (a close embeds a few short items and one long summary)."""
+
+    order = sorted(range(len(sizes)), key=lambda i: (sizes[i], i))
+    out: list[list[int]] = []
+    for i in order:
+        last = out[-1] if out else None
+        if last is None or len(last) >= batch or sizes[i] > 2 * sizes[last[0]] + PAD_SLACK:
+            out.append([i])
+        else:
+            last.append(i)
+    return out

@@ -51,3 +51,19 @@ async def save_index(index: SearchIndex) -> None:
             index.rel_path,
             exc_text(exc),
         )
+
+
+async def embed_index(index: SearchIndex, *, deadline: float) -> int:
+    """Embed what the index holds and has no vector for yet (with an embedder configured),
+    by ``deadline``: the close runs it so the first search after pays nothing for it.
+    Returns the texts embedded; a failure is logged and never fails the close (the first
+    search embeds what is left, or ranks by BM25 alone)."""
+
+    try:
+        return await index.embed_new(deadline=deadline)
+    except Exception as exc:  # noqa: BLE001
+        logger.warning(
+            "memory search vectors could not be made at close (%s); the first search makes them",
+            exc_text(exc),
+        )
+        return 0
