@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import random
+import re
 import string
 import urllib.parse
 import uuid
@@ -1248,13 +1249,22 @@ def _windows(secret: str, width: int = 10) -> list[str]:
     return [secret[i : i + width] for i in range(len(secret) - width + 1)]
 
 
+def _survives(window: str, whole: bool, out: str) -> bool:
+    """Whether ``window`` is in ``out``; a secret shorter than a window (a 4-digit PIN) counts
+    only as a token of its own: "4821" inside a millisecond timestamp or a random id is not it."""
+    if not whole:
+        return window in out
+    return re.search(rf"(?<![A-Za-z0-9]){re.escape(window)}(?![A-Za-z0-9])", out) is not None
+
+
 def leaks(case: Case, out: str) -> list[str]:
     """The pieces of ``case``'s secrets that survive in ``out`` (10-character windows, or the
     whole secret when shorter): a secret cut at a special character leaks its tail."""
     found = []
     for secret in case.secrets:
+        whole = len(secret) < 10
         for window in _windows(secret):
-            if window in out and window not in _CONTEXT_OF[case.name]:
+            if _survives(window, whole, out) and window not in _CONTEXT_OF[case.name]:
                 found.append(window)
                 break
     return found

@@ -283,3 +283,15 @@ async def test_a_memory_file_edited_with_the_corpus_is_set_aside_redacted(tmp_pa
     assert aside, "the edited MEMORY.md is kept aside"
     assert _leaked(aside, cases) == []
     assert _leaked(_stored_texts(tmp_path), cases) == []
+
+
+def test_a_short_secret_leaks_as_a_token_of_its_own_not_inside_a_longer_number() -> None:
+    # The corpus's 4-digit PIN turned up inside a session file's millisecond timestamps
+    # now and then, failing the corpus test on what no one leaked.
+    case = next(c for c in CASES if c.name.endswith("json-number-password"))
+    pin = next(s for s in case.secrets if len(s) < 10)
+    assert leaks(case, f'{{"pin": {pin}}}') == [pin]
+    assert leaks(case, f"pin={pin}.") == [pin]
+    assert leaks(case, f"created_at 176{pin}82100 id a{pin}b") == []
+    assert LeakFinder({"s": f"t=99{pin}99"}).leaked([case]) == []
+    assert LeakFinder({"s": f"pin {pin}"}).leaked([case]) == [("s", case.name)]
