@@ -745,3 +745,23 @@ async def test_a_layout_view_parses_an_entry_when_asked_and_keeps_what_it_saw(
     assert "entry-0001" not in (await bo.view()).entries
     assert len((await bo.view()).entries) == len(after.entries) - 1
     assert json.loads(view.model_dump_json())["entries"]["entry-0005"]["key"] == "entry-0005"
+
+
+def test_a_skill_is_decided_by_what_the_procedure_says_not_by_the_runs_it_cites() -> None:
+    # Which of several equal statements an entry cites is a tie a killed and re-run close may
+    # settle differently; a skill that followed the cited runs appeared in one and not the other.
+    def procedure(content: str, runs: int, person: str | None = None) -> Entry:
+        sources = [Source(conversation=f"conv-{i}", item=f"{i:08x}:1") for i in range(runs)]
+        return Entry(
+            key="test-command", content=content, kind="procedure", sources=sources, person=person
+        )
+
+    one_step = "Run the tests with `python3 -m pytest -q`."
+    two_steps = "Run `python3 tools/gen.py` before the tests, then `python3 -m pytest -q`."
+    assert not is_skill(procedure(one_step, runs=1))
+    assert not is_skill(procedure(one_step, runs=3))
+    assert is_skill(procedure(two_steps, runs=1))
+    assert is_skill(procedure(two_steps, runs=3))
+    assert not is_skill(procedure(two_steps, runs=1, person="ana"))  # a person's own: no skill
+    fact = procedure(two_steps, runs=1).model_copy(update={"kind": "fact"})
+    assert not is_skill(fact)
