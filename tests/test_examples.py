@@ -363,3 +363,28 @@ def test_the_readme_offline_snippet_runs_and_prints_what_it_says(tmp_path: Path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == shown.strip()
     assert "OPENAI_API_KEY" not in done.stderr
+
+
+async def test_getting_started_shows_the_memory_files_the_example_produces(
+    tmp_path: Path,
+) -> None:
+    """docs/getting-started.md shows ``MEMORY.md`` and ``memory_summary.md`` after the two-run
+    example as a run produces them (item ids and times aside): regenerate it when they change."""
+
+    import re
+
+    example = _load("memory")
+    await example.main(offline=True, keep=tmp_path / "ws")
+    doc = (EXAMPLES.parent / "docs" / "getting-started.md").read_text("utf-8")
+    section = doc[doc.index("### What the two-run example leaves in memory") :]
+    shown = re.findall(r"```markdown\n(.*?)\n```", section, flags=re.S)[:2]
+
+    def plain(text: str) -> str:
+        text = re.sub(r"#[0-9a-f]{8}:", "#<segment>:", text)
+        return re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", "<time>", text).strip()
+
+    produced = [
+        (tmp_path / "ws" / "memories" / name).read_text("utf-8")
+        for name in ("MEMORY.md", "memory_summary.md")
+    ]
+    assert [plain(t) for t in shown] == [plain(t) for t in produced]

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from helpers import adopt_store
 from sandbox_memory.consolidate.selection import displayed_entries
+from sandbox_memory.engines.base import Subjects
 from sandbox_memory.render.files import (
     LayoutRendering,
     RolloutRef,
@@ -91,6 +92,10 @@ def test_the_rendering_kept_entry_by_entry_equals_rendering_everything(
                 person=person,
                 sources=[Source(conversation="r1", item=f"{key}:{stamp}")],
                 updated_at=stamp,
+                # The files it is about (MEMORY.md's ``## Files``): some share one.
+                subjects=Subjects(files=[f"pkg/{(text.strip() or 'x')[:1]}.py"])
+                if stamp % 3
+                else None,
             )
         elif step[0] == "retract" and step[1] in layout:
             layout[step[1]] = layout[step[1]].model_copy(update={"status": "retracted"})
@@ -100,7 +105,13 @@ def test_the_rendering_kept_entry_by_entry_equals_rendering_everything(
             _, rid, facts = step
             groups = dict(groups)
             groups[rid] = [
-                Entry(key=k, content=f"{k} from {rid}", kind="fact", updated_at=t)
+                Entry(
+                    key=k,
+                    content=f"{k} from {rid}",
+                    kind="fact",
+                    updated_at=t,
+                    subjects=Subjects(files=[f"pkg/{rid}.py"]) if t % 2 else None,
+                )
                 for k, t in dict(facts).items()
             ]
         elif step[0] == "drop":

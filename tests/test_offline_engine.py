@@ -170,10 +170,10 @@ async def test_bug_fix_yields_fix_fact_naming_error_files_and_sources() -> None:
 
     result = await extract([segment])
 
-    fixes = [c for c in result.candidates if c.key.startswith("fix-")]
+    fixes = [c for c in result.candidates if c.content.startswith("Symptom:")]
     assert len(fixes) == 1
     fix = fixes[0]
-    assert fix.key == "fix-invoice-total"
+    assert fix.key == "invoice-total"
     assert fix.kind == "fact"
     assert "AssertionError: 90 != 100" in fix.content
     assert "src/invoice.py" in fix.content
@@ -189,7 +189,7 @@ async def test_a_fixed_bug_is_one_entry_naming_symptom_file_and_verification() -
 
     facts = [c for c in result.candidates if c.kind == "fact"]
     assert [c.key for c in facts if c.key.startswith(("changes-", "result-"))] == []
-    [fix] = [c for c in facts if c.key.startswith("fix-")]
+    [fix] = [c for c in facts if c.content.startswith("Symptom:")]
     assert "src/invoice.py" in fix.content
     assert fix.content.startswith("Symptom: `FAILED tests/test_invoice.py::test_total")
     assert "Verified: the same command then passed." in fix.content
@@ -373,7 +373,7 @@ async def test_fix_by_command_credits_the_install_not_a_later_look() -> None:
 
     result = await extract([seg.build()])
 
-    fix = next(c for c in result.candidates if c.key.startswith("fix-"))
+    fix = next(c for c in result.candidates if c.content.startswith("Symptom:"))
     assert fix.sources == [fail_out, install, pass_out]
     assert "`uv pip install pyyaml`" in fix.content
     assert "ModuleNotFoundError: No module named 'yaml'" in fix.content
@@ -388,7 +388,7 @@ async def test_rerun_that_passes_without_a_change_is_not_a_fix() -> None:
 
     result = await extract([seg.build()])
 
-    assert not any(c.key.startswith("fix-") for c in result.candidates)
+    assert not any(c.content.startswith("Symptom:") for c in result.candidates)
 
 
 async def test_long_running_command_finished_through_write_stdin() -> None:
@@ -457,8 +457,8 @@ async def test_unittest_failure_names_the_test_and_its_reason() -> None:
 
     result = await extract([seg.build()])
 
-    fix = next(c for c in result.candidates if c.key.startswith("fix-"))
-    assert fix.key == "fix-invoice-discount-applied"
+    fix = next(c for c in result.candidates if c.content.startswith("Symptom:"))
+    assert fix.key == "invoice-discount-applied"
     assert "FAIL: test_discount_applied" in fix.content
     assert "AssertionError: 100.0 != 90.0" in fix.content
     assert "invoice.py" in fix.content
@@ -631,7 +631,7 @@ async def test_hosted_shell_and_apply_patch_items_are_understood() -> None:
 
     result = await extract([seg.build()])
 
-    fix = next(c for c in result.candidates if c.key.startswith("fix-"))
+    fix = next(c for c in result.candidates if c.content.startswith("Symptom:"))
     assert fix.sources == [fail_out, patch, pass_out]
     assert "src/parser.rs" in fix.content
     assert shell_fail in result.rollout_summary
@@ -647,7 +647,7 @@ async def test_shell_writes_count_as_file_changes() -> None:
 
     result = await extract([seg.build()])
 
-    changes = next(c for c in result.candidates if c.key.startswith("changes-"))
+    changes = next(c for c in result.candidates if c.content.startswith(("Changed:", "Added:")))
     assert "pyproject.toml" in changes.content
     assert "notes.txt" in changes.content
     assert call in changes.sources

@@ -945,7 +945,9 @@ async def test_deleting_a_conversation_fact_line_retracts_it_in_its_conversation
     await run_bug_fix(client, manifest, "fix")
     md = workspace_root / "memories" / "MEMORY.md"
     fix_key = next(
-        k for k in (await MemoryClient(workspace_root).view("fix")).entries if k.startswith("fix-")
+        k
+        for k, e in (await MemoryClient(workspace_root).view("fix")).entries.items()
+        if e.content.startswith("Symptom:")
     )
     md.write_text(
         "\n".join(line for line in md.read_text().splitlines() if f"**{fix_key}**" not in line)

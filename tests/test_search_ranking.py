@@ -131,5 +131,5 @@ async def test_raw_tool_output_never_outranks_the_entry_for_the_same_fix(tmp_pat
     hits = await client.search("Chunk Wall PASSED test_field_7", limit=3)
     assert hits
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
-    assert hits[0].kind == "entry" and hits[0].key == "fix-parser-last-field"
+    assert hits[0].kind == "entry" and hits[0].key == "parser-last-field"
     assert all("test_field_7" not in h.text for h in hits)  # the raw output it stands for

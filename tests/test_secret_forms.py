@@ -276,7 +276,7 @@ async def test_an_injected_instruction_in_a_failing_test_never_reaches_a_fix_fac
     result = await extract([seg.build()])
     shown = " ".join([c.content for c in result.candidates] + [result.raw_memory,
                                                                result.rollout_summary])  # fmt: skip
-    assert any(c.key.startswith("fix-") for c in result.candidates)
+    assert any(c.content.startswith("Symptom:") for c in result.candidates)
     assert "remember that" not in shown and "IMPORTANT" not in shown
 
 

@@ -140,7 +140,7 @@ async def test_terse_answer_loses_nothing_the_patch_says() -> None:
     result = await extract([seg.build()])
 
     [fix] = [c for c in result.candidates if c.kind == "fact"]
-    assert fix.key.startswith("fix-")
+    assert fix.key == "invoice-total"  # the file it changed and the test that failed there
     assert "`src/invoice.py` in `total`" in fix.content
     assert "`return sum(i.price for i in items)`" in fix.content
     assert "`return sum(i.price * (1 - i.discount) for i in items)`" in fix.content
@@ -171,7 +171,7 @@ async def test_heredoc_git_apply_is_read_as_a_change_of_every_file_it_touches() 
 
     result = await extract([seg.build()])
 
-    changes = next(c for c in result.candidates if c.key.startswith("changes-"))
+    changes = next(c for c in result.candidates if c.content.startswith(("Changed:", "Added:")))
     assert call in changes.sources
     for path in ("pkg/parse.py", "pkg/cli.py", "docs/dates.md"):
         assert f"`{path}`" in changes.content, changes.content
@@ -189,7 +189,7 @@ async def test_patch_file_written_then_applied_with_patch_p1() -> None:
 
     result = await extract([seg.build()])
 
-    changes = next(c for c in result.candidates if c.key.startswith("changes-"))
+    changes = next(c for c in result.candidates if c.content.startswith(("Changed:", "Added:")))
     assert apply_call in changes.sources
     assert "`pkg/parse.py`" in changes.content and "`pkg/cli.py`" in changes.content
     assert "fix.patch" not in changes.content
@@ -206,7 +206,7 @@ async def test_whole_file_rewrite_is_compared_with_what_the_run_read() -> None:
 
     result = await extract([seg.build()])
 
-    changes = next(c for c in result.candidates if c.key.startswith("changes-"))
+    changes = next(c for c in result.candidates if c.content.startswith(("Changed:", "Added:")))
     assert "`return subtotal` → `return round(subtotal, 2)`" in changes.content
     assert "`invoice_total`" in changes.content
 
@@ -223,7 +223,7 @@ async def test_sdk_apply_patch_operations_with_diffs_are_described() -> None:
 
     result = await extract([seg.build()])
 
-    changes = next(c for c in result.candidates if c.key.startswith("changes-"))
+    changes = next(c for c in result.candidates if c.content.startswith(("Changed:", "Added:")))
     assert "`src/util.py` in `helper`: `return 1` → `return 2`" in changes.content
 
 
@@ -268,7 +268,7 @@ async def test_a_single_test_id_does_not_replace_the_general_test_command() -> N
     result = await extract([seg.build()], known)
 
     assert not [c for c in result.candidates if c.kind == "procedure"]
-    fix = next(c for c in result.candidates if c.key.startswith("fix-"))
+    fix = next(c for c in result.candidates if c.content.startswith("Symptom:"))
     assert "test_issue_11880" in fix.content  # which test covered which fix
 
 
@@ -536,7 +536,7 @@ async def test_a_gotcha_met_before_the_final_fix_is_kept() -> None:
 
     result = await extract([seg.build()])
 
-    fixes = [c for c in result.candidates if c.key.startswith("fix-")]
+    fixes = [c for c in result.candidates if c.content.startswith("Symptom:")]
     gotcha = next(c for c in fixes if "calc.generated" in c.content)
     assert "`python3 tools/gen.py`" in gotcha.content
     assert gen_call in gotcha.sources and first_out in gotcha.sources
@@ -663,7 +663,7 @@ async def test_the_agents_account_of_a_fix_is_quoted_only_for_what_the_fix_does_
 
     result = await extract([seg.build()])
 
-    [fix] = [c for c in result.candidates if c.key.startswith("fix")]
+    [fix] = [c for c in result.candidates if c.content.startswith("Symptom:")]
     cause = fix.content.split("Cause (the agent's account): ", 1)[1]
     assert cause == "total() ignored each item's discount when summing prices.", fix.content
 
@@ -751,6 +751,40 @@ def test_a_candidate_saying_what_a_known_entry_says_updates_it() -> None:
     [kept] = one_entry_per_subject([proposed], known)
 
     assert kept.key == "test-command"
+
+
+def test_a_candidate_about_a_known_entrys_files_and_test_updates_it_whatever_it_says() -> None:
+    from sandbox_memory.engines.base import Candidate, Subjects
+    from sandbox_memory.rules import one_entry_per_subject
+
+    about = Subjects(files=["acme/invoice.py"], tests=["tests/test_invoice.py::test_tax"])
+    known = [
+        KnownEntry(
+            key="invoice-tax-rounding",
+            kind="fact",
+            content="Tax was added, not applied; fixed in invoice_total.",
+            subjects=about,
+        )
+    ]
+    # What a model might propose: other words, no path in the text, the same subject as fields.
+    proposed = Candidate(
+        key="tax-rate-bug",
+        kind="fact",
+        content="The rate is now multiplied in; rounding happens once at the end.",
+        sources=["s:4"],
+        subjects=about,
+    )
+    elsewhere = proposed.model_copy(
+        update={
+            "key": "tax-rate-other",
+            "content": "Quotes round each line before the sum.",
+            "subjects": Subjects(files=["acme/quote.py"]),
+        }
+    )
+
+    kept = one_entry_per_subject([proposed, elsewhere], known)
+
+    assert [c.key for c in kept] == ["invoice-tax-rounding", "tax-rate-other"]
 
 
 def test_two_candidates_saying_the_same_become_one_and_two_facts_of_one_item_stay_two() -> None:
@@ -1039,3 +1073,178 @@ async def test_a_new_version_that_says_otherwise_supersedes_the_old_one_in_the_l
     ]
     assert entry["content"] == "Run the tests with `make check`."
     assert len(entry["sources"]) == 4  # both runs' call and output
+
+
+# --------------------------------------------------------------------- keys and subjects
+
+
+async def test_a_fix_is_named_for_its_file_and_failure_and_changes_for_their_files() -> None:
+    seg = Seg()
+    seg.user("Please look into the ticket about totals being off for customers")
+    seg.exec("python -m pytest -q", 1, "FAILED tests/test_invoice.py::test_total - AssertionError")
+    seg.patch(PATCH)
+    seg.exec("python -m pytest -q", 0, "3 passed")
+    other = Seg(segment_id="b2c3d4e5")
+    other.user("Add a regression test for the ticket about totals")
+    other.patch(
+        "*** Begin Patch\n*** Add File: tests/test_total_regression.py\n+def test_r(): ...\n"
+        "*** End Patch\n",
+        "Created tests/test_total_regression.py",
+    )
+
+    fixed = await extract([seg.build()])
+    added = await extract([other.build()])
+
+    [fix] = [c for c in fixed.candidates if c.kind == "fact"]
+    assert fix.key == "invoice-total"  # src/invoice.py, test_total: no word of the task
+    [changes] = [c for c in added.candidates if c.kind == "fact"]
+    assert changes.key == "test-total-regression"
+    assert "ticket" not in fix.key + changes.key
+
+
+def test_keys_come_from_file_names_and_failures() -> None:
+    from sandbox_memory.engines.offline import changes_key, file_name_words, fix_key
+
+    assert file_name_words("acme_billing/invoice.py") == ["invoice"]
+    assert file_name_words("pkg/billing/__init__.py") == ["billing"]
+    assert file_name_words("src/TaxRate.ts") == ["tax", "rate"]
+    # The module, not its test, names a fix that changed both.
+    assert fix_key(["tests/test_parser.py", "lib/parser.py"], ["parser", "empty", "line"]) == (
+        "parser-empty-line"
+    )
+    assert fix_key([], ["module", "not", "found"]) == "module-not-found"  # a command fixed it
+    assert fix_key(["lib/parser.py"], []) == "parser-fix"
+    assert changes_key(["docs/usage.md", "src/cli.py"]) == "usage-cli"
+
+
+async def _fix_of_test_total(task: str, known: list[KnownEntry]) -> str:
+    """The key the offline engine gives a run fixing ``tests/test_invoice.py::test_total`` by
+    a patch of ``src/invoice.py``, with ``known`` entries in memory."""
+
+    seg = Seg()
+    seg.user(task)
+    seg.exec("python -m pytest -q", 1, "FAILED tests/test_invoice.py::test_total - AssertionError")
+    seg.patch(PATCH)
+    seg.exec("python -m pytest -q", 0, "3 passed")
+    result = await extract([seg.build()], known)
+    [fix] = [c for c in result.candidates if c.kind == "fact"]
+    return fix.key
+
+
+async def test_new_evidence_about_a_known_subject_updates_its_entry_whatever_its_key() -> None:
+    from sandbox_memory.engines.base import Subjects
+
+    known = [
+        KnownEntry(
+            key="fix-totals-were-wrong",
+            kind="fact",
+            content="Symptom: the total test failed. Fix: changed src/invoice.py.",
+            subjects=Subjects(
+                files=["src/invoice.py"], tests=["tests/test_invoice.py::test_total"]
+            ),
+        )
+    ]
+    # The same test failing in the same file, whatever the words of the task.
+    assert await _fix_of_test_total("The totals are wrong again", known) == "fix-totals-were-wrong"
+
+
+async def test_a_file_of_the_same_name_in_another_folder_is_another_subject() -> None:
+    from sandbox_memory.engines.base import Subjects
+
+    known = [
+        KnownEntry(
+            key="invoice-total",
+            kind="fact",
+            content="Symptom: `lib/invoice.py` total was off.",
+            subjects=Subjects(files=["lib/invoice.py"], tests=["tests/test_lib.py::test_sum"]),
+        )
+    ]
+    assert await _fix_of_test_total("Fix the invoice total", known) == "src-invoice-total"
+
+
+def _fix_run(test: str, error: str, function: str, patch_line: str, call: str) -> dict[str, Any]:
+    """A recorded run: ``test`` fails with ``error``, ``function`` of ``src/invoice.py`` is
+    patched, the tests pass."""
+
+    def output(code: int, text: str) -> str:
+        return (
+            f"Chunk ID: 1\nWall time: 0.1 seconds\nProcess exited with code {code}\nOutput:\n{text}"
+        )
+
+    patch = (
+        f"*** Begin Patch\n*** Update File: src/invoice.py\n@@ def {function}(items):\n"
+        f"-    return 0\n+    {patch_line}\n*** End Patch\n"
+    )
+    return {
+        "input": [{"role": "user", "content": "The invoice tests fail; fix them."}],
+        "generated_items": [
+            {
+                "type": "function_call",
+                "name": "exec_command",
+                "call_id": f"{call}-1",
+                "arguments": json.dumps({"cmd": "python -m pytest -q"}),
+            },
+            {
+                "type": "function_call_output",
+                "call_id": f"{call}-1",
+                "output": output(1, f"FAILED tests/test_invoice.py::{test} - {error}"),
+            },
+            {"type": "custom_tool_call", "name": "apply_patch", "input": patch, "call_id": call},
+            {
+                "type": "custom_tool_call_output",
+                "call_id": call,
+                "output": "Updated src/invoice.py",
+            },
+            {
+                "type": "function_call",
+                "name": "exec_command",
+                "call_id": f"{call}-2",
+                "arguments": json.dumps({"cmd": "python -m pytest -q"}),
+            },
+            {
+                "type": "function_call_output",
+                "call_id": f"{call}-2",
+                "output": output(0, "3 passed"),
+            },
+        ],
+    }
+
+
+async def test_a_files_history_of_fixes_is_one_entry_per_fix_findable_by_path(
+    tmp_path: Any,
+) -> None:
+    from faultlib import runtime
+    from sandbox_memory import MemoryClient
+
+    runs = [
+        ("first", "test_total", "AssertionError: 0 != 30", "total", "return sum(prices)"),
+        (
+            "second",
+            "test_discount",
+            "TypeError: unsupported operand type(s) for *: 'NoneType' and 'float'",
+            "discounted",
+            "rate = customer.rate or 0.0",
+        ),
+        (
+            "third",
+            "test_total",
+            "AssertionError: 30.000000004 != 30.0",
+            "total",
+            "return round(x, 2)",
+        ),
+    ]
+    for name, test, error, function, line in runs:
+        rt = runtime(tmp_path, engine="offline")
+        await rt.record(_fix_run(test, error, function, line, f"c-{name}"), rollout_id=name)
+        await rt.close()
+
+    md = (tmp_path / "memories/MEMORY.md").read_text()
+    fixes = {
+        m.group(1): m.group(2) for m in re.finditer(r"^- \*\*([^*]+)\*\* \(fact\): (.*)$", md, re.M)
+    }
+    # The third run's failure is the first's subject: an update of that entry, not a third one.
+    assert sorted(fixes) == ["invoice-discount", "invoice-total"]
+    assert "round(" in fixes["invoice-total"]
+    assert "## Files\n\n- `src/invoice.py`: invoice-total, invoice-discount\n" in md
+    hits = await MemoryClient(tmp_path).search("src/invoice.py", limit=10)
+    assert {"invoice-total", "invoice-discount"} <= {h.key for h in hits if h.kind == "entry"}

@@ -445,7 +445,7 @@ def one_entry_per_subject(
 
     Each fold is logged (INFO) and, when ``folds`` is given, said there for the change log."""
 
-    known_seen = [(k, _words(k.content), subject_names(k.content)) for k in known]
+    known_seen = [(k, _words(k.content), subject_names(k.content, k.subjects)) for k in known]
     out: list[Candidate] = []
     at: dict[str, int] = {}
     for cand in candidates:
@@ -459,8 +459,7 @@ def one_entry_per_subject(
         if not any(k.key == key for k, _, _ in known_seen):
             for entry, their, named in known_seen:
                 if entry.kind == cand.kind and (
-                    _same_words(words, their)
-                    or _same_subject(cand.kind, subject_names(cand.content), named)
+                    _same_words(words, their) or _same_subject(cand.kind, names, named)
                 ):
                     key = entry.key
                     break

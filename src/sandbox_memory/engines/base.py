@@ -22,14 +22,6 @@ ITEM_ID_FIELD = "memory_item_id"
 """Key added to every recorded item: the stable id that memory entries cite as their source."""
 
 
-class KnownEntry(BaseModel):
-    """An entry already in memory, shown to the engine so it reuses keys for the same fact."""
-
-    key: str
-    kind: EntryKind
-    content: str
-
-
 class ExtractionRequest(BaseModel):
     """The new material of one rollout, ready for extraction.
 
@@ -74,6 +66,17 @@ class Subjects(BaseModel):
 
     def empty(self) -> bool:
         return not (self.files or self.commands or self.tests or self.people or self.tools)
+
+
+class KnownEntry(BaseModel):
+    """An entry already in memory, shown to the engine so it reuses keys for the same fact."""
+
+    key: str
+    kind: EntryKind
+    content: str
+    subjects: Subjects | None = None
+    """What it is about (see :class:`Subjects`): new evidence about the same files, tests or
+    command updates this entry rather than starting a second one."""
 
 
 class Candidate(BaseModel):

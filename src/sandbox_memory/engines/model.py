@@ -195,7 +195,7 @@ def build_user_message(request: ExtractionRequest) -> str:
     return "\n\n".join(parts)
 
 
-def _known_for_prompt(request: ExtractionRequest, transcript: str) -> list[dict[str, str]]:
+def _known_for_prompt(request: ExtractionRequest, transcript: str) -> list[dict[str, object]]:
     """Known entries within :data:`KNOWN_ENTRIES_MAX_CHARS`, most relevant to the transcript first."""
 
     words = set(_WORD_RE.findall(transcript.lower()))
@@ -205,11 +205,14 @@ def _known_for_prompt(request: ExtractionRequest, transcript: str) -> list[dict[
         for e in candidates
     ]
     order = sorted(range(len(candidates)), key=lambda i: (-shared[i], i))
-    known: list[dict[str, str]] = []
+    known: list[dict[str, object]] = []
     used = 0
     for i in order:
         e = candidates[i]
-        item = {"key": e.key, "kind": e.kind, "content": e.content[:200]}
+        item: dict[str, object] = {"key": e.key, "kind": e.kind, "content": e.content[:200]}
+        if e.subjects is not None and (e.subjects.files or e.subjects.tests):
+            # What it is about: a candidate about the same files and test is its new version.
+            item["subjects"] = {"files": e.subjects.files, "tests": e.subjects.tests}
         cost = len(json.dumps(item)) + 2
         if used + cost > KNOWN_ENTRIES_MAX_CHARS:
             continue

@@ -29,7 +29,6 @@ Work is linear in the input; long texts are clipped (head + tail) before they ar
 from __future__ import annotations
 
 import bisect
-import hashlib
 import re
 import shlex
 import unicodedata
@@ -150,11 +149,11 @@ KEY_SUBJECT_WORDS = 4
 when the same thing is said with a few more words."""
 
 FAILURE_SUBJECT_WORDS = KEY_SUBJECT_WORDS - 1
-"""Words naming what failed in a fix key (the key's first word is ``fix``)."""
+"""Words naming what failed (the failing test's file and name, or the error's words)."""
 
-KEY_HASH_CHARS = 6
-"""Hex characters of a hash used as a key when a statement has no subject words: unique enough
-within one person's memory, short enough to read."""
+FIX_KEY_WORDS = KEY_SUBJECT_WORDS + 1
+"""Words of a fix's key: the changed file's name (one or two words) and what failed in it
+(``invoice-applies-tax``), so a file's fixes are told apart by their failure."""
 
 MIN_WORD_CHARS = 2
 """Shortest word kept in keys and slugs: single letters carry no subject."""
@@ -593,10 +592,6 @@ def make_key(*parts: str) -> str:
     return key or "note"
 
 
-def _short_hash(text: str) -> str:
-    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:KEY_HASH_CHARS]
-
-
 def _quote_cmd(cmd: str) -> str:
     """The command in backticks, whole; a command line too long to quote is said shorter: its
     first simple commands that fit, whole, and ``…`` outside the quote."""
@@ -921,6 +916,79 @@ def _failure_subject(text: str, line: str | None) -> list[str]:
 
 # --------------------------------------------------------------------------- keys
 
+_TEST_PATH_RE = re.compile(
+    r"(?:^|/)(?:tests?|spec|specs|__tests__)/|(?:^|/)test_[^/]*$|_test\.\w+$|\.(?:test|spec)\.\w+$"
+)
+"""A path of a test file: a fix that changes a module and its test is about the module."""
+
+_GENERIC_FILE_STEMS = frozenset({"__init__", "__main__", "index", "mod", "main", "init"})
+"""File names that name their folder's package rather than a subject of their own."""
+
+NAME_WORDS = 3
+"""Words of a file's name kept in a key (``string-utils-helpers``)."""
+
+
+def file_name_words(path: str) -> list[str]:
+    """The words a file is called by: its name without the extension
+    (``acme_billing/invoice.py`` -> ``invoice``, ``src/TaxRate.ts`` -> ``tax rate``), its
+    folder's for a package's ``__init__.py``, ``index.js`` or ``mod.rs``."""
+
+    parts = [p for p in path.strip().strip("/").split("/") if p]
+    if not parts:
+        return []
+    name = parts[-1]
+    stem = name.rsplit(".", 1)[0] if "." in name.lstrip(".") else name
+    if stem.lower() in _GENERIC_FILE_STEMS and len(parts) > 1:
+        stem = parts[-2]
+    return _words(_CAMEL_RE.sub(" ", stem).replace("_", " "))[:NAME_WORDS]
+
+
+def _subject_file(paths: Sequence[str]) -> str | None:
+    """The file a change is about: the first that is not a test, else the first."""
+
+    return next((p for p in paths if not _TEST_PATH_RE.search(p)), paths[0] if paths else None)
+
+
+def fix_key(paths: Sequence[str], failure: Sequence[str], fallback: Sequence[str] = ()) -> str:
+    """A fix's name: the file it changed and what failed there (``invoice-applies-tax`` for
+    ``acme_billing/invoice.py`` and ``test_invoice.InvoiceTotalTest.test_applies_tax_rate``);
+    the failure alone when no file changed (a command fixed it); ``fallback``'s words (the
+    command) when nothing names the failure. The same file and failure give the same key in
+    every run."""
+
+    path = _subject_file(paths)
+    named = file_name_words(path) if path else []
+    held = _stems(named)
+    wrong = [w for w in failure if _stem(w) not in held]
+    if named and wrong:
+        return make_key(*[*named, *wrong][:FIX_KEY_WORDS])
+    if named:
+        return make_key(*named, "fix")
+    if failure:
+        return make_key(*failure[:KEY_SUBJECT_WORDS])
+    return make_key(*fallback[:KEY_SUBJECT_WORDS], "fix")
+
+
+def changes_key(paths: Sequence[str]) -> str:
+    """The name of a run's changes without a fixed failure: its files' names, the changed
+    files before the created ones (``test-invoice-regression`` for a run that added
+    ``tests/test_invoice_regression.py``)."""
+
+    words: list[str] = []
+    for path in paths[:2]:
+        words.extend(w for w in file_name_words(path) if w not in words)
+    return make_key(*words[: KEY_SUBJECT_WORDS + 1]) if words else "changes"
+
+
+def _parent_words(paths: Sequence[str]) -> list[str]:
+    """The folder of the first path, as words (``pkg/billing/invoice.py`` -> ``billing``)."""
+
+    for path in paths:
+        parts = [p for p in path.strip("/").split("/") if p]
+        if len(parts) > 1:
+            return _words(parts[-2].replace("_", " "))[:2]
+    return []
+
 
 @dataclass(frozen=True)
 class _Known:
@@ -948,6 +1016,39 @@ class _KeyResolver:
 
         return (kind, key) in self._exact
 
+    def about(self, kind: str, key: str, subjects: Subjects) -> str:
+        """The key of the lesson about ``subjects``: a known entry of ``kind`` about the same
+        subject keeps its key (the same failing test in a file it changed, for a fix; the
+        same files and no failing test, for a run's changes), whatever words the new run uses;
+        a known key held by a lesson about other files is not taken over (the new one is
+        named with its folder too, ``billing-invoice`` beside ``invoice``); else ``key``."""
+
+        files, tests = set(subjects.files), set(subjects.tests)
+        if files or tests:
+            for known in self._known:
+                entry = known.entry
+                theirs = entry.subjects
+                if entry.kind != kind or theirs is None:
+                    continue
+                if tests:
+                    if tests & set(theirs.tests) and (not files or files & set(theirs.files)):
+                        return entry.key
+                elif not theirs.tests and files == set(theirs.files):
+                    return entry.key
+        held = next((k.entry for k in self._known if k.entry.key == key), None)
+        theirs = held.subjects if held is not None else None
+        if (
+            held is not None
+            and files
+            and theirs is not None
+            and theirs.files
+            and not files & set(theirs.files)
+        ):
+            parent = _parent_words(sorted(files))
+            if parent:
+                return make_key(*parent, key)
+        return key
+
     def resolve(
         self,
         kind: str,
@@ -955,7 +1056,11 @@ class _KeyResolver:
         subject: Sequence[str],
         *,
         same_procedure: tuple[re.Pattern[str], str] | None = None,
+        files: Sequence[str] = (),
     ) -> str:
+        """``key``, or a known entry's key of ``kind`` whose key or text holds ``subject``'s
+        words; a known entry about other ``files`` than these is another subject."""
+
         if (kind, key) in self._exact:
             return key
         wanted = _stems(subject) or _stems(_words(key))
@@ -963,6 +1068,9 @@ class _KeyResolver:
         best_score = 0.0
         for known in self._known:
             if known.entry.kind != kind:
+                continue
+            theirs = known.entry.subjects
+            if files and theirs is not None and theirs.files and not set(files) & set(theirs.files):
                 continue
             score = 0.0
             if same_procedure is not None:
@@ -1659,7 +1767,12 @@ def _fix_fact(
     )
     if not subject:
         subject = _subject_words(failure.signature)[:FAILURE_SUBJECT_WORDS]
-    key = make_key("fix", *subject[:FAILURE_SUBJECT_WORDS])
+    changed_first = sorted(files, key=lambda p: files[p].op == "created")
+    key = fix_key(
+        changed_first,
+        failure.failure_words,
+        _subject_words((fixer or failure).signature),
+    )
     sources = [
         i
         for i in (
@@ -2012,13 +2125,6 @@ def _stated_procedure(statement: _Statement, resolver: _KeyResolver) -> Candidat
     )
 
 
-def _hashed_key(words: Sequence[str], text: str) -> str:
-    """``<words>-<hash of text>``: readable, and two different texts never share a key."""
-
-    base = make_key(*words)[: KEY_MAX_CHARS - KEY_HASH_CHARS - 1].rstrip("-")
-    return f"{base}-{_short_hash(text)}"
-
-
 _IDENTIFIER_RE = re.compile(
     r"`([^`\n]{1,60})`"
     r"|((?:[\w.-]+/)+[\w.-]+\.\w{1,5})\b"
@@ -2252,7 +2358,6 @@ def _work_lessons(
     rollout: _Rollout,
     fixes: Sequence[_Fix],
     files: Mapping[str, _FileRecord],
-    slug: str,
     resolver: _KeyResolver,
 ) -> list[Candidate]:
     """What the run's work taught, one entry per lesson: each fixed failure (symptom, fix,
@@ -2286,25 +2391,31 @@ def _work_lessons(
                     content += result
                     sources += conclusion[1]
             content, sources = _with_report(content, sources, report)
+        subjects = Subjects(
+            files=_changed_paths(touched),
+            commands=list(fix.commands),
+            tests=list(fix.tests),
+            tools=list(fix.tools),
+        )
         out.append(
             Candidate(
-                key=resolver.resolve("fact", fix.key, fix.subject),
+                key=resolver.resolve(
+                    "fact",
+                    resolver.about("fact", fix.key, subjects),
+                    fix.subject,
+                    files=subjects.files,
+                ),
                 content=shorten(content, LESSON_CHARS),
                 kind="fact",
                 sources=list(dict.fromkeys(sources))[:MAX_SOURCES],
                 keywords=list(dict.fromkeys(keywords))[:MAX_KEYWORDS],
-                subjects=Subjects(
-                    files=_changed_paths(touched),
-                    commands=list(fix.commands),
-                    tests=list(fix.tests),
-                    tools=list(fix.tools),
-                ),
+                subjects=subjects,
             )
         )
     if fixes:
         return out
     if files:
-        changes = _files_candidate(rollout, files, slug, resolver)
+        changes = _files_candidate(rollout, files, resolver)
         if changes is None:
             return out
         news = (
@@ -2363,7 +2474,7 @@ def _changed_files(rollout: _Rollout) -> dict[str, _FileRecord]:
 
 
 def _files_candidate(
-    rollout: _Rollout, files: Mapping[str, _FileRecord], slug: str, resolver: _KeyResolver
+    rollout: _Rollout, files: Mapping[str, _FileRecord], resolver: _KeyResolver
 ) -> Candidate | None:
     """Which files the run changed and how, read from its own patches and writes."""
 
@@ -2373,23 +2484,21 @@ def _files_candidate(
     # what is left is for the run's result.
     names = sum(len(p) + 4 for p in files) + len("Changed: . Added: ")
     content = f"{_files_phrase_by_op(files, max(CONTENT_CHARS, min(LESSON_CHARS, names)) - 1)}."
-    stems = [p.rsplit("/", 1)[-1].rsplit(".", 1)[0] for p in files]
-    if slug in ("untitled-rollout", "empty-rollout"):
-        subject = _subject_words(" ".join(stems).replace("_", " "))[:FAILURE_SUBJECT_WORDS]
-        key = make_key("changed", *subject)
-    else:
-        subject = slug.split("-")[:KEY_SUBJECT_WORDS]
-        key = make_key("changes", slug)
+    changed_first = sorted(files, key=lambda p: files[p].op == "created")
+    key = changes_key(changed_first)
+    subjects = Subjects(files=_changed_paths(files))
     ids = [i for record in files.values() for i in record.ids]
     sources = list(dict.fromkeys(ids))[-MAX_SOURCES:]
     keywords = list(dict.fromkeys(p.rsplit("/", 1)[-1] for p in files))[:MAX_KEYWORDS]
     return Candidate(
-        key=resolver.resolve("fact", key, ["changes", *subject]),
+        key=resolver.resolve(
+            "fact", resolver.about("fact", key, subjects), key.split("-"), files=subjects.files
+        ),
         content=shorten(content, LESSON_CHARS),
         kind="fact",
         sources=sources,
         keywords=keywords,
-        subjects=Subjects(files=_changed_paths(files)),
+        subjects=subjects,
     )
 
 
@@ -2632,7 +2741,7 @@ def extract_offline(request: ExtractionRequest) -> Extraction:
         chosen.add(candidate)
     for candidate in _procedures(rollout, resolver):
         chosen.add(candidate)
-    lessons = _work_lessons(rollout, fixes, files, slug, resolver)
+    lessons = _work_lessons(rollout, fixes, files, resolver)
     for candidate in lessons:
         chosen.add(candidate)
     summarised = bool(lessons) and _report_summary(rollout) is not None

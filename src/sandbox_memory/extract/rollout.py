@@ -596,7 +596,9 @@ async def known_entries(
         if e.key not in newest or e.updated_at > newest[e.key].updated_at:
             newest[e.key] = e
     ordered = sorted(newest.values(), key=lambda e: e.updated_at, reverse=True)
-    return [KnownEntry(key=e.key, kind=e.kind, content=e.content) for e in ordered]
+    return [
+        KnownEntry(key=e.key, kind=e.kind, content=e.content, subjects=e.subjects) for e in ordered
+    ]
 
 
 async def _registry_ids(rt: LayoutState) -> list[str]:

@@ -12,7 +12,7 @@ import gc
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -170,7 +170,8 @@ class RolloutRef:
 
 
 def render_memory_md(entries: Iterable[Entry], rollouts: list[RolloutRef]) -> str:
-    """The searchable registry: every active entry by kind, with sources, then rollouts."""
+    """The searchable registry: every active entry by kind, with sources, then the files
+    lessons are about (each file's lessons), then rollouts."""
 
     # Shared entries only: a person's private entries never land in a file every run can read.
     active = [e for e in entries if e.status == "active" and e.person is None]
@@ -183,8 +184,42 @@ def render_memory_md(entries: Iterable[Entry], rollouts: list[RolloutRef]) -> st
         out.append("")
         out.extend(entry_line(entry) for entry in group)
         out.append("")
+    out.extend(files_lines((e.updated_at, e.key, entry_files(e)) for e in active))
     out.extend(rollout_lines(rollouts))
     return "\n".join(out)
+
+
+FILE_LESSONS_LISTED = 20
+"""Lessons named on one file's line of ``MEMORY.md``'s ``## Files`` (the newest): a file
+every task touches stays one readable line; the others are found by grepping its path."""
+
+
+def entry_files(entry: Entry) -> tuple[str, ...]:
+    """The files ``entry`` is about (:attr:`Entry.subjects`), as rendered in ``## Files``."""
+
+    return tuple(entry.subjects.files) if entry.subjects is not None else ()
+
+
+def files_lines(shown: Iterable[tuple[int, str, Sequence[str]]]) -> list[str]:
+    """The ``## Files`` section of ``MEMORY.md`` from ``(updated_at, key, files)`` of each shown
+    entry: one line per file, by path, naming the lessons about it newest first, so a file's
+    history of fixes is one grep of its path away. Empty when no entry names a file."""
+
+    by_file: dict[str, list[tuple[int, str]]] = {}
+    for updated_at, key, files in shown:
+        for path in dict.fromkeys(" ".join(f.split()) for f in files):
+            if path:
+                by_file.setdefault(path.replace("`", "'"), []).append((updated_at, key))
+    if not by_file:
+        return []
+    out = ["## Files", ""]
+    for path in sorted(by_file):
+        lessons = sorted(by_file[path], reverse=True)
+        keys = ", ".join(key for _, key in lessons[:FILE_LESSONS_LISTED])
+        more = len(lessons) - FILE_LESSONS_LISTED
+        out.append(f"- `{path}`: {keys}" + (f" and {more} older" if more > 0 else ""))
+    out.append("")
+    return out
 
 
 def render_summary_file(entries: Iterable[Entry], rollouts: list[RolloutRef], budget: int) -> str:
@@ -261,7 +296,8 @@ MEMORY_MD_HEADER = (
     "# MEMORY",
     "",
     "Registry of what earlier runs learned. Search it with grep; each line cites the",
-    "conversation#item it rests on. Rollout summaries are listed at the end.",
+    "conversation#item it rests on. Then each changed file with its lessons (grep a path for",
+    "its history of fixes) and the rollout summaries.",
     "",
 )
 
@@ -299,10 +335,11 @@ def summary_tail(lines: list[str], left_out: int, rollouts: list[RolloutRef]) ->
 _Stamp = tuple[int, str]
 
 
-_Own = tuple[int, str, str | None, str, int]
+_Own = tuple[int, str, str | None, str, int, Sequence[str]]
 """What the rendering keeps of an active layout entry: ``updated_at``, kind, person, its line
-(:func:`entry_line`; a private entry's without sources) and the length of that line without
-sources. Not the entry: the rendering holds a line per entry, not every parsed entry."""
+(:func:`entry_line`; a private entry's without sources), the length of that line without
+sources and the files it is about (:func:`entry_files`). Not the entry: the rendering holds a
+line per entry, not every parsed entry."""
 
 
 def _own_row(entry: Entry) -> _Own | None:
@@ -310,7 +347,7 @@ def _own_row(entry: Entry) -> _Own | None:
         return None
     short = entry_line(entry, with_sources=False)
     line = short if entry.person is not None else entry_line(entry)
-    return (entry.updated_at, entry.kind, entry.person, line, len(short))
+    return (entry.updated_at, entry.kind, entry.person, line, len(short), entry_files(entry))
 
 
 class SavedRows(BaseModel):
@@ -324,6 +361,8 @@ class SavedRows(BaseModel):
     lines: list[str]
     short: list[int]
     """Length of each line without its sources."""
+    files: list[list[str]]
+    """The files each entry is about."""
     skill_keys: list[str]
     skill_digests: list[str]
 
@@ -357,6 +396,8 @@ class LayoutRendering:
         self._by_person: dict[str, list[_Stamp]] = {}
         self._line: dict[str, tuple[str, int]] = {}
         """Shown key -> its ``MEMORY.md`` line and the length of the line without sources."""
+        self._files: dict[str, Sequence[str]] = {}
+        """Shown key -> the files it is about, when it names any (``## Files``)."""
         self._private_short: dict[str, str] = {}
         self._next: tuple[dict[str, _Own], dict[str, str]] = ({}, {})
         """A rebuild's entries taken in so far."""
@@ -396,7 +437,7 @@ class LayoutRendering:
         self._next = ({}, {})
         self._registry = _registry_candidates(registry_groups)
         self.winners, self.private = {}, {}
-        self._line, self._private_short = {}, {}
+        self._line, self._private_short, self._files = {}, {}, {}
         self._shared, self._by_person = [], {}
         self._by_kind = {kind: [] for kind in KIND_TITLES}
         keys = {*own, *self._registry}
@@ -434,6 +475,7 @@ class LayoutRendering:
             persons=[r[2] for r in rows],
             lines=[r[3] for r in rows],
             short=[r[4] for r in rows],
+            files=[list(r[5]) for r in rows],
             skill_keys=list(self.skills),
             skill_digests=list(self.skills.values()),
         )
@@ -454,7 +496,7 @@ class LayoutRendering:
                 gc.enable()
 
     def _restore(self, rows: SavedRows, registry_groups: Mapping[str, list[Entry]]) -> None:
-        lists = (rows.updated_at, rows.kinds, rows.persons, rows.lines, rows.short)
+        lists = (rows.updated_at, rows.kinds, rows.persons, rows.lines, rows.short, rows.files)
         if any(len(x) != len(rows.keys) for x in lists) or len(rows.skill_keys) != len(
             rows.skill_digests
         ):
@@ -466,6 +508,7 @@ class LayoutRendering:
         shared = {k: r for k, r in own.items() if r[2] is None}
         self.winners = {k: (r, None, r[0], r[1]) for k, r in shared.items()}
         self._line = {k: (r[3], r[4]) for k, r in shared.items()}
+        self._files = {k: r[5] for k, r in shared.items() if r[5]}
         self._shared = sorted([(r[0], k) for k, r in shared.items()])
         self._by_kind = {kind: [] for kind in KIND_TITLES}
         for stamp in self._shared:
@@ -567,6 +610,7 @@ class LayoutRendering:
         if was[3] in self._by_kind:
             _remove(self._by_kind[was[3]], stamp)
         self._line.pop(key, None)
+        self._files.pop(key, None)
 
     def _show(self, key: str, held: tuple[int, object, str | None], *, insort: bool = True) -> None:
         updated_at, source, owner = held
@@ -575,10 +619,14 @@ class LayoutRendering:
             kind = source.kind
             short = entry_line(source, with_sources=False)
             self._line[key] = (entry_line(source), len(short))
+            files = entry_files(source)
         else:
             row: _Own = source  # type: ignore[assignment]
             kind = row[1]
             self._line[key] = (row[3], row[4])
+            files = tuple(row[5])
+        if files:
+            self._files[key] = files
         self.winners[key] = (source, owner, updated_at, kind)
         stamp = (updated_at, key)
         groups = [self._shared]
@@ -606,6 +654,7 @@ class LayoutRendering:
                 out.extend((f"## {title}", ""))
                 out.extend(self._line[key][0] for _, key in reversed(group))
                 out.append("")
+        out.extend(files_lines((self.winners[k][2], k, f) for k, f in self._files.items()))
         out.extend(rollout_lines(rollouts))
         return "\n".join(out)
 

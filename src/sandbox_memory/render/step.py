@@ -40,7 +40,7 @@ logger = logging.getLogger("sandbox_memory")
 RENDERED_FILES = ("MEMORY.md", "memory_summary.md", "raw_memories.md", "phase_two_selection.json")
 """The views phase 2 renders under ``memories/`` (besides ``skills/``)."""
 
-SAVED_FORMAT = 1
+SAVED_FORMAT = 2
 """Shape of ``store/rendering.json`` (:class:`SavedRendering`); another is not read."""
 
 SAVE_AFTER_COMMITS = 16
