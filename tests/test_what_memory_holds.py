@@ -1248,3 +1248,28 @@ async def test_a_files_history_of_fixes_is_one_entry_per_fix_findable_by_path(
     assert "## Files\n\n- `src/invoice.py`: invoice-total, invoice-discount\n" in md
     hits = await MemoryClient(tmp_path).search("src/invoice.py", limit=10)
     assert {"invoice-total", "invoice-discount"} <= {h.key for h in hits if h.kind == "entry"}
+
+
+def test_the_model_is_shown_what_each_known_entry_is_about() -> None:
+    from sandbox_memory.engines.base import ExtractionRequest, Subjects
+    from sandbox_memory.engines.model import build_user_message
+
+    seg = Seg()
+    seg.user("The invoice totals are off again")
+    about = Subjects(files=["src/invoice.py"], tests=["tests/test_invoice.py::test_total"])
+    known = [
+        KnownEntry(key="invoice-total", kind="fact", content="Total fixed.", subjects=about),
+        KnownEntry(key="test-command", kind="procedure", content="Run `make check`."),
+    ]
+
+    message = build_user_message(
+        ExtractionRequest(rollout_id="conv-1", segments=[seg.build()], known_entries=known)
+    )
+
+    listed = json.loads(message.split("Known entries", 1)[1].split(":\n", 1)[1].split("\n\n")[0])
+    by_key = {item["key"]: item for item in listed}
+    assert by_key["invoice-total"]["subjects"] == {
+        "files": ["src/invoice.py"],
+        "tests": ["tests/test_invoice.py::test_total"],
+    }
+    assert "subjects" not in by_key["test-command"]  # nothing to say: no noise
