@@ -38,7 +38,7 @@ from agents.sandbox.capabilities import Filesystem, Shell
 from agents.testing import assistant_message
 from agents.usage import Usage
 
-from helpers import index_entry_rows, read_progress, rebuilt_index_rows, sealed
+from helpers import index_entry_rows, layout_runtime, read_progress, rebuilt_index_rows, sealed
 
 TESTS_DIR = Path(__file__).resolve().parent
 SRC_DIR = TESTS_DIR.parent / "src"
@@ -293,18 +293,11 @@ def figure(name: str, value: Any) -> None:
 
 
 def runtime(root: Path, **generate: Any) -> Any:
-    """The layout runtime the SDK bridge builds, over a sandbox workspace folder."""
+    """The layout runtime the SDK bridge builds, over a sandbox workspace folder (the engine
+    setting ``auto`` unless ``generate`` names one, as a user's default ``Memory()``)."""
 
-    from sandbox_memory.config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
-    from sandbox_memory.runtime import LayoutRuntime
-    from sandbox_memory.workspace import LocalWorkspace
-
-    return LayoutRuntime(
-        LocalWorkspace(root),
-        layout=MemoryLayoutConfig(),
-        generate=MemoryGenerateConfig(**generate),
-        read=MemoryReadConfig(),
-    )
+    generate.setdefault("engine", "auto")
+    return layout_runtime(root, **generate)
 
 
 async def record_conversations(root: Path, names: list[str], *, size: int = 400) -> None:
@@ -458,17 +451,9 @@ def kill_when_ready(proc: subprocess.Popen[str], *, after: float) -> None:
 async def _write_loop(root: str) -> None:
     """Record, extract and consolidate, and rewrite a 1.5 MB store file, forever."""
 
-    from sandbox_memory.config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
-    from sandbox_memory.runtime import LayoutRuntime
     from sandbox_memory.stores.files import Entry, LayoutMemory, Source
-    from sandbox_memory.workspace import LocalWorkspace
 
-    rt = LayoutRuntime(
-        LocalWorkspace(root),
-        layout=MemoryLayoutConfig(),
-        generate=MemoryGenerateConfig(engine="offline"),
-        read=MemoryReadConfig(),
-    )
+    rt = layout_runtime(root, engine="offline")
     big = LayoutMemory(
         entries={
             f"entry-{i}": Entry(
@@ -537,10 +522,6 @@ async def _one_conversation_race(base: str, who: str, workers: str, trials: str,
     bridge does) and close. Trials run one after the other: every worker waits for all of them
     at a gate before a trial and after it."""
 
-    from sandbox_memory.config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
-    from sandbox_memory.runtime import LayoutRuntime
-    from sandbox_memory.workspace import LocalWorkspace
-
     async def gate(folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / who).touch()
@@ -561,14 +542,7 @@ async def _one_conversation_race(base: str, who: str, workers: str, trials: str,
         root = Path(base, f"trial-{t}")
         root.mkdir(parents=True, exist_ok=True)
         await gate(Path(base, f"gate-{t}-start"))
-        rt = LayoutRuntime(
-            LocalWorkspace(root),
-            layout=MemoryLayoutConfig(),
-            generate=MemoryGenerateConfig(
-                engine="model", phase_one_model=model, lock_timeout_seconds=60
-            ),
-            read=MemoryReadConfig(),
-        )
+        rt = layout_runtime(root, engine="model", phase_one_model=model, lock_timeout_seconds=60)
         background: list[asyncio.Task[bool]] = []
         try:
             for n in range(int(runs)):
@@ -916,16 +890,9 @@ def learning_run(name: str, n: int) -> dict[str, Any]:
 
 
 async def _close_with(root: str, kill_at: int) -> list[str]:
-    from sandbox_memory.config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
-    from sandbox_memory.runtime import LayoutRuntime
 
     ws = killing_workspace(root, kill_at)
-    rt = LayoutRuntime(
-        ws,
-        layout=MemoryLayoutConfig(),
-        generate=MemoryGenerateConfig(engine="offline", lock_timeout_seconds=5),
-        read=MemoryReadConfig(),
-    )
+    rt = layout_runtime(ws, engine="offline", lock_timeout_seconds=5)
     await rt.close()
     return list(ws.points)
 

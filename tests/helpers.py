@@ -60,6 +60,84 @@ def bug_fix_script() -> list[Any]:
     ]
 
 
+_DEFAULT: Any = object()
+
+
+def layout_runtime(
+    where: Path | str | Any,
+    *,
+    engine: Any = None,
+    store: Any = None,
+    layout: Any = None,
+    read: Any = _DEFAULT,
+    mkdir: bool = False,
+    **generate: Any,
+) -> Any:
+    """The layout runtime the SDK bridge builds: one layout's steps over ``where`` (a folder,
+    or a :class:`~sandbox_memory.workspace.Workspace` a test wraps), with the default layout
+    and read settings unless given (``read=None``: a layout that reads nothing, as
+    ``Memory(read=None)``) and ``generate``'s settings.
+
+    ``engine`` is the engine setting (``"offline"``, the default here, or ``"model"``) or an
+    engine object to use instead of the one the setting picks (the setting then says what the
+    object is: ``"model"`` for a :class:`~sandbox_memory.engines.model.ModelEngine`);
+    ``store`` a shared store (the layout then works through its working copy)."""
+
+    from sandbox_memory.config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
+    from sandbox_memory.runtime import LayoutRuntime
+    from sandbox_memory.workspace import LocalWorkspace, Workspace
+
+    if isinstance(where, Workspace):
+        workspace = where
+    else:
+        if mkdir:
+            Path(where).mkdir(parents=True, exist_ok=True)
+        workspace = LocalWorkspace(str(where))
+    from sandbox_memory.engines.model import ModelEngine
+
+    if isinstance(engine, str):
+        generate["engine"], engine = engine, None
+    generate.setdefault("engine", "model" if isinstance(engine, ModelEngine) else "offline")
+    return LayoutRuntime(
+        workspace,
+        layout=layout or MemoryLayoutConfig(),
+        generate=MemoryGenerateConfig(**generate),
+        read=MemoryReadConfig() if read is _DEFAULT else read,
+        engine=engine,
+        store=store,
+    )
+
+
+def run_payload(
+    text: str,
+    *,
+    reply: str | None = "ok",
+    when: str | None = "2026-01-01T00:00:00+00:00",
+    items: list[dict[str, Any]] | None = None,
+    completed: bool = False,
+) -> dict[str, Any]:
+    """One run as the bridge records it: the user's ``text``, then ``items`` (the agent's tool
+    calls and outputs) and the assistant's ``reply`` (None: no reply); ``when`` stamps it
+    (None: no stamp); ``completed`` adds the terminal state of a run that finished."""
+
+    generated = list(items or [])
+    if reply is not None:
+        generated.append(
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": reply}],
+            }
+        )
+    payload: dict[str, Any] = {"input": [{"role": "user", "content": text}]}
+    payload["generated_items"] = generated
+    if when is not None:
+        payload = {"updated_at": when, **payload}
+    if completed:
+        payload["terminal_metadata"] = {"terminal_state": "completed", "has_final_output": True}
+    return payload
+
+
 def sealed(line: bytes | str, rollout_id: str) -> bytes:
     """``line`` (one JSON object) sealed as memory seals what it records: a line a test writes
     as if memory had recorded it."""

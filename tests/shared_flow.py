@@ -19,6 +19,8 @@ from agents.sandbox.capabilities import Filesystem, Shell
 from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
 from agents.testing import ScriptedModel, assistant_message
 
+import helpers
+from helpers import layout_runtime
 from sandbox_memory import Memory, MemoryGenerateConfig
 from sandbox_memory.stores import PostgresStore
 
@@ -27,19 +29,7 @@ def store_runtime(root: Path, store: Any, engine: Any = None) -> Any:
     """A ``LayoutRuntime`` (offline engine unless ``engine`` is given) on a local folder at
     ``root`` whose working copy syncs with ``store``: one sandbox's memory, without an agent."""
 
-    from sandbox_memory import MemoryLayoutConfig, MemoryReadConfig
-    from sandbox_memory.runtime import LayoutRuntime
-    from sandbox_memory.workspace import LocalWorkspace
-
-    root.mkdir(parents=True, exist_ok=True)
-    return LayoutRuntime(
-        LocalWorkspace(root),
-        layout=MemoryLayoutConfig(),
-        generate=MemoryGenerateConfig(engine="offline"),
-        read=MemoryReadConfig(),
-        engine=engine,
-        store=store,
-    )
+    return layout_runtime(root, store=store, engine=engine, mkdir=True)
 
 
 def agent(model: ScriptedModel, store: PostgresStore, **generate: Any) -> SandboxAgent:
@@ -88,16 +78,7 @@ async def run_once(
 def run_payload(text: str) -> dict[str, Any]:
     """A recorded run's payload as the SDK hands it over: the user's text and a short reply."""
 
-    return {
-        "input": [{"role": "user", "content": text}],
-        "generated_items": [
-            {
-                "type": "message",
-                "role": "assistant",
-                "content": [{"type": "output_text", "text": "Noted."}],
-            }
-        ],
-    }
+    return helpers.run_payload(text, reply="Noted.", when=None)
 
 
 def lesson(tag: str) -> str:

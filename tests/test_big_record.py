@@ -13,13 +13,12 @@ from typing import Any
 
 import pytest
 
-from helpers import sealed
-from sandbox_memory.config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
+from helpers import layout_runtime, sealed
+from sandbox_memory.config import MemoryLayoutConfig
 from sandbox_memory.record import offload
 from sandbox_memory.record.segments import build_segment, segment_line
 from sandbox_memory.redact import Redactor
 from sandbox_memory.runtime import LayoutRuntime
-from sandbox_memory.workspace import LocalWorkspace
 
 SECRET = "ghp_aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"
 
@@ -38,15 +37,6 @@ def big_payload(megabytes: float) -> dict[str, Any]:
         ],
         "final_output": "Done.",
     }
-
-
-def runtime(root: Path) -> LayoutRuntime:
-    return LayoutRuntime(
-        LocalWorkspace(str(root)),
-        layout=MemoryLayoutConfig(),
-        generate=MemoryGenerateConfig(engine="offline"),
-        read=MemoryReadConfig(),
-    )
 
 
 async def record_measuring_stall(rt: LayoutRuntime, payload: dict[str, Any]) -> float:
@@ -90,7 +80,7 @@ def in_process_line(payload: dict[str, Any], segment_id: str) -> bytes:
 
 def test_huge_tool_output_is_recorded_without_stalling_the_loop(tmp_path: Path) -> None:
     payload = big_payload(20)
-    rt = runtime(tmp_path)
+    rt = layout_runtime(tmp_path)
     # Before: 2.4 s for 20 MB, all of it on the loop. The bound leaves room for a loaded core.
     stall = asyncio.run(record_measuring_stall(rt, payload))
     assert stall < 0.5, f"the event loop stalled {stall:.2f} s while recording 20 MB"
@@ -109,7 +99,7 @@ def test_a_failing_child_falls_back_to_recording_in_process(
     offload._child._stop()  # a fresh child, started from an interpreter that exits at once
     monkeypatch.setattr(sys, "executable", "/bin/false")
     payload = big_payload(0.5)
-    rt = runtime(tmp_path)
+    rt = layout_runtime(tmp_path)
     with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
         asyncio.run(record_measuring_stall(rt, payload))
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
@@ -126,7 +116,7 @@ def test_a_small_run_is_recorded_in_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     offload._child._stop()
-    rt = runtime(tmp_path)
+    rt = layout_runtime(tmp_path)
     asyncio.run(rt.record(big_payload(0.01), rollout_id="big"))
     assert offload._child._proc is None  # no child was started for it
     assert SECRET.encode() not in recorded_line(tmp_path)
@@ -139,7 +129,7 @@ def replaying_runs(root: Path) -> list[dict[str, Any]]:
     history = [*first["input"], *first["generated_items"]]
     second = {"input": [*history, {"role": "user", "content": "And now?"}], "generated_items": []}
     root.mkdir()
-    rt = runtime(root)
+    rt = layout_runtime(root)
 
     async def go() -> None:
         await rt.record(first, rollout_id="conv")
@@ -215,7 +205,7 @@ def test_the_hand_over_holds_the_gil_for_one_slice_at_a_time(
     pipes = CountingPipes(monkeypatch)
     payload = big_payload(3)
     output_chars = len(payload["generated_items"][1]["output"])
-    rt = runtime(tmp_path)
+    rt = layout_runtime(tmp_path)
     appended: list[bytes] = []
     append_line = rt.ws.append_line
 

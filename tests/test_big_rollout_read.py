@@ -11,8 +11,8 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
-from helpers import sealed
-from sandbox_memory.config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
+from helpers import layout_runtime, sealed
+from sandbox_memory.config import MemoryLayoutConfig
 from sandbox_memory.integrity import SegmentSeal
 from sandbox_memory.record import segments as rollouts
 from sandbox_memory.record.segments import (
@@ -24,7 +24,6 @@ from sandbox_memory.record.segments import (
     parse_segments,
     read_new_segments,
 )
-from sandbox_memory.runtime import LayoutRuntime
 from sandbox_memory.workspace import LocalWorkspace
 
 CHECK = LineCheck(SegmentSeal([b"test-key-" * 4]), "r")
@@ -105,15 +104,6 @@ def test_chunked_reading_equals_reading_whole(tmp_path: Path) -> None:
     assert asyncio.run(read_new_segments(ws, "absent.jsonl", offset=0, check=CHECK)) is None
 
 
-def runtime(root: Path, engine: str = "offline") -> LayoutRuntime:
-    return LayoutRuntime(
-        LocalWorkspace(str(root)),
-        layout=MemoryLayoutConfig(),
-        generate=MemoryGenerateConfig(engine=engine),
-        read=MemoryReadConfig(),
-    )
-
-
 def big_run() -> dict[str, Any]:
     return {
         "input": [{"role": "user", "content": "Build it and show the log."}],
@@ -135,7 +125,7 @@ def replayed_items(root: Path) -> int:
     first = big_run()
     history = [*first["input"], *first["generated_items"]]
     second = {"input": [*history, {"role": "user", "content": "And now?"}], "generated_items": []}
-    rt = runtime(root)
+    rt = layout_runtime(root)
     assert asyncio.run(rt.record(second, rollout_id="run-x", per_run_id=True)) == "conv"
     lines = (root / MemoryLayoutConfig().sessions_dir / "conv.jsonl").read_bytes().splitlines()
     return sum(i.get("type") == "memory_replayed_item" for i in json.loads(lines[-1])["input"])
@@ -152,7 +142,7 @@ def test_a_fresh_recorder_reads_the_rollouts_digests_keeping_no_segment(tmp_path
     sessions.mkdir()
     lines = [sealed(json.dumps(segment(n, 200_000)), "conv") for n in range(60)]
     (sessions / "conv.jsonl").write_bytes(b"".join(lines))
-    rt = runtime(tmp_path)
+    rt = layout_runtime(tmp_path)
     said = [{"role": "user", "content": "Run step 3."}, {"role": "user", "content": "Again."}]
     run = {"input": said, "generated_items": []}
     tracemalloc.start()
@@ -176,7 +166,7 @@ def test_a_big_item_replayed_is_recognised_by_a_fresh_process(tmp_path: Path) ->
     for noted in (False, True):
         root = tmp_path / f"noted-{noted}"
         root.mkdir()
-        rt = runtime(root)
+        rt = layout_runtime(root)
         asyncio.run(rt.record(big_run(), rollout_id="conv"))
         if noted:
             asyncio.run(rt.close())  # phase 1 notes the items' digests

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import extraction_reply, read_segments
+from helpers import extraction_reply, layout_runtime, read_segments
 from sandbox_memory import (
     Configure,
     Forget,
@@ -255,10 +255,7 @@ async def test_a_conflict_raised_to_the_caller_is_not_also_logged(
 async def test_a_rejection_inside_consolidation_is_logged_at_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from sandbox_memory.config import MemoryLayoutConfig, MemoryReadConfig
     from sandbox_memory.engines.base import Candidate, Extraction, ExtractionRequest
-    from sandbox_memory.runtime import LayoutRuntime
-    from sandbox_memory.workspace import LocalWorkspace
 
     class Relearn:
         """Proposes the retracted fact again, citing the new run."""
@@ -276,13 +273,7 @@ async def test_a_rejection_inside_consolidation_is_logged_at_warning(
                 ],
             )
 
-    runtime = LayoutRuntime(
-        LocalWorkspace(tmp_path),
-        layout=MemoryLayoutConfig(),
-        generate=MemoryGenerateConfig(),
-        read=MemoryReadConfig(),
-        engine=Relearn(),
-    )
+    runtime = layout_runtime(tmp_path, engine=Relearn())
     mc = MemoryClient(tmp_path, runtime=runtime)
     await mc.create("trip")
     await mc.apply(

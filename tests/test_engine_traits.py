@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sandbox_memory.config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
+from helpers import layout_runtime
 from sandbox_memory.engines.base import (
     Candidate,
     EngineTraits,
@@ -15,8 +15,6 @@ from sandbox_memory.engines.base import (
     traits,
 )
 from sandbox_memory.engines.offline import OfflineEngine
-from sandbox_memory.runtime.facade import LayoutRuntime
-from sandbox_memory.workspace import LocalWorkspace
 
 
 class CountingEngine:
@@ -61,13 +59,7 @@ def test_the_offline_engine_spends_no_model_calls_and_takes_no_feedback() -> Non
 
 
 async def _close_three(tmp_path: Path, engine: CountingEngine) -> int:
-    rt = LayoutRuntime(
-        LocalWorkspace(tmp_path),
-        layout=MemoryLayoutConfig(),
-        generate=MemoryGenerateConfig(max_model_calls_per_close=1),
-        read=MemoryReadConfig(),
-        engine=engine,
-    )
+    rt = layout_runtime(tmp_path, engine=engine, max_model_calls_per_close=1)
     for n in range(3):
         run: dict[str, Any] = {
             "input": [{"role": "user", "content": f"Note number {n}."}],

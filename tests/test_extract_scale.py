@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from sandbox_memory import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
+from helpers import layout_runtime, run_payload
 from sandbox_memory.engines.base import Extraction, ExtractionRequest
 from sandbox_memory.engines.offline import OfflineEngine
 from sandbox_memory.runtime import LayoutRuntime
@@ -39,30 +39,6 @@ class RecordingEngine:
     async def extract(self, request: ExtractionRequest) -> Extraction:
         self.requests.append(request)
         return await self._inner.extract(request)
-
-
-def runtime(root: Path, engine: Any = None) -> LayoutRuntime:
-    return LayoutRuntime(
-        LocalWorkspace(root),
-        layout=MemoryLayoutConfig(),
-        generate=MemoryGenerateConfig(engine="offline"),
-        read=MemoryReadConfig(),
-        engine=engine,
-    )
-
-
-def run(text: str, when: str = "2026-01-01T00:00:00+00:00") -> dict[str, Any]:
-    return {
-        "updated_at": when,
-        "input": [{"role": "user", "content": text}],
-        "generated_items": [
-            {
-                "type": "message",
-                "role": "assistant",
-                "content": [{"type": "output_text", "text": "Done."}],
-            }
-        ],
-    }
 
 
 def filler(i: int) -> str:
@@ -97,12 +73,14 @@ async def test_an_extraction_is_shown_the_entries_sharing_its_words_not_every_en
     tmp_path: Path,
 ) -> None:
     engine = RecordingEngine()
-    rt = runtime(tmp_path, engine)
+    rt = layout_runtime(tmp_path, engine=engine)
     many = [entry(f"note-{i:04d}", filler(i), 2_000_000 + i) for i in range(KNOWN_CANDIDATES + 150)]
     # The oldest entry of all is the one this run is about.
     about = entry("ferry-to-zanzibar", "The ferry to Zanzibar leaves from pier 9.", 1_000_000)
     await seed_layout(rt, [*many, about])
-    await rt.record(run("Which pier does the Zanzibar ferry leave from?"), rollout_id="trip")
+    await rt.record(
+        run_payload("Which pier does the Zanzibar ferry leave from?"), rollout_id="trip"
+    )
     await rt.close()
 
     (request,) = engine.requests
@@ -118,7 +96,7 @@ async def test_known_entries_follow_changes_made_since_the_index_was_synced(
     tmp_path: Path,
 ) -> None:
     engine = RecordingEngine()
-    rt = runtime(tmp_path, engine)
+    rt = layout_runtime(tmp_path, engine=engine)
     await seed_layout(
         rt,
         [
@@ -126,14 +104,14 @@ async def test_known_entries_follow_changes_made_since_the_index_was_synced(
             entry("zanzibar-hotel", "The Zanzibar hotel is booked.", 2_000),
         ],
     )
-    await rt.record(run("Zanzibar plans: the ferry and the hotel."), rollout_id="a")
+    await rt.record(run_payload("Zanzibar plans: the ferry and the hotel."), rollout_id="a")
     await rt.close()
     assert {"zanzibar-ferry-pier", "zanzibar-hotel"} <= {
         k.key for k in engine.requests[0].known_entries
     }
 
     # Another process changes layout memory: one entry retracted, one added.
-    other = runtime(tmp_path)
+    other = layout_runtime(tmp_path)
     store = other.state.store
     layout = await store.load_layout()
     layout.entries["zanzibar-hotel"].status = "retracted"
@@ -150,7 +128,9 @@ async def test_known_entries_follow_changes_made_since_the_index_was_synced(
     )
     await store.save_layout(layout)
 
-    await rt.record(run("More Zanzibar plans: the ferry, the hotel, the visa."), rollout_id="b")
+    await rt.record(
+        run_payload("More Zanzibar plans: the ferry, the hotel, the visa."), rollout_id="b"
+    )
     await rt.close()
     keys = [k.key for k in engine.requests[-1].known_entries]
     assert "zanzibar-visa" in keys
@@ -162,14 +142,14 @@ async def test_without_a_usable_index_every_entry_is_known_and_it_is_said_once(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     engine = RecordingEngine()
-    rt = runtime(tmp_path, engine)
+    rt = layout_runtime(tmp_path, engine=engine)
     entries = [entry(f"note-{i:02d}", filler(i), 1_000 + i) for i in range(5)]
     await seed_layout(rt, entries)
     # A folder where the index file belongs: SQLite cannot open it.
     (tmp_path / "memories" / "store" / INDEX_FILE).mkdir(parents=True)
     caplog.set_level(logging.WARNING, logger="sandbox_memory")
     for rid in ("a", "b"):
-        await rt.record(run(f"Zanzibar ferry for {rid}."), rollout_id=rid)
+        await rt.record(run_payload(f"Zanzibar ferry for {rid}."), rollout_id=rid)
         await rt.close()
     assert len(engine.requests) == 2
     for request in engine.requests:
@@ -184,12 +164,12 @@ async def _sync_steps(root: Path, entries: int) -> int:
     layout entries already indexed."""
 
     root.mkdir()
-    rt = runtime(root)
+    rt = layout_runtime(root)
     await seed_layout(rt, [entry(f"note-{i:05d}", filler(i), 1_000 + i) for i in range(entries)])
     index = rt.search_index
     await index.sync()  # the first sync: every entry indexed
     # The run cites a key and shows an entry line, so the usage lookups run too.
-    segment = run("Look at note-00001 please.")
+    segment = run_payload("Look at note-00001 please.")
     segment["generated_items"][0]["content"][0]["text"] = "I used `note-00001` here."
     await rt.record(segment, rollout_id="new")
     db = await index._open()
@@ -220,7 +200,7 @@ async def _known_steps(root: Path, entries: int) -> tuple[int, list[str]]:
     entries indexed (a transcript sharing a word with one of them), and the keys found."""
 
     root.mkdir()
-    rt = runtime(root)
+    rt = layout_runtime(root)
     many = [entry(f"note-{i:05d}", filler(i), 1_000 + i) for i in range(entries)]
     about = entry("ferry-to-zanzibar", "The ferry to Zanzibar leaves from pier 9.", 500)
     await seed_layout(rt, [*many, about])
@@ -268,18 +248,15 @@ async def test_a_runs_extraction_syncs_the_index_for_its_rollout_without_listing
     tmp_path: Path,
 ) -> None:
     ws = ListingCounter(tmp_path)
-    rt = LayoutRuntime(
-        ws,
-        layout=MemoryLayoutConfig(),
-        generate=MemoryGenerateConfig(engine="offline"),
-        read=MemoryReadConfig(),
-    )
+    rt = layout_runtime(ws)
     for k in range(3):
-        await rt.record(run(f"Old run {k}: we use the staging database."), rollout_id=f"old{k}")
+        await rt.record(
+            run_payload(f"Old run {k}: we use the staging database."), rollout_id=f"old{k}"
+        )
     await rt.close()
     ws.listed.clear()
 
-    await rt.record(run("We use the Zanzibar ferry on Tuesdays."), rollout_id="new")
+    await rt.record(run_payload("We use the Zanzibar ferry on Tuesdays."), rollout_id="new")
     assert await rt.consolidate_conversation("new")  # what runs after a run, in the background
     assert ws.listed == []  # no listing of sessions/ or rollout_summaries/
     assert await rt.search_index.sync() == 0  # a whole sync finds nothing left to index
@@ -291,7 +268,7 @@ async def test_a_persons_private_entries_are_shown_to_the_model_only_in_their_ru
     tmp_path: Path,
 ) -> None:
     engine = RecordingEngine()
-    rt = runtime(tmp_path, engine)
+    rt = layout_runtime(tmp_path, engine=engine)
     await seed_layout(
         rt,
         [
@@ -301,11 +278,15 @@ async def test_a_persons_private_entries_are_shown_to_the_model_only_in_their_ru
             ),
         ],
     )
-    await rt.record(run("Zanzibar: the ferry and spice mixes."), rollout_id="b", person="bob")
+    await rt.record(
+        run_payload("Zanzibar: the ferry and spice mixes."), rollout_id="b", person="bob"
+    )
     await rt.close()
-    await rt.record(run("Zanzibar: the ferry and spice mixes."), rollout_id="a", person="ana")
+    await rt.record(
+        run_payload("Zanzibar: the ferry and spice mixes."), rollout_id="a", person="ana"
+    )
     await rt.close()
-    await rt.record(run("Zanzibar: the ferry and spice mixes."), rollout_id="n")
+    await rt.record(run_payload("Zanzibar: the ferry and spice mixes."), rollout_id="n")
     await rt.close()
 
     bob, ana, nobody = ([k.key for k in r.known_entries] for r in engine.requests)

@@ -11,13 +11,11 @@ from typing import Any
 
 import pytest
 
-from sandbox_memory import MemoryClient, MemoryGenerateConfig, MemoryReadConfig
-from sandbox_memory.config import MemoryLayoutConfig
+from helpers import layout_runtime
+from sandbox_memory import MemoryClient
 from sandbox_memory.engines.base import Candidate, Extraction, ExtractionRequest
 from sandbox_memory.redact import default_redactor
 from sandbox_memory.rules import key_problem
-from sandbox_memory.runtime import LayoutRuntime
-from sandbox_memory.workspace import LocalWorkspace
 
 HARMLESS = [
     "always-use-pnpm-npm-node18",
@@ -85,13 +83,7 @@ async def test_lessons_under_harmless_keys_are_kept_and_a_refusal_is_logged(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     keys = [*HARMLESS[:3], CREDENTIALS[0]]
-    rt = LayoutRuntime(
-        LocalWorkspace(tmp_path),
-        layout=MemoryLayoutConfig(),
-        generate=MemoryGenerateConfig(),
-        read=MemoryReadConfig(),
-        engine=KeyedEngine(keys),
-    )
+    rt = layout_runtime(tmp_path, engine=KeyedEngine(keys))
     said = "Always use pnpm with Node 18; keep the npm v10 lockfile."
     run: dict[str, Any] = {"input": [{"role": "user", "content": said}], "generated_items": []}
     await rt.record(run, rollout_id="setup")

@@ -19,12 +19,10 @@ from openai import AsyncOpenAI
 
 import http_provider as hp
 from faultlib import progress, warnings_from
-from helpers import read_layout, read_segments
+from helpers import layout_runtime, read_layout, read_segments
 from sandbox_memory import MemoryConfigError, MemoryGenerateConfig
-from sandbox_memory.config import MemoryLayoutConfig, MemoryReadConfig
 from sandbox_memory.engines.model import ModelEngine
 from sandbox_memory.runtime import LayoutRuntime
-from sandbox_memory.workspace import LocalWorkspace
 
 FIX_RUN: dict[str, Any] = {
     "input": [{"role": "user", "content": "The invoice tests fail. Fix the bug."}],
@@ -61,16 +59,6 @@ def responses_engine(server: hp.ProviderServer, **settings: Any) -> ModelEngine:
 def chat_engine(server: hp.ProviderServer, **settings: Any) -> ModelEngine:
     model = OpenAIChatCompletionsModel(model="phase-one-chat", openai_client=client_for(server))
     return ModelEngine(model, model_settings=ModelSettings(**settings) if settings else None)
-
-
-def layout_runtime(root: Path, engine: Any, **generate: Any) -> LayoutRuntime:
-    return LayoutRuntime(
-        LocalWorkspace(root),
-        layout=MemoryLayoutConfig(),
-        generate=MemoryGenerateConfig(engine="model", **generate),
-        read=MemoryReadConfig(),
-        engine=engine,
-    )
 
 
 def reply(candidates: list[dict[str, Any]], **fields: Any) -> hp.Reply:
@@ -124,7 +112,7 @@ async def test_the_schema_sent_is_strict_structured_outputs(
     provider: hp.ProviderServer, workspace_root: Path, api: str
 ) -> None:
     engine = responses_engine(provider) if api == "responses" else chat_engine(provider)
-    rt = layout_runtime(workspace_root, engine)
+    rt = layout_runtime(workspace_root, engine=engine)
     await rt.record(FIX_RUN, rollout_id="conv")
     provider.script(reply([]))
     await rt.close()
@@ -157,7 +145,7 @@ async def test_request_carries_model_settings_and_no_secret(
     run = json.loads(json.dumps(FIX_RUN))
     run["input"][0]["content"] += f" The deploy key is {secret}."
     engine = responses_engine(provider, temperature=0.2, max_tokens=900)
-    rt = layout_runtime(workspace_root, engine, external_tools=("fetch_page",))
+    rt = layout_runtime(workspace_root, engine=engine, external_tools=("fetch_page",))
     await rt.record(run, rollout_id="conv")
     provider.script(reply([]))
     await rt.close()
@@ -194,7 +182,9 @@ async def test_external_tools_are_marked_in_the_transcript_the_model_receives(
             {"type": "function_call_output", "call_id": "c1", "output": "README.md"},
         ],
     }
-    rt = layout_runtime(workspace_root, responses_engine(provider), external_tools=("fetch_page",))
+    rt = layout_runtime(
+        workspace_root, engine=responses_engine(provider), external_tools=("fetch_page",)
+    )
     await rt.record(run, rollout_id="conv")
     provider.script(reply([]))
     await rt.close()
@@ -223,14 +213,11 @@ def test_a_mistyped_model_settings_key_is_refused_naming_it() -> None:
 async def test_dict_settings_reach_the_request_over_the_defaults(
     openai_env: hp.ProviderServer, workspace_root: Path
 ) -> None:
-    rt = LayoutRuntime(
-        LocalWorkspace(workspace_root),
-        layout=MemoryLayoutConfig(),
-        generate=MemoryGenerateConfig(
-            phase_one_model="gpt-test-mini",
-            phase_one_model_settings={"reasoning": {"effort": "low"}, "timeout": 7},
-        ),
-        read=MemoryReadConfig(),
+    rt = layout_runtime(
+        workspace_root,
+        engine="auto",
+        phase_one_model="gpt-test-mini",
+        phase_one_model_settings={"reasoning": {"effort": "low"}, "timeout": 7},
     )
     assert isinstance(rt.engine, ModelEngine)
     assert rt.engine.model_settings.timeout == 7
@@ -296,7 +283,7 @@ CITATION_FORMS = [
 async def test_citations_in_every_plausible_form_are_accepted(
     provider: hp.ProviderServer, workspace_root: Path, form: str
 ) -> None:
-    rt = layout_runtime(workspace_root, responses_engine(provider))
+    rt = layout_runtime(workspace_root, engine=responses_engine(provider))
     await rt.record(FIX_RUN, rollout_id="conv")
     ids = item_ids(workspace_root, "conv")
     seg, n = ids[1].split(":")
@@ -325,7 +312,7 @@ async def test_citations_in_every_plausible_form_are_accepted(
 async def test_a_preference_cited_by_segment_alone_is_not_taken_from_tool_output(
     provider: hp.ProviderServer, workspace_root: Path
 ) -> None:
-    rt = layout_runtime(workspace_root, responses_engine(provider))
+    rt = layout_runtime(workspace_root, engine=responses_engine(provider))
     await rt.record(FIX_RUN, rollout_id="conv")
     seg = item_ids(workspace_root, "conv")[0].split(":")[0]
     bad = {"key": "likes-tabs", "content": "Prefers tabs.", "kind": "preference", "sources": [seg]}
@@ -338,7 +325,7 @@ async def test_nonexistent_ids_get_one_retry_with_the_reasons_then_are_visible(
     provider: hp.ProviderServer, workspace_root: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="sandbox_memory")
-    rt = layout_runtime(workspace_root, responses_engine(provider))
+    rt = layout_runtime(workspace_root, engine=responses_engine(provider))
     await rt.record(FIX_RUN, rollout_id="conv")
     wrong = {"key": "tests", "content": "Run unittest.", "kind": "procedure", "sources": ["x:9"]}
     provider.script(reply([wrong]), reply([wrong]))
@@ -360,7 +347,7 @@ async def test_nonexistent_ids_get_one_retry_with_the_reasons_then_are_visible(
 async def test_a_retry_that_cites_correctly_is_kept(
     provider: hp.ProviderServer, workspace_root: Path
 ) -> None:
-    rt = layout_runtime(workspace_root, responses_engine(provider))
+    rt = layout_runtime(workspace_root, engine=responses_engine(provider))
     await rt.record(FIX_RUN, rollout_id="conv")
     good_id = item_ids(workspace_root, "conv")[1]
     cand = {"key": "tests", "content": "Run `python3 -m unittest -q`.", "kind": "procedure"}
@@ -663,7 +650,7 @@ async def _learn(
 async def test_forget_of_a_shared_entry_retracts_it_through_the_engine(
     provider: hp.ProviderServer, workspace_root: Path
 ) -> None:
-    rt = layout_runtime(workspace_root, responses_engine(provider))
+    rt = layout_runtime(workspace_root, engine=responses_engine(provider))
     steps = "Run `make generate`, then `make test`."
     procedure = {"key": "run-tests", "content": steps, "kind": "procedure"}
     await _learn(rt, provider, "a", "Tests run with make test.", [procedure])
@@ -685,7 +672,7 @@ async def test_forget_of_a_shared_entry_retracts_it_through_the_engine(
 async def test_one_key_is_one_fact_and_a_live_edit_touches_only_its_line(
     provider: hp.ProviderServer, workspace_root: Path
 ) -> None:
-    rt = layout_runtime(workspace_root, responses_engine(provider))
+    rt = layout_runtime(workspace_root, engine=responses_engine(provider))
     host = {"key": "staging-host", "kind": "fact"}
     await _learn(rt, provider, "a", "Staging is on host-a.", [{**host, "content": "host-a"}])
     other = {"key": "ci-runner", "kind": "fact", "content": "CI runs on runner-1."}
@@ -785,7 +772,7 @@ async def test_a_replayed_history_is_recognised_not_recorded_or_extracted_again(
 async def test_replays_are_recognised_by_a_new_process(workspace_root: Path, state: str) -> None:
     from sandbox_memory.engines.offline import OfflineEngine
 
-    first = layout_runtime(workspace_root, OfflineEngine())
+    first = layout_runtime(workspace_root, engine=OfflineEngine())
     await first.record(FIX_RUN, rollout_id="conv")
     notes = workspace_root / "memories/store/items/conv.txt"
     if state != "pending":
@@ -793,7 +780,7 @@ async def test_replays_are_recognised_by_a_new_process(workspace_root: Path, sta
         assert notes.exists()
     if state == "notes lost":
         notes.unlink()  # rebuilt from the rollout
-    later = layout_runtime(workspace_root, OfflineEngine())
+    later = layout_runtime(workspace_root, engine=OfflineEngine())
     history = [*FIX_RUN["input"], *FIX_RUN["generated_items"]]
     again = {"input": [*history, {"role": "user", "content": "Fix the bug."}]}
     await later.record(again, rollout_id="conv")
@@ -843,7 +830,7 @@ def _log_details(root: Path) -> str:
 async def test_two_new_entries_on_one_subject_are_one_entry_and_the_fold_is_logged(
     provider: hp.ProviderServer, workspace_root: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    rt = layout_runtime(workspace_root, responses_engine(provider))
+    rt = layout_runtime(workspace_root, engine=responses_engine(provider))
     subjects = {
         "files": ["acme/invoice.py"],
         "commands": [],
@@ -876,7 +863,7 @@ async def test_two_new_entries_on_one_subject_are_one_entry_and_the_fold_is_logg
 async def test_a_new_entry_repeating_a_known_one_updates_it_instead(
     provider: hp.ProviderServer, workspace_root: Path
 ) -> None:
-    rt = layout_runtime(workspace_root, responses_engine(provider))
+    rt = layout_runtime(workspace_root, engine=responses_engine(provider))
     first = {
         "key": "test-command",
         "kind": "procedure",
@@ -899,7 +886,7 @@ async def test_a_new_entry_repeating_a_known_one_updates_it_instead(
 async def test_two_changes_to_one_key_in_one_answer_are_merged_not_rejected(
     provider: hp.ProviderServer, workspace_root: Path
 ) -> None:
-    rt = layout_runtime(workspace_root, responses_engine(provider))
+    rt = layout_runtime(workspace_root, engine=responses_engine(provider))
     host = {"key": "staging", "kind": "fact"}
     await _learn(
         rt,

@@ -27,6 +27,7 @@ from agents.usage import Usage
 
 import http_provider as hp
 from faultlib import progress, warnings_from
+from helpers import layout_runtime
 from sandbox_memory import MemoryGenerateConfig
 from sandbox_memory.config import MemoryLayoutConfig, MemoryReadConfig
 from sandbox_memory.engines.model import ExtractionSchema, ModelEngine
@@ -51,14 +52,11 @@ class Clock:
 
 def runtime(root: Path, server: hp.ProviderServer) -> LayoutRuntime:
     model = OpenAIResponsesModel(model="phase-one-test", openai_client=client_for(server))
-    return LayoutRuntime(
-        LocalWorkspace(root),
-        layout=MemoryLayoutConfig(),
-        generate=MemoryGenerateConfig(
-            engine="model", phase_one_model=model, max_seconds_per_close=BUDGET_SECONDS
-        ),
-        read=MemoryReadConfig(),
+    return layout_runtime(
+        root,
         engine=ModelEngine(model),
+        phase_one_model=model,
+        max_seconds_per_close=BUDGET_SECONDS,
     )
 
 

@@ -18,7 +18,7 @@ from agents.sandbox import SandboxAgent, SandboxRunConfig
 from agents.sandbox.capabilities import Filesystem, Shell
 from agents.testing import ScriptedModel, assistant_message, function_call
 
-from helpers import shell
+from helpers import layout_runtime, shell
 from sandbox_memory import (
     Forget,
     Memory,
@@ -29,10 +29,7 @@ from sandbox_memory import (
     Remember,
     for_person,
 )
-from sandbox_memory.config import MemoryLayoutConfig, MemoryReadConfig
 from sandbox_memory.engines.base import Candidate, Extraction, ExtractionRequest
-from sandbox_memory.runtime import LayoutRuntime
-from sandbox_memory.workspace import LocalWorkspace
 
 ANN_KEY = "ann-diet"
 ANN_SAYS = "Ann is allergic to peanuts."
@@ -188,13 +185,7 @@ async def test_bobs_run_cannot_replace_anns_private_entry_through_extraction(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     host = await anns_private_entries(tmp_path)
-    rt = LayoutRuntime(
-        LocalWorkspace(tmp_path),
-        layout=MemoryLayoutConfig(),
-        generate=MemoryGenerateConfig(),
-        read=MemoryReadConfig(),
-        engine=OverwritingEngine(),
-    )
+    rt = layout_runtime(tmp_path, engine=OverwritingEngine())
     for rid in ("ann-1", "bob-1"):
         await rt.record(
             {"input": [{"role": "user", "content": "Plan the menu."}], "generated_items": []},

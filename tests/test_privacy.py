@@ -16,13 +16,11 @@ from agents.sandbox import SandboxAgent, SandboxRunConfig
 from agents.sandbox.capabilities import Filesystem, Shell
 from agents.testing import ScriptedModel, assistant_message
 
-from helpers import bug_fix_script
-from sandbox_memory import Memory, MemoryClient, MemoryGenerateConfig, MemoryReadConfig, for_person
-from sandbox_memory.config import MemoryLayoutConfig
+from helpers import bug_fix_script, layout_runtime
+from sandbox_memory import Memory, MemoryClient, MemoryGenerateConfig, for_person
 from sandbox_memory.engines.base import Candidate, Extraction, ExtractionRequest
 from sandbox_memory.privacy import self_statements, shared_text
 from sandbox_memory.runtime import LayoutRuntime
-from sandbox_memory.workspace import LocalWorkspace
 
 ANA_TASK = "Fix the failing test in invoice.py. I prefer short answers with a list of changes."
 
@@ -111,13 +109,8 @@ class QuotingEngine:
 
 
 def quoting_runtime(root: Path, engine: Any = None) -> LayoutRuntime:
-    return LayoutRuntime(
-        LocalWorkspace(root),
-        layout=MemoryLayoutConfig(),
-        generate=MemoryGenerateConfig(),
-        read=MemoryReadConfig(),
-        engine=engine or QuotingEngine(),
-    )
+    rt: LayoutRuntime = layout_runtime(root, engine=engine or QuotingEngine())
+    return rt
 
 
 async def test_shared_entries_and_files_lose_self_statements_whatever_the_engine(
@@ -377,13 +370,7 @@ PRIVATE_WORDS = ("allerg", "peanut", "divorce", "prefer", "nut-", "short")
 
 @pytest.mark.parametrize("engine", [None, ParaphrasingEngine()], ids=["offline", "paraphrase"])
 async def test_a_summary_file_name_holds_no_private_word(tmp_path: Path, engine: Any) -> None:
-    rt = LayoutRuntime(
-        LocalWorkspace(tmp_path),
-        layout=MemoryLayoutConfig(),
-        generate=MemoryGenerateConfig(engine="offline"),
-        read=MemoryReadConfig(),
-        engine=engine,
-    )
+    rt = layout_runtime(tmp_path, engine=engine)
     said = "I'm allergic to peanuts and I'm going through a divorce. I prefer short answers."
     await rt.record(
         {"input": [{"role": "user", "content": said}], "generated_items": []},

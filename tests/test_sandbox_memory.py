@@ -19,6 +19,7 @@ from helpers import (
     TEST_COMMAND,
     bug_fix_script,
     extraction_reply,
+    layout_runtime,
     read_progress,
     read_segments,
     sealed_store,
@@ -986,15 +987,8 @@ async def test_close_whose_time_budget_is_spent_defers_rather_than_fails(
     client, manifest, workspace_root, caplog
 ) -> None:
     caplog.set_level(logging.WARNING, logger="sandbox_memory")
-    from sandbox_memory.runtime import LayoutRuntime
-    from sandbox_memory.workspace import LocalWorkspace
 
-    rt = LayoutRuntime(
-        LocalWorkspace(workspace_root),
-        layout=MemoryLayoutConfig(),
-        generate=MemoryGenerateConfig(engine="offline", max_seconds_per_close=1e-9),
-        read=MemoryReadConfig(),
-    )
+    rt = layout_runtime(workspace_root, engine="offline", max_seconds_per_close=1e-9)
     await rt.record({"input": [{"role": "user", "content": "I prefer tabs."}]}, rollout_id="late")
     report = await rt.close()
     assert report["deferred"] == ["late"]

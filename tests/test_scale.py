@@ -13,11 +13,10 @@ from typing import Any
 
 from agents.sandbox import Manifest
 
-from helpers import read_progress
-from sandbox_memory import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
+from helpers import layout_runtime, read_progress, run_payload
+from sandbox_memory import MemoryGenerateConfig
 from sandbox_memory.record.segments import history_fingerprint
-from sandbox_memory.runtime import LayoutRuntime
-from sandbox_memory.workspace import LocalWorkspace, SessionWorkspace, Workspace
+from sandbox_memory.workspace import LocalWorkspace, SessionWorkspace
 
 STORE = "memories/store"
 
@@ -52,43 +51,20 @@ class CountingWorkspace(LocalWorkspace):
         await super().remove(path)
 
 
-def runtime(ws: Workspace, **generate: Any) -> LayoutRuntime:
-    return LayoutRuntime(
-        ws,
-        layout=MemoryLayoutConfig(),
-        generate=MemoryGenerateConfig(engine="offline", **generate),
-        read=MemoryReadConfig(),
-    )
-
-
-def run(text: str, when: str = "2026-01-01T00:00:00+00:00") -> dict[str, Any]:
-    return {
-        "updated_at": when,
-        "input": [{"role": "user", "content": text}],
-        "generated_items": [
-            {
-                "type": "message",
-                "role": "assistant",
-                "content": [{"type": "output_text", "text": "ok"}],
-            }
-        ],
-    }
-
-
 async def test_pending_check_sizes_only_the_rollouts_recorded_since_the_last_check(
     tmp_path: Path,
 ) -> None:
     ws = CountingWorkspace(tmp_path)
-    rt = runtime(ws)
+    rt = layout_runtime(ws)
     for k in range(30):
-        await rt.record(run(f"Task {k}: fix the parser."), rollout_id=f"c{k:02d}")
+        await rt.record(run_payload(f"Task {k}: fix the parser."), rollout_id=f"c{k:02d}")
     await rt.close()
     await rt.pending_rollouts()  # clears the flags of what the close read to its end
     ws.calls.clear()
     assert await rt.pending_rollouts() == []
     assert ws.calls["size"] == 0 and ws.calls["read_bytes"] == 0
 
-    await rt.record(run("Task 7 again."), rollout_id="c07")
+    await rt.record(run_payload("Task 7 again."), rollout_id="c07")
     ws.calls.clear()
     assert await rt.pending_rollouts() == ["c07"]
     # One rollout grew: its progress record and its size, whatever the number stored.
@@ -99,9 +75,9 @@ async def test_a_deferred_rollouts_first_line_is_read_for_its_thread_record_once
     tmp_path: Path,
 ) -> None:
     ws = CountingWorkspace(tmp_path)
-    rt = runtime(ws)
+    rt = layout_runtime(ws)
     for k in range(5):
-        await rt.record(run(f"Task {k}: fix the parser."), rollout_id=f"c{k}")
+        await rt.record(run_payload(f"Task {k}: fix the parser."), rollout_id=f"c{k}")
     threads = tmp_path / STORE / "threads"
     lost = sorted(threads.iterdir())[0]
     lost.unlink()  # a kill between the first line and the thread record
@@ -115,10 +91,10 @@ async def test_a_deferred_rollouts_first_line_is_read_for_its_thread_record_once
 
 
 async def test_a_rollout_written_by_something_else_is_found_by_name(tmp_path: Path) -> None:
-    rt = runtime(LocalWorkspace(tmp_path))
-    await rt.record(run("Fix the parser."), rollout_id="ours")
+    rt = layout_runtime(LocalWorkspace(tmp_path))
+    await rt.record(run_payload("Fix the parser."), rollout_id="ours")
     await rt.close()
-    seg = {**run("Written by the SDK's own memory."), "rollout_id": "theirs"}
+    seg = {**run_payload("Written by the SDK's own memory."), "rollout_id": "theirs"}
     (tmp_path / "sessions/theirs.jsonl").write_text(json.dumps(seg) + "\n")
     assert await rt.pending_rollouts() == ["theirs"]
     await rt.close()
@@ -131,16 +107,18 @@ async def test_a_rollout_written_by_something_else_is_found_by_name(tmp_path: Pa
 
 async def test_an_extraction_rewrites_only_its_own_rollouts_progress(tmp_path: Path) -> None:
     ws = CountingWorkspace(tmp_path)
-    rt = runtime(ws)
+    rt = layout_runtime(ws)
     for rid in ("a", "b", "c"):
-        await rt.record(run(f"Work on {rid}."), rollout_id=rid)
+        await rt.record(run_payload(f"Work on {rid}."), rollout_id=rid)
     await rt.close()
     folder = tmp_path / STORE / "progress"
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
     assert sorted(before) == ["a.json", "b.json", "c.json"]
     offset = read_progress(tmp_path)["a"]["offset"]
     ws.changed.clear()
-    await rt.record(run("More work on a.", "2026-01-02T00:00:00+00:00"), rollout_id="a")
+    await rt.record(
+        run_payload("More work on a.", when="2026-01-02T00:00:00+00:00"), rollout_id="a"
+    )
     await rt.close()
     # Counted at the workspace seam (a rewrite with the same bytes counts too), not by inode
     # and mtime, which a busy machine's file system can reuse or leave coarse.
@@ -154,12 +132,16 @@ async def test_an_extraction_rewrites_only_its_own_rollouts_progress(tmp_path: P
 async def test_forgotten_rollouts_are_pruned_and_their_old_runs_not_read_again(
     tmp_path: Path,
 ) -> None:
-    rt = runtime(LocalWorkspace(tmp_path), max_raw_memories_for_consolidation=1)
-    await rt.record(run("Fix the parser.", "2026-01-01T00:00:00+00:00"), rollout_id="old")
+    rt = layout_runtime(LocalWorkspace(tmp_path), max_raw_memories_for_consolidation=1)
+    await rt.record(
+        run_payload("Fix the parser.", when="2026-01-01T00:00:00+00:00"), rollout_id="old"
+    )
     await rt.close()
     state = tmp_path / STORE
     size_before = (state / "progress/old.json").stat().st_size
-    await rt.record(run("Fix the lexer.", "2026-01-02T00:00:00+00:00"), rollout_id="new")
+    await rt.record(
+        run_payload("Fix the lexer.", when="2026-01-02T00:00:00+00:00"), rollout_id="new"
+    )
     await rt.close()
 
     assert sorted(read_progress(tmp_path)) == ["new"]  # pruned from the live records
@@ -171,7 +153,9 @@ async def test_forgotten_rollouts_are_pruned_and_their_old_runs_not_read_again(
 
     # The conversation goes on: only its new run is read, and it is live again.
     offset = kept["offset"]
-    await rt.record(run("Back to the parser.", "2026-01-03T00:00:00+00:00"), rollout_id="old")
+    await rt.record(
+        run_payload("Back to the parser.", when="2026-01-03T00:00:00+00:00"), rollout_id="old"
+    )
     assert await rt.pending_rollouts() == ["old"]
     await rt.close()
     live = read_progress(tmp_path)
@@ -184,7 +168,7 @@ async def test_forgotten_rollouts_are_pruned_and_their_old_runs_not_read_again(
 async def test_a_new_conversation_adds_one_thread_record_and_leaves_the_others(
     tmp_path: Path,
 ) -> None:
-    rt = runtime(LocalWorkspace(tmp_path))
+    rt = layout_runtime(LocalWorkspace(tmp_path))
     first = [{"role": "user", "content": "Plan the trip."}, {"role": "assistant", "content": "Ok"}]
     second = [{"role": "user", "content": "Fix the bug."}, {"role": "assistant", "content": "Ok"}]
     await rt.record({"input": first}, rollout_id="trip")
@@ -203,7 +187,7 @@ async def test_the_old_whole_file_progress_and_threads_are_split_into_records(
 ) -> None:
     sessions = tmp_path / "sessions"
     sessions.mkdir()
-    seg = {**run("Fix the parser."), "rollout_id": "done", "segment_id": "s1"}
+    seg = {**run_payload("Fix the parser."), "rollout_id": "done", "segment_id": "s1"}
     (sessions / "done.jsonl").write_text(json.dumps(seg) + "\n")
     size = (sessions / "done.jsonl").stat().st_size
     store = tmp_path / STORE
@@ -219,7 +203,7 @@ async def test_the_old_whole_file_progress_and_threads_are_split_into_records(
         )
     )
     (store / "threads.json").write_text(json.dumps({"f" * 24: "done"}))
-    rt = runtime(LocalWorkspace(tmp_path))
+    rt = layout_runtime(LocalWorkspace(tmp_path))
     assert await rt.pending_rollouts() == []  # nothing read before is read again
     assert read_progress(tmp_path)["done"]["offset"] == size
     assert json.loads((store / "forgotten/gone.json").read_text())["offset"] == 10
@@ -235,8 +219,8 @@ async def test_a_session_append_is_one_exec_and_flags_the_rollout(
     sandbox = await client.create(manifest=Manifest(root=str(root)))
     async with sandbox:
         ws = SessionWorkspace(sandbox)
-        rt = runtime(ws)
-        await rt.record(run("Fix the parser."), rollout_id="conv")
+        rt = layout_runtime(ws)
+        await rt.record(run_payload("Fix the parser."), rollout_id="conv")
         calls: list[Any] = []
         real_exec = sandbox.exec
 
@@ -245,7 +229,7 @@ async def test_a_session_append_is_one_exec_and_flags_the_rollout(
             return await real_exec(*args, **kwargs)
 
         sandbox.exec = counting_exec  # type: ignore[method-assign]
-        await rt.record(run("Fix the lexer."), rollout_id="conv")
+        await rt.record(run_payload("Fix the lexer."), rollout_id="conv")
         sandbox.exec = real_exec  # type: ignore[method-assign]
         assert len(calls) == 1
         assert len((root / "sessions/conv.jsonl").read_text().splitlines()) == 2
@@ -273,10 +257,10 @@ async def test_extraction_after_runs_is_bounded_by_phase_one_concurrency(
         manager = _sdk.find_manager(sandbox, memory)
         assert manager is not None
         for k in range(6):
-            await manager.enqueue_rollout_payload(run(f"Task {k}."), rollout_id=f"c{k}")
+            await manager.enqueue_rollout_payload(run_payload(f"Task {k}."), rollout_id=f"c{k}")
         # Three runs of one conversation while it waits: one extraction reads them all.
         for k in range(3):
-            await manager.enqueue_rollout_payload(run(f"More {k}."), rollout_id="c5")
+            await manager.enqueue_rollout_payload(run_payload(f"More {k}."), rollout_id="c5")
         assert len(manager._tasks) <= 2
         assert await manager.wait_idle(30)
         assert model.max_active <= 2
@@ -342,7 +326,7 @@ async def test_phase_two_with_nothing_new_reads_no_layout_entry_and_writes_nothi
         expected=view.version,
     )
     rt = client.runtime
-    await rt.record(run("Fix the parser."), rollout_id="c1")
+    await rt.record(run_payload("Fix the parser."), rollout_id="c1")
     await rt.close()
     rendered = {p: p.read_bytes() for p in (tmp_path / "memories").rglob("*.md")}
     # The same runtime, and a fresh one (a new process: nothing cached).
@@ -417,10 +401,10 @@ async def test_the_conversation_view_lists_processed_items_a_chunk_at_a_time(
     from sandbox_memory.edit import commands
     from sandbox_memory.record.segments import parse_segments
 
-    rt = runtime(LocalWorkspace(tmp_path))
-    tricky = run('The tool printed {"memory_item_id":"not-an-id"} and more.')
+    rt = layout_runtime(LocalWorkspace(tmp_path))
+    tricky = run_payload('The tool printed {"memory_item_id":"not-an-id"} and more.')
     for k in range(5):
-        await rt.record(tricky if k == 2 else run(f"Step {k}."), rollout_id="conv")
+        await rt.record(tricky if k == 2 else run_payload(f"Step {k}."), rollout_id="conv")
     await rt.close()
     data = (tmp_path / "sessions/conv.jsonl").read_bytes()
     expected = [
@@ -454,16 +438,13 @@ async def test_a_close_defers_its_backlog_without_looking_up_known_entries(
     from sandbox_memory.search.index import SearchIndex
 
     model = PhaseOneModel()
-    rt = LayoutRuntime(
-        LocalWorkspace(tmp_path),
-        layout=MemoryLayoutConfig(),
-        generate=MemoryGenerateConfig(
-            engine="model", phase_one_model=model, max_model_calls_per_close=2
-        ),
-        read=MemoryReadConfig(),
+    rt = layout_runtime(
+        tmp_path, engine="model", phase_one_model=model, max_model_calls_per_close=2
     )
     for k in range(6):
-        await rt.record(run(f"Task {k}: the parser drops the last line."), rollout_id=f"c{k}")
+        await rt.record(
+            run_payload(f"Task {k}: the parser drops the last line."), rollout_id=f"c{k}"
+        )
     looked_up: list[str] = []
     real = SearchIndex.known_entries
 

@@ -12,13 +12,11 @@ from typing import Any
 
 import pytest
 
-from sandbox_memory.config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
+from helpers import layout_runtime
 from sandbox_memory.engines.base import Candidate
 from sandbox_memory.record.segments import safe_rollout_id
 from sandbox_memory.redact import Redactor
 from sandbox_memory.rules import ItemIndex, check_candidates, secret_problem
-from sandbox_memory.runtime import LayoutRuntime
-from sandbox_memory.workspace import LocalWorkspace
 from test_offline_engine import Seg, extract
 
 SPECIAL = list('&;)<>\\]}"`([') + ["'"]
@@ -145,15 +143,6 @@ def test_a_key_never_carries_a_secret_or_its_redaction() -> None:
     assert accepted == [] and len(reasons) == 2
 
 
-def _runtime(root: Path) -> LayoutRuntime:
-    return LayoutRuntime(
-        LocalWorkspace(root),
-        layout=MemoryLayoutConfig(),
-        generate=MemoryGenerateConfig(engine="offline"),
-        read=MemoryReadConfig(),
-    )
-
-
 # ---- 4. a token in a conversation id ------------------------------------------------------------
 
 
@@ -162,7 +151,7 @@ async def test_a_conversation_id_holding_a_token_reaches_no_file_name(tmp_path: 
     rid = safe_rollout_id(f"ci-{token}")
     assert token not in rid and "a1B2c3D4e5" not in rid
     assert rid == safe_rollout_id(f"ci-{token}")  # stable: the same file every run
-    rt = _runtime(tmp_path)
+    rt = layout_runtime(tmp_path)
     run = {"input": [{"role": "user", "content": "Fix the build."}], "generated_items": []}
     recorded = await rt.record(run, rollout_id=f"ci-{token}")
     await rt.close()
@@ -200,7 +189,7 @@ def test_a_private_key_split_over_two_tool_outputs_is_redacted_in_both(
 
 
 async def test_a_file_memory_sets_aside_is_redacted(tmp_path: Path) -> None:
-    rt = _runtime(tmp_path)
+    rt = layout_runtime(tmp_path)
     run = {"input": [{"role": "user", "content": "Fix the build."}], "generated_items": []}
     await rt.record(run, rollout_id="c1")
     await rt.close()

@@ -20,11 +20,11 @@ from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
 from agents.testing import ScriptedModel, assistant_message, function_call
 from click.testing import CliRunner
 
+from helpers import layout_runtime
 from sandbox_memory import (
     Forget,
     MemoryClient,
     MemoryGenerateConfig,
-    MemoryLayoutConfig,
     MemoryReadConfig,
     Remember,
 )
@@ -33,23 +33,9 @@ from sandbox_memory.runtime import LayoutRuntime
 from sandbox_memory.search.index import SearchHit
 from sandbox_memory.stores import PostgresStore
 from sandbox_memory.stores.files import Defaults
-from sandbox_memory.workspace import LocalWorkspace
 from shared_flow import agent, lesson, run_payload
 
 OFFLINE = MemoryGenerateConfig(engine="offline")
-
-
-def runtime(
-    root: Path, store: PostgresStore | None, *, read: MemoryReadConfig | None = None
-) -> LayoutRuntime:
-    root.mkdir(parents=True, exist_ok=True)
-    return LayoutRuntime(
-        LocalWorkspace(root),
-        layout=MemoryLayoutConfig(),
-        generate=OFFLINE,
-        read=read,
-        store=store,
-    )
 
 
 async def cli(*args: str) -> tuple[int, str, str]:
@@ -84,7 +70,7 @@ async def test_conversations_and_switch_defaults_are_read_from_the_store(
 ) -> None:
     store = PostgresStore(pg_dsn, namespace="acme")
     # A sandbox whose Memory reads nothing by default (Memory(read=None)) learns from a run.
-    rt = runtime(tmp_path / "a", store, read=None)
+    rt = layout_runtime(tmp_path / "a", store=store, read=None, mkdir=True)
     await rt.record(run_payload(lesson("alpha")), rollout_id="conv-a")
     await rt.close()
     # Memory started for a conversation before any run, and a run not extracted yet.
@@ -175,9 +161,11 @@ QUERIES: list[tuple[str, dict[str, Any]]] = [
 async def test_search_over_the_store_answers_as_over_the_workspace(
     pg_dsn: str, tmp_path: Path
 ) -> None:
-    plain = runtime(tmp_path / "plain", None, read=MemoryReadConfig())
+    plain = layout_runtime(tmp_path / "plain", store=None, read=MemoryReadConfig(), mkdir=True)
     await play(plain, MemoryClient(tmp_path / "plain", generate=OFFLINE))
-    shared_rt = runtime(tmp_path / "m1", PostgresStore(pg_dsn, namespace="acme"))
+    shared_rt = layout_runtime(
+        tmp_path / "m1", store=PostgresStore(pg_dsn, namespace="acme"), mkdir=True
+    )
     await play(shared_rt, MemoryClient(store=PostgresStore(pg_dsn, namespace="acme")))
 
     local = MemoryClient(tmp_path / "plain", generate=OFFLINE)
@@ -220,10 +208,10 @@ async def test_a_copy_finds_what_other_sandboxes_learned_after_its_own_changes(
     in place of its own at the next close; the search index still sees every scope that
     changed in the store meanwhile."""
 
-    b = runtime(tmp_path / "b", PostgresStore(pg_dsn, namespace="acme"))
+    b = layout_runtime(tmp_path / "b", store=PostgresStore(pg_dsn, namespace="acme"), mkdir=True)
     await b.record(run_payload(lesson("one")), rollout_id="conv-b1")
     await b.close()
-    a = runtime(tmp_path / "a", PostgresStore(pg_dsn, namespace="acme"))
+    a = layout_runtime(tmp_path / "a", store=PostgresStore(pg_dsn, namespace="acme"), mkdir=True)
     for i, tag in enumerate(("alpha", "bravo", "charlie")):
         await a.record(run_payload(lesson(tag)), rollout_id=f"conv-a{i}")
     await b.record(run_payload(lesson("two")), rollout_id="conv-b2")
@@ -236,7 +224,7 @@ async def test_a_copy_finds_what_other_sandboxes_learned_after_its_own_changes(
 
 
 async def test_the_agent_searches_what_another_machine_learned(pg_dsn: str, tmp_path: Path) -> None:
-    a = runtime(tmp_path / "a", PostgresStore(pg_dsn, namespace="acme"))
+    a = layout_runtime(tmp_path / "a", store=PostgresStore(pg_dsn, namespace="acme"), mkdir=True)
     await a.record(run_payload(lesson("zephyr")), rollout_id="conv-a")
     await a.close()
     model = ScriptedModel(

@@ -14,11 +14,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from sandbox_memory import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
-from sandbox_memory.runtime import LayoutRuntime
+from helpers import layout_runtime
 from sandbox_memory.stores import PostgresStore
 from sandbox_memory.stores.files import Entry, Source
-from sandbox_memory.workspace import LocalWorkspace
 from shared_flow import store_runtime
 
 MANY = 60
@@ -212,12 +210,7 @@ async def test_a_send_reads_only_the_records_noted_as_changed_even_by_a_runtime_
     first = store_runtime(tmp_path / "a", spy)
     await first.start_run()
     await first.store.recover_layout()  # the copy's one-time index of conversation keys
-    plain = LayoutRuntime(
-        LocalWorkspace(tmp_path / "a"),
-        layout=MemoryLayoutConfig(),
-        generate=MemoryGenerateConfig(engine="offline"),
-        read=MemoryReadConfig(),
-    )
+    plain = layout_runtime(tmp_path / "a", engine="offline")
     conv = await plain.store.load_conversation("c07")
     conv.entries["k"] = entry("k", "changed here")
     await plain.store.save_conversation(conv)

@@ -21,7 +21,7 @@ from agents.sandbox import Manifest, SandboxAgent, SandboxRunConfig
 from agents.sandbox.capabilities import Filesystem, Shell
 from agents.testing import ScriptedModel, assistant_message
 
-from helpers import TEST_COMMAND, bug_fix_script
+from helpers import TEST_COMMAND, bug_fix_script, layout_runtime
 from sandbox_memory import Memory, MemoryGenerateConfig, MemoryLockTimeout, _sdk
 from sandbox_memory.workspace import LeaseLock, LocalWorkspace, SessionWorkspace, Workspace
 
@@ -349,19 +349,12 @@ async def test_a_first_record_through_the_session_api_takes_three_execs(
     # rollout and of its notes in one, the append, the thread record as one (it took two
     # execs and a file transfer). The built-in takes two execs and two transfers; a later
     # record is the append alone (tests/test_scale.py).
-    from sandbox_memory.config import MemoryLayoutConfig, MemoryReadConfig
-    from sandbox_memory.runtime import LayoutRuntime
 
     root = tmp_path / "ws"
     root.mkdir()
     sandbox = await client.create(manifest=Manifest(root=str(root)))
     async with sandbox:
-        rt = LayoutRuntime(
-            SessionWorkspace(sandbox),
-            layout=MemoryLayoutConfig(),
-            generate=MemoryGenerateConfig(engine="offline"),
-            read=MemoryReadConfig(),
-        )
+        rt = layout_runtime(SessionWorkspace(sandbox), engine="offline")
         await rt.record({"input": [{"role": "user", "content": "hi"}]}, rollout_id="warm")
         calls: list[str] = []
         for name in ("exec", "write", "read"):
