@@ -28,7 +28,7 @@ from sandbox_memory import MemoryClient, Refresh
 from sandbox_memory.config import DEFAULT_SUMMARY_BUDGET_CHARS
 from sandbox_memory.record.segments import history_fingerprint
 from sandbox_memory.render.files import entry_line, render_read_prompt
-from sandbox_memory.stores.files import ConversationMemory, Entry, LayoutMemory, Source
+from sandbox_memory.stores.records import ConversationMemory, Entry, LayoutMemory, Source
 
 CONVERSATION = "conv-read"
 RUN_INPUT = [

@@ -48,14 +48,14 @@ from workload import conversation_id, entry_text, notes_for, segment_payload  # 
 from sandbox_memory import Forget, MemoryClient, Remember  # noqa: E402
 from sandbox_memory.integrity import SegmentSeal, host_keys  # noqa: E402
 from sandbox_memory.record.segments import history_fingerprint  # noqa: E402
-from sandbox_memory.stores.files import (  # noqa: E402
+from sandbox_memory.stores.files import _thread_data
+from sandbox_memory.stores.records import (
     ConversationMemory,
     Entry,
     LayoutMemory,
     Registry,
     RolloutProgress,
     Source,
-    _thread_data,
 )
 
 SELECTED = 256

@@ -84,12 +84,17 @@ _databases = iter(range(1, 1_000_000))
 
 
 @pytest.fixture
-def pg_dsn(pg_server: PostgresServer) -> str:
-    """A fresh, empty database on the test server; its DSN (superuser over the socket)."""
+def pg_dsn(pg_server: PostgresServer) -> Iterator[str]:
+    """A fresh, empty database on the test server; its DSN (superuser over the socket).
+    Dropped after the test."""
 
     if not pg_server.running:
         pg_server.start()  # a test that stopped the server and failed before restarting it
-    return pg_server.create_database(f"t{next(_databases)}")
+    name = f"t{next(_databases)}"
+    yield pg_server.create_database(name)
+    if not pg_server.running:
+        pg_server.start()  # a test that stopped the server and failed before restarting it
+    pg_server.drop_database(name)
 
 
 @pytest.fixture

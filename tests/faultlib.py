@@ -451,7 +451,7 @@ def kill_when_ready(proc: subprocess.Popen[str], *, after: float) -> None:
 async def _write_loop(root: str) -> None:
     """Record, extract and consolidate, and rewrite a 1.5 MB store file, forever."""
 
-    from sandbox_memory.stores.files import Entry, LayoutMemory, Source
+    from sandbox_memory.stores.records import Entry, LayoutMemory, Source
 
     rt = layout_runtime(root, engine="offline")
     big = LayoutMemory(

@@ -18,7 +18,7 @@ from sandbox_memory.engines.base import Extraction, ExtractionRequest
 from sandbox_memory.engines.offline import OfflineEngine
 from sandbox_memory.runtime import LayoutRuntime
 from sandbox_memory.search.index import INDEX_FILE, KNOWN_CANDIDATES, KNOWN_NEWEST
-from sandbox_memory.stores.files import Entry, LayoutMemory, LogRecord, Source, now_ms
+from sandbox_memory.stores.records import Entry, LayoutMemory, LogRecord, Source, now_ms
 from sandbox_memory.workspace import LocalWorkspace
 
 WORDS = (

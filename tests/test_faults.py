@@ -50,6 +50,7 @@ from faultlib import (
     unparsable_files,
     warnings_from,
 )
+from helpers import layout_runtime, read_layout, run_payload
 from sandbox_memory import Memory, MemoryGenerateConfig, MemoryLockTimeout
 from sandbox_memory.extract import rollout as phase_one
 
@@ -273,7 +274,7 @@ async def test_a_holder_whose_lock_was_taken_over_cannot_commit(
 
     from sandbox_memory import MemoryLeaseLost
     from sandbox_memory.runtime import state as state_module
-    from sandbox_memory.stores.files import Entry, RolloutProgress, Source
+    from sandbox_memory.stores.records import Entry, RolloutProgress, Source
 
     monkeypatch.setattr(state_module, "DEFAULT_LOCK_LEASE_SECONDS", 0.3)
     a = runtime(tmp_path, engine="offline")
@@ -1082,7 +1083,13 @@ async def test_an_absurd_next_attempt_time_is_retried_now(
 
 def test_an_entry_stamped_a_year_ahead_does_not_outrank_a_newer_correction() -> None:
     from sandbox_memory.consolidate.selection import promote
-    from sandbox_memory.stores.files import ConversationMemory, Entry, LayoutMemory, Source, now_ms
+    from sandbox_memory.stores.records import (
+        ConversationMemory,
+        Entry,
+        LayoutMemory,
+        Source,
+        now_ms,
+    )
 
     year_ms = 365 * 24 * 3600 * 1000
     stale = Entry(
@@ -1170,3 +1177,51 @@ async def test_an_older_copy_of_sessions_restored_learns_only_the_new_runs_once(
     assert notes_twice(workspace_root, "conv") == []
     size = (workspace_root / "sessions/conv.jsonl").stat().st_size
     assert progress(workspace_root)["conv"]["offset"] == size
+
+
+@pytest.mark.parametrize("learned", ["nothing", "a preference"])
+async def test_a_kill_between_memory_md_and_its_stamp_leaves_no_edit_to_take_in(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, learned: str
+) -> None:
+    """``MEMORY.md`` written, the process killed before ``store/rendered.json`` records its
+    digest: the next close knows the file as memory's own rendering, not a person's edit (a
+    rendering without entry lines was set aside as nonsense, with a WARNING)."""
+
+    from sandbox_memory.workspace import LocalWorkspace
+
+    class KilledAfterMemoryMd(LocalWorkspace):
+        armed = False
+        memory_md_written = False
+
+        async def write_atomic(self, path: str, data: bytes) -> None:
+            if self.armed and path.endswith("store/rendered.json") and self.memory_md_written:
+                raise OSError("killed between MEMORY.md and its stamp")
+            await super().write_atomic(path, data)
+            if self.armed and path.endswith("memories/MEMORY.md"):
+                self.memory_md_written = True
+
+    said = "Hello there." if learned == "nothing" else "I prefer tabs over spaces."
+    ws = KilledAfterMemoryMd(str(tmp_path))
+    rt = layout_runtime(ws)
+    await rt.record(run_payload(f"{said} First run."), rollout_id="c1")
+    await rt.close()
+    ws.armed = True
+    await rt.record(run_payload(f"{said} Second run."), rollout_id="c2")
+    with pytest.raises(OSError, match="killed"):
+        await rt.close()
+    assert ws.memory_md_written  # the kill came after MEMORY.md was replaced
+    layout_before = read_layout(tmp_path)
+
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
+        await runtime(tmp_path, engine="offline").close()
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert not list(tmp_path.rglob("*.broken-*"))
+    assert read_layout(tmp_path)["entries"].keys() == layout_before["entries"].keys()
+    fresh = tmp_path / "fresh"
+    shutil.copytree(tmp_path, fresh, ignore=shutil.ignore_patterns("fresh"))
+    (fresh / "memories/store/rendered.json").unlink()
+    await runtime(fresh, engine="offline").close()
+    assert (tmp_path / "memories/MEMORY.md").read_text() == (
+        fresh / "memories/MEMORY.md"
+    ).read_text()

@@ -16,7 +16,8 @@ import pytest
 
 from helpers import index_entry_rows, rebuilt_index_rows
 from sandbox_memory import MemoryClient, MemoryGenerateConfig
-from sandbox_memory.stores.files import Entry, LogRecord, Source, Store, layout_shard
+from sandbox_memory.stores.files import Store
+from sandbox_memory.stores.records import Entry, LogRecord, Source, layout_shard
 from sandbox_memory.workspace import LocalWorkspace
 
 COUNT = 300
@@ -166,7 +167,7 @@ async def test_a_rebuild_after_an_unreadable_shard_is_indexed_whole(
 
 
 async def test_the_head_names_each_commit_and_a_pending_one(tmp_path: Path) -> None:
-    from sandbox_memory.stores.files import LayoutCommit
+    from sandbox_memory.stores.records import LayoutCommit
 
     store = Store(LocalWorkspace(tmp_path), "memories")
     await commit(store, {"a": _entry(1, key="a")})

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from agents.sandbox import Manifest
 
+from helpers import layout_runtime
 from sandbox_memory.runtime import LayoutRuntime
 from sandbox_memory.search import index as search
 from sandbox_memory.workspace import LocalWorkspace, SessionWorkspace
 from test_extract_scale import ListingCounter
-from test_scale import runtime
 from test_search import payload
 
 STORE = "memories/store"
@@ -68,7 +68,7 @@ async def seeded(root: Path, n: int = 4) -> tuple[ListingCounter, LayoutRuntime]
     rollout once), and a counting workspace on it."""
 
     ws = ListingCounter(root)
-    rt = runtime(ws)
+    rt = layout_runtime(ws)
     for k in range(n):
         await rt.record(run(f"Old run {k}: the staging database is db{k}."), rollout_id=f"old{k}")
     await rt.close()
@@ -98,9 +98,9 @@ async def test_another_process_s_run_is_indexed_and_counted_by_the_next_phase_tw
     ws, rt = await seeded(tmp_path)
     summary = next((tmp_path / "memories" / "rollout_summaries").glob("old0_*.md"))
     # Another process records a run that reads old0's summary; nothing is extracted there.
-    other = runtime(LocalWorkspace(tmp_path))
+    other = layout_runtime(LocalWorkspace(tmp_path))
     await other.record(reading(f"memories/rollout_summaries/{summary.name}"), rollout_id="other")
-    fresh = runtime(ws)  # this process again, started afresh
+    fresh = layout_runtime(ws)  # this process again, started afresh
     await phase_two(fresh)
     assert not LISTED & set(ws.listed)
     assert "item" in docs_of(fresh, "other")
@@ -123,7 +123,7 @@ async def test_an_extraction_whose_own_index_sync_was_lost_is_indexed_later(
     rt.search_index.close()
     # The next process's pending check finds the rollout read to its end and clears its
     # pending flag: the flag passes to the index ...
-    later = runtime(ws)
+    later = layout_runtime(ws)
     assert await later.pending_rollouts() == []
     assert "lost" not in flags(tmp_path, "pending")
     assert "lost" in flags(tmp_path, "unindexed")
@@ -147,7 +147,7 @@ async def test_a_rollout_changed_while_the_index_looked_is_flagged_again(
 
     async def racing(ids: Any) -> None:
         # Another process appends after the index looked, before the flag is cleared.
-        await runtime(LocalWorkspace(tmp_path)).record(
+        await layout_runtime(LocalWorkspace(tmp_path)).record(
             run("Second part: Quetzal."), rollout_id="busy"
         )
         await clear(ids)
@@ -182,7 +182,7 @@ async def test_a_deleted_index_is_rebuilt_from_a_listing_by_the_next_phase_two(
     before = await rt.search_index.count()
     rt.search_index.close()
     (tmp_path / STORE / search.INDEX_FILE).unlink()
-    fresh = runtime(ws)
+    fresh = layout_runtime(ws)
     await phase_two(fresh)
     assert "sessions" in ws.listed  # nothing flagged says what the new index lacks
     assert await fresh.search_index.count() == before
@@ -191,14 +191,14 @@ async def test_a_deleted_index_is_rebuilt_from_a_listing_by_the_next_phase_two(
 async def test_a_copy_of_the_index_clears_its_flags_only_once_written_back(
     client: Any, tmp_path: Path
 ) -> None:
-    local = runtime(LocalWorkspace(tmp_path))
+    local = layout_runtime(LocalWorkspace(tmp_path))
     await local.record(run("The rental car is a red Fiat Panda."), rollout_id="trip")
     await local.close()
     assert await local.pending_rollouts() == []
     assert flags(tmp_path, "unindexed") == {"trip"}
     sandbox = await client.create(manifest=Manifest(root=str(tmp_path)))
     async with sandbox:
-        rt = runtime(SessionWorkspace(sandbox))
+        rt = layout_runtime(SessionWorkspace(sandbox))
         await phase_two(rt)
         # Taken into the local copy only: a process ending here must leave the flag.
         assert flags(tmp_path, "unindexed") == {"trip"}
@@ -216,7 +216,7 @@ async def test_hits_that_tie_come_in_the_same_order_however_the_index_was_filled
     orders = []
     for name, first, second in (("one", "a", "b"), ("two", "b", "a")):
         (tmp_path / name).mkdir()
-        rt = runtime(LocalWorkspace(tmp_path / name))
+        rt = layout_runtime(LocalWorkspace(tmp_path / name))
         for rid in ("a", "b"):
             await rt.record(noted(), rollout_id=rid)
         # The two conversations' identical items go into the index in opposite orders.

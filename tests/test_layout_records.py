@@ -22,7 +22,7 @@ from sandbox_memory.render.files import (
     render_memory_md,
     render_summary_file,
 )
-from sandbox_memory.stores.files import (
+from sandbox_memory.stores.records import (
     Entry,
     LayoutMemory,
     Registry,
@@ -203,7 +203,7 @@ async def test_an_unreadable_old_single_file_is_kept_aside_and_rebuilt_from_conv
     tmp_path: Path,
 ) -> None:
     from sandbox_memory import MemoryClient, MemoryGenerateConfig
-    from sandbox_memory.stores.files import ConversationMemory
+    from sandbox_memory.stores.records import ConversationMemory
 
     store = tmp_path / "memories" / "store"
     (store / "conversations").mkdir(parents=True)
@@ -228,7 +228,8 @@ async def test_a_commit_cut_short_after_its_commit_point_is_read_as_applied_and_
     tmp_path: Path,
 ) -> None:
     from helpers import read_layout
-    from sandbox_memory.stores.files import LogRecord, Store
+    from sandbox_memory.stores.files import Store
+    from sandbox_memory.stores.records import LogRecord
     from sandbox_memory.workspace import LocalWorkspace
 
     class DiesAtShards(LocalWorkspace):
@@ -360,7 +361,7 @@ async def test_a_commit_redone_after_its_shards_were_written_names_them_in_the_h
 
 async def test_a_forget_reads_only_the_conversations_that_held_the_key(tmp_path: Path) -> None:
     from sandbox_memory import Forget, MemoryClient, MemoryGenerateConfig, Remember
-    from sandbox_memory.stores.files import ConversationMemory
+    from sandbox_memory.stores.records import ConversationMemory
     from sandbox_memory.workspace import LocalWorkspace
 
     class Reads(LocalWorkspace):
@@ -407,7 +408,7 @@ def _format_one_store(root: Path, count: int, version: int) -> tuple[dict[str, E
     """A store split by the earlier release: 64 shards each written on one line, and a head
     without a format; returns the entries and the head's stamp."""
 
-    from sandbox_memory.stores.files import LAYOUT_SHARDS, layout_shard
+    from sandbox_memory.stores.records import LAYOUT_SHARDS, layout_shard
 
     entries = {e.key: e for e in (_entry(i) for i in range(count))}
     folder = root / "memories" / "store" / "layout"
@@ -424,7 +425,8 @@ def _format_one_store(root: Path, count: int, version: int) -> tuple[dict[str, E
 async def test_a_key_is_read_from_its_shard_without_parsing_the_other_entries(
     tmp_path: Path,
 ) -> None:
-    from sandbox_memory.stores.files import Store, layout_shard
+    from sandbox_memory.stores.files import Store
+    from sandbox_memory.stores.records import layout_shard
     from sandbox_memory.workspace import LocalWorkspace
 
     _old_store(tmp_path, 600, version=1)
@@ -460,7 +462,8 @@ async def test_a_key_is_read_from_its_shard_without_parsing_the_other_entries(
 
 
 async def test_a_shard_cut_short_is_kept_aside_and_read_as_empty(tmp_path: Path, caplog) -> None:
-    from sandbox_memory.stores.files import Store, layout_shard
+    from sandbox_memory.stores.files import Store
+    from sandbox_memory.stores.records import layout_shard
     from sandbox_memory.workspace import LocalWorkspace
 
     _old_store(tmp_path, 300, version=1)
@@ -510,7 +513,8 @@ async def test_shards_of_an_earlier_release_are_read_and_rewritten_one_entry_a_l
     tmp_path: Path,
 ) -> None:
     from helpers import read_layout
-    from sandbox_memory.stores.files import LAYOUT_FORMAT, Store
+    from sandbox_memory.stores.files import Store
+    from sandbox_memory.stores.records import LAYOUT_FORMAT
     from sandbox_memory.workspace import LocalWorkspace
 
     entries, stamp = _format_one_store(tmp_path, 400, version=5)

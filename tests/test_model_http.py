@@ -798,7 +798,7 @@ def test_the_phase_one_prompt_states_the_limits_the_code_enforces() -> None:
     from sandbox_memory.engines.base import ENTRY_KINDS
     from sandbox_memory.extract.rollout import SLUG_MAX
     from sandbox_memory.render.files import load_prompt
-    from sandbox_memory.stores.files import KEY_RE, MAX_CONTENT_CHARS
+    from sandbox_memory.stores.records import KEY_RE, MAX_CONTENT_CHARS
 
     prompt = load_prompt("phase_one.md")
     assert len(prompt) / 4 < 1_000  # well under 1,000 tokens

@@ -18,8 +18,8 @@ from sandbox_memory.errors import (
     MemoryStoreUnavailable,
 )
 from sandbox_memory.stores import PostgresStore, redact_dsn
-from sandbox_memory.stores.files import Entry, LogRecord, Source
 from sandbox_memory.stores.postgres import SCHEMA_VERSION
+from sandbox_memory.stores.records import Entry, LogRecord, Source
 
 
 def entry(key: str, content: str = "x") -> Entry:

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from sandbox_memory.render.files import render_read_prompt, render_summary_text
-from sandbox_memory.stores.files import Entry
+from sandbox_memory.stores.records import Entry
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

@@ -29,7 +29,7 @@ from sandbox_memory import (
     for_person,
 )
 from sandbox_memory.render.files import RELEVANT_BEGIN, RELEVANT_END, render_read_prompt
-from sandbox_memory.stores.files import Entry, LayoutMemory, Source
+from sandbox_memory.stores.records import Entry, LayoutMemory, Source
 
 OFFLINE = MemoryGenerateConfig(engine="offline")
 TASK = "parse_header in src/acme/parser.py drops the last field of a header again"

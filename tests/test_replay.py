@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox_memory import Forget, MemoryClient, MemoryGenerateConfig, Remember
-from sandbox_memory.stores.files import layout_shard
+from sandbox_memory.stores.records import layout_shard
 from shared_flow import run_payload
 
 STORE = "memories/store"

@@ -358,7 +358,7 @@ async def test_read_none_records_but_injects_nothing(client, manifest, workspace
 async def test_injected_memory_stays_within_budget_newest_first_whole_entries(
     client, manifest, workspace_root
 ) -> None:
-    from sandbox_memory.stores.files import Entry, LayoutMemory, Source
+    from sandbox_memory.stores.records import Entry, LayoutMemory, Source
 
     layout = LayoutMemory(version=1)
     for i in range(2_000):

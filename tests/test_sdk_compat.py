@@ -119,6 +119,7 @@ def replaced_tests() -> dict[str, str]:
     return listed
 
 
+@pytest.mark.slow
 def test_the_sdks_memory_tests_pass_against_our_memory(tmp_path: Path) -> None:
     sdk_version = version("openai-agents")
     root = extract_tests(sdk_sdist(sdk_version), tmp_path, sdk_version)

@@ -36,7 +36,7 @@ from sandbox_memory import (
 from sandbox_memory.cli import main
 from sandbox_memory.consolidate.selection import select_rollouts
 from sandbox_memory.search.index import INDEX_FILE, fts_query
-from sandbox_memory.stores.files import RolloutProgress
+from sandbox_memory.stores.records import RolloutProgress
 from sandbox_memory.workspace import LocalWorkspace, SessionWorkspace
 
 OFFLINE = MemoryGenerateConfig(engine="offline")

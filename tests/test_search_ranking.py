@@ -13,7 +13,7 @@ from typing import Any
 
 from sandbox_memory import MemoryClient, MemoryGenerateConfig
 from sandbox_memory.search.index import SearchHit, distinct
-from sandbox_memory.stores.files import Source
+from sandbox_memory.stores.records import Source
 
 OFFLINE = MemoryGenerateConfig(engine="offline")
 

@@ -32,7 +32,7 @@ from sandbox_memory.cli import main
 from sandbox_memory.runtime import LayoutRuntime
 from sandbox_memory.search.index import SearchHit
 from sandbox_memory.stores import PostgresStore
-from sandbox_memory.stores.files import Defaults
+from sandbox_memory.stores.records import Defaults
 from shared_flow import agent, lesson, run_payload
 
 OFFLINE = MemoryGenerateConfig(engine="offline")

@@ -16,7 +16,7 @@ import pytest
 
 from helpers import layout_runtime
 from sandbox_memory.stores import PostgresStore
-from sandbox_memory.stores.files import Entry, Source
+from sandbox_memory.stores.records import Entry, Source
 from shared_flow import store_runtime
 
 MANY = 60

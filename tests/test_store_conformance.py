@@ -19,21 +19,20 @@ from pathlib import Path
 import pytest
 
 from sandbox_memory.errors import MemoryLockTimeout
-from sandbox_memory.stores.files import (
-    ConversationMemory,
-    Defaults,
-    Entry,
-    LayoutEdit,
-    LogRecord,
-    MemoryStore,
-    RolloutProgress,
-    Source,
-    Store,
-    tail_hash,
-)
+from sandbox_memory.stores.files import Store
 from sandbox_memory.stores.memory import InMemoryStore
 from sandbox_memory.stores.postgres import PostgresStore
 from sandbox_memory.stores.postgres_seam import PostgresMemoryStore
+from sandbox_memory.stores.records import (
+    ConversationMemory,
+    Defaults,
+    Entry,
+    LogRecord,
+    RolloutProgress,
+    Source,
+    tail_hash,
+)
+from sandbox_memory.stores.seam import LayoutEdit, MemoryStore
 from sandbox_memory.workspace import LocalWorkspace
 
 

@@ -529,7 +529,7 @@ async def test_a_hostile_search_index_file_is_rebuilt_and_search_answers(
 
 async def test_a_log_record_whose_detail_is_nested_deep_is_shown_as_text(tmp_path: Path) -> None:
     from sandbox_memory.mcp_server import _record
-    from sandbox_memory.stores.files import LogRecord
+    from sandbox_memory.stores.records import LogRecord
 
     mc = _client(tmp_path)
     view = await mc.create()

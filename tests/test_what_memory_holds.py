@@ -710,7 +710,7 @@ async def test_one_fix_run_yields_one_fact_with_its_result() -> None:
 def test_a_new_version_of_an_entry_keeps_the_sources_of_the_old_one() -> None:
     from sandbox_memory.engines.base import Candidate
     from sandbox_memory.rules import apply_to_conversation
-    from sandbox_memory.stores.files import ConversationMemory, Source
+    from sandbox_memory.stores.records import ConversationMemory, Source
 
     memory = ConversationMemory(rollout_id="conv")
     first = Candidate(

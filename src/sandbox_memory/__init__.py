@@ -41,9 +41,9 @@ if TYPE_CHECKING:  # `X as X`: an explicit re-export, for type checkers
     from .errors import SandboxMemoryError as SandboxMemoryError
     from .public_route import record_run as record_run
     from .search.index import SearchHit as SearchHit
-    from .stores.files import Entry as Entry
-    from .stores.files import LogRecord as LogRecord
-    from .stores.files import Source as Source
+    from .stores.records import Entry as Entry
+    from .stores.records import LogRecord as LogRecord
+    from .stores.records import Source as Source
 
 __version__ = "0.1.0"
 
@@ -79,9 +79,9 @@ _WHERE: dict[str, str] = {
     "SandboxMemoryError": "errors",
     "record_run": "public_route",
     "SearchHit": "search.index",
-    "Entry": "stores.files",
-    "LogRecord": "stores.files",
-    "Source": "stores.files",
+    "Entry": "stores.records",
+    "LogRecord": "stores.records",
+    "Source": "stores.records",
 }
 """Public name -> the module (under ``sandbox_memory``) that defines it."""
 

@@ -34,11 +34,11 @@ import click
 from . import __version__, bounded
 from .engines.base import ENTRY_KINDS
 from .errors import MemoryConfigError, MemoryConflict, MemoryStoreUnavailable
-from .stores.files import Cause
+from .stores.records import Cause
 
 if TYPE_CHECKING:
     from .edit.commands import Command, ConversationView, LayoutView, MemoryClient
-    from .stores.files import LogRecord
+    from .stores.records import LogRecord
 
 EXIT_BAD_INPUT = 1
 EXIT_USAGE = 2

@@ -46,7 +46,7 @@ from .errors import (
     SandboxMemoryError,
 )
 from .search.index import DEFAULT_LIMIT, MAX_LIMIT
-from .stores.files import MAX_CONTENT_CHARS, Entry, LogRecord
+from .stores.records import MAX_CONTENT_CHARS, Entry, LogRecord
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer

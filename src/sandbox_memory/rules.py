@@ -40,14 +40,7 @@ from .engines.transcript import (
     segment_items,
     tool_names_by_call_id,
 )
-from .stores.files import (
-    KEY_RE,
-    MAX_CONTENT_CHARS,
-    ConversationMemory,
-    Entry,
-    Source,
-    now_ms,
-)
+from .stores.records import KEY_RE, MAX_CONTENT_CHARS, ConversationMemory, Entry, Source, now_ms
 
 if TYPE_CHECKING:
     from .redact import Redactor  # built by the runtime, on first use

@@ -28,11 +28,11 @@ import logging
 import re
 from typing import TYPE_CHECKING
 
-from ..stores.files import MAX_CONTENT_CHARS, Entry, LogRecord, Source, now_ms
+from ..stores.records import MAX_CONTENT_CHARS, Entry, LogRecord, Source, now_ms
 
 if TYPE_CHECKING:
     from ..runtime.state import LayoutState
-    from ..stores.files import LayoutEdit
+    from ..stores.seam import LayoutEdit
 
 logger = logging.getLogger("sandbox_memory")
 

@@ -11,14 +11,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..search.index import timestamp_ms
-from ..stores.files import (
+from ..stores.records import (
     LONG_LIVED_KINDS,
     ConversationMemory,
     Entry,
-    LayoutEdit,
     LayoutMemory,
     RolloutProgress,
 )
+from ..stores.seam import LayoutEdit
 
 if TYPE_CHECKING:
     pass  # built by the runtime, on first use

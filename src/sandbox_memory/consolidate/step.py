@@ -15,7 +15,7 @@ from .. import spans
 from ..runtime.state import LayoutState
 from ..search.index import SearchIndex
 from ..search.step import sync_index
-from ..stores.files import LONG_LIVED_KINDS, Defaults, LogRecord, RolloutProgress, now_ms
+from ..stores.records import LONG_LIVED_KINDS, Defaults, LogRecord, RolloutProgress, now_ms
 from .carryover import carry_over
 from .selection import forget_conversations, promote, select_rollouts
 

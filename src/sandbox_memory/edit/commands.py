@@ -33,12 +33,11 @@ from ..record.segments import (
 )
 from ..rules import key_problem, retract, secret_problem
 from ..runtime.facade import LayoutRuntime
-from ..stores.files import (
+from ..stores.records import (
     MAX_CONTENT_CHARS,
     Cause,
     ConversationMemory,
     CopyRetraction,
-    EditedEntries,
     Entry,
     LogRecord,
     Overrides,
@@ -48,6 +47,7 @@ from ..stores.files import (
     tail_hash,
     validate_key,
 )
+from ..stores.seam import EditedEntries
 from ..workspace import LocalWorkspace, Workspace
 
 if TYPE_CHECKING:

@@ -7,16 +7,8 @@ Not a step of its own: a Forget (:mod:`.commands`) and a deleted line in a live 
 from __future__ import annotations
 
 from ..rules import retract, same_fact
-from ..stores.files import (
-    COPY_RETRACTED,
-    LONG_LIVED_KINDS,
-    Cause,
-    ConversationMemory,
-    Entry,
-    LogRecord,
-    Source,
-    Store,
-)
+from ..stores.files import COPY_RETRACTED, Store
+from ..stores.records import LONG_LIVED_KINDS, Cause, ConversationMemory, Entry, LogRecord, Source
 
 
 async def save_changed_conversation(

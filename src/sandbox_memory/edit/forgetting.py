@@ -30,7 +30,7 @@ import re
 from typing import TYPE_CHECKING
 
 from ..search.index import STATED_MIN_CHARS, _plain, states_any
-from ..stores.files import Entry, RolloutProgress
+from ..stores.records import Entry, RolloutProgress
 
 if TYPE_CHECKING:
     from ..render.step import Renderer

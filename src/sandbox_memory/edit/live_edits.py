@@ -19,17 +19,17 @@ from ..record.segments import last_item_id, parse_segments, rollout_path
 from ..render.files import parse_registry
 from ..rules import retract, secret_problem
 from ..runtime.state import LayoutState
-from ..stores.files import (
+from ..stores.records import (
     KEY_RE,
     LONG_LIVED_KINDS,
     Cause,
     Entry,
-    LayoutEdit,
     LogRecord,
     RolloutProgress,
     Source,
     now_ms,
 )
+from ..stores.seam import LayoutEdit
 from .copies import retract_copies, save_changed_conversation
 
 logger = logging.getLogger("sandbox_memory")
@@ -70,10 +70,11 @@ class LiveEdits:
                 stamp_raw or "{}", limit=bounded.MAX_STATE_BYTES, what="store/rendered.json"
             )
             rendered = doc.get("memory_md_sha256")
+            next_rendered = doc.get("memory_md_next_sha256")
             layout_stamp = doc.get("layout_stamp")
             tail = doc.get("memory_md_tail")
         except (ValueError, AttributeError):
-            rendered = layout_stamp = tail = None
+            rendered = next_rendered = layout_stamp = tail = None
         self.rendered_layout = layout_stamp if isinstance(layout_stamp, str) else ""
         self.rendered_tail = tail if isinstance(tail, str) else ""
         if rendered is None:
@@ -81,6 +82,10 @@ class LiveEdits:
         self.edited_digest = hashlib.sha256(raw).hexdigest()
         if self.edited_digest == rendered:
             self.as_rendered = True
+            return None
+        if self.edited_digest == next_rendered:
+            # Memory's own rendering, written by a process killed before it recorded it as
+            # rendered: no edit (and not "as rendered": the next rendering compares the file).
             return None
         return raw.decode("utf-8", errors="replace")
 

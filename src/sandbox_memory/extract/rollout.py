@@ -26,7 +26,7 @@ from ..rules import (
     says_nothing_new,
 )
 from ..search.index import MAX_ITEM_CHARS, timestamp_ms
-from ..stores.files import (
+from ..stores.records import (
     ConversationMemory,
     Entry,
     LogRecord,

@@ -18,7 +18,7 @@ from .. import bounded
 from ..errors import MemoryConfigError
 from ..integrity import SEAL_HEX
 from ..runtime.state import LayoutState
-from ..stores.files import tail_hash
+from ..stores.records import tail_hash
 from .segments import rollout_path
 
 logger = logging.getLogger("sandbox_memory")

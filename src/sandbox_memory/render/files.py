@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from ..stores.files import Entry, RolloutProgress
+from ..stores.records import Entry, RolloutProgress
 
 PROMPTS_DIR = Path(__file__).parents[1] / "prompts"
 

@@ -24,7 +24,7 @@ from .. import bounded
 from ..consolidate.selection import select_rollouts
 from ..record.segments import rollout_path
 from ..runtime.state import LayoutState
-from ..stores.files import Entry, LayoutMemory, Registry, RolloutProgress, now_ms
+from ..stores.records import Entry, LayoutMemory, Registry, RolloutProgress, now_ms
 from ..workspace import Workspace
 from .files import (
     LayoutRendering,
@@ -392,6 +392,13 @@ class Renderer:
         else:
             stale = await _file_digest(st.ws, path, len(memory_md)) != memory_digest
         if stale:
+            # Memory's own rendering is known by its digest before it reaches MEMORY.md: a
+            # process killed between the two writes leaves a file the next close recognises,
+            # not a person's edit (the stamp below then records it as rendered).
+            await store.write_state(
+                self.stamp_path,
+                json.dumps({**stamp, "memory_md_next_sha256": memory_digest}).encode(),
+            )
             await st.ws.write_atomic(path, memory_md)
         del memory_md
         await put("memory_summary.md", self.model.summary_file(refs, budget))

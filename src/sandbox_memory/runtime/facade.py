@@ -29,14 +29,23 @@ from ..render.step import Renderer
 from ..search.embedding import resolve as resolve_embedder
 from ..search.index import SearchIndex
 from ..search.step import save_index, sync_index
-from ..stores.files import Cause, Entry, LayoutMemory, LogRecord, Registry, RolloutProgress, Source
+from ..stores.records import (
+    Cause,
+    Entry,
+    LayoutMemory,
+    LogRecord,
+    Registry,
+    RolloutProgress,
+    Source,
+)
 from .state import LayoutState
 
 logger = logging.getLogger("sandbox_memory")
 
 if TYPE_CHECKING:
     from ..redact import Redactor
-    from ..stores.files import Lease, Store
+    from ..stores.files import Store
+    from ..stores.seam import Lease
     from ..stores.sync import SharedCopy, SharedStore
     from ..workspace import Workspace
 

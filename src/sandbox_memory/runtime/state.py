@@ -23,7 +23,9 @@ from ..extract.engine import resolve_engine
 from ..integrity import SegmentSeal, host_keys
 from ..record.offload import RedactionSettings
 from ..record.segments import LineCheck
-from ..stores.files import CopyRetraction, Entry, Lease, RolloutProgress, Store
+from ..stores.files import Store
+from ..stores.records import CopyRetraction, Entry, RolloutProgress
+from ..stores.seam import Lease
 from ..workspace import Workspace
 
 if TYPE_CHECKING:

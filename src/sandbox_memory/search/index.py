@@ -71,7 +71,8 @@ from ..datapolicy import exc_text
 from ..engines.transcript import item_text, output_call_id, segment_id_of, segment_items
 from ..errors import MemoryConfigError
 from ..record.segments import LineCheck, read_new_segments, rollout_path
-from ..stores.files import ConversationMemory, Entry, LayoutMemory, MemoryStore, Source
+from ..stores.records import ConversationMemory, Entry, LayoutMemory, Source
+from ..stores.seam import MemoryStore
 from ..workspace import LocalWorkspace, Workspace
 from .embedding import EMBED_BATCH, EMBED_CHARS, Embedder, EmbedderError, normalized
 

@@ -20,7 +20,7 @@ import time
 from collections.abc import AsyncIterator, Iterable, Mapping
 
 from ..errors import MemoryLockTimeout
-from .files import (
+from .records import (
     LAYOUT_CHANGE_KEYS_KEPT,
     LAYOUT_CHANGES_KEPT,
     TAIL_BYTES,
@@ -31,13 +31,11 @@ from .files import (
     LayoutChange,
     LayoutHead,
     LayoutMemory,
-    Lease,
     LogRecord,
-    MemoryStore,
     Registry,
-    RolloutFlags,
     RolloutProgress,
 )
+from .seam import Lease, MemoryStore, RolloutFlags
 
 
 class InMemoryLease(Lease):

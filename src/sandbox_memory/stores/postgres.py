@@ -42,7 +42,7 @@ from ..errors import (
     MemoryLockTimeout,
     MemoryStoreUnavailable,
 )
-from .files import Defaults, Entry, LogRecord, Overrides
+from .records import Defaults, Entry, LogRecord, Overrides
 
 if TYPE_CHECKING:
     import psycopg

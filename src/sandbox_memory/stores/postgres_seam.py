@@ -28,7 +28,8 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .files import (
+from .postgres import LAYOUT_SCOPE, Fence, PostgresStore, _entry, conversation_scope
+from .records import (
     TAIL_BYTES,
     ConversationMemory,
     CopyRetraction,
@@ -36,14 +37,12 @@ from .files import (
     Entry,
     LayoutHead,
     LayoutMemory,
-    Lease,
     LogRecord,
-    MemoryStore,
     Overrides,
     Registry,
     RolloutProgress,
 )
-from .postgres import LAYOUT_SCOPE, Fence, PostgresStore, _entry, conversation_scope
+from .seam import Lease, MemoryStore
 
 REGISTRY_NOTE = "store/registry.json"
 """The registry phase 2 derives, kept as a note (as the working copy keeps it)."""

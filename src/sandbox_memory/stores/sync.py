@@ -40,16 +40,7 @@ from ..datapolicy import exc_text
 from ..errors import MemoryConflict, MemoryLockTimeout, MemoryStoreUnavailable
 from ..integrity import SegmentSeal, host_keys
 from ..record.segments import rollout_path
-from .files import (
-    SHARED_COPY_FILE,
-    ConversationMemory,
-    Defaults,
-    Entry,
-    LayoutMemory,
-    LogRecord,
-    Overrides,
-    RolloutProgress,
-)
+from .files import SHARED_COPY_FILE
 from .postgres import (
     LAYOUT_SCOPE,
     SETTINGS_NOTE,
@@ -57,6 +48,15 @@ from .postgres import (
     RolloutState,
     ScopeState,
     conversation_scope,
+)
+from .records import (
+    ConversationMemory,
+    Defaults,
+    Entry,
+    LayoutMemory,
+    LogRecord,
+    Overrides,
+    RolloutProgress,
 )
 
 if TYPE_CHECKING:

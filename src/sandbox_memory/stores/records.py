@@ -1,0 +1,313 @@
+"""The records memory keeps, whatever store holds them: entries and their sources,
+conversation and layout memory, the registry, progress, the change log, and layout memory's
+head, shards and commits, with the rules every store checks them by (keys, sizes, kinds).
+
+A backend (:mod:`.files`, :mod:`.postgres_seam`, :mod:`.memory`) stores these; nothing here
+reads or writes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from ..engines.base import EntryKind, Subjects
+from ..errors import MemoryConfigError
+from ..workspace import Workspace
+
+KEY_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+"""Keys are short stable slugs: no '/', no '..', safe as file names (skills/<key>/)."""
+
+MAX_CONTENT_CHARS = 2_000
+"""An entry is a compact fact, not a document; longer content is refused."""
+
+LONG_LIVED_KINDS: frozenset[str] = frozenset({"procedure", "preference", "decision"})
+"""Kinds promoted from conversation memory to layout memory (the specification's agent memory)."""
+
+Cause = Literal["consolidation", "person", "promotion", "live_update", "forgetting", "migration"]
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def iso_to_ms(stamp: str) -> int:
+    """Milliseconds since the epoch of an ISO-8601 time (a segment's ``updated_at``); 0 if bad."""
+
+    from datetime import datetime
+
+    try:
+        return int(datetime.fromisoformat(stamp).timestamp() * 1000)
+    except ValueError:
+        return 0
+
+
+def validate_key(key: object) -> str:
+    if not isinstance(key, str) or not KEY_RE.fullmatch(key):
+        raise MemoryConfigError(
+            "key", key, "must be 1-64 chars of a-z, 0-9, '.', '_' or '-', starting alphanumeric"
+        )
+    if ".." in key:
+        raise MemoryConfigError("key", key, "must not contain '..'")
+    return key
+
+
+class Source(BaseModel):
+    """An item a fact rests on: the conversation (rollout id) and the item's id."""
+
+    conversation: str
+    item: str
+
+
+class Entry(BaseModel):
+    key: str
+    content: str
+    kind: EntryKind
+    sources: list[Source] = Field(default_factory=list)
+    updated_at: int = Field(default_factory=now_ms)
+    """Milliseconds since the epoch, like the specification's ``updatedAt``."""
+    status: Literal["active", "retracted"] = "active"
+    person: str | None = None
+    """Whose entry this is; ``None`` means shared work, shown to everyone."""
+    keywords: list[str] = Field(default_factory=list)
+    subjects: Subjects | None = None
+    """What the entry is about (files, commands, tests, people, tools), as fields."""
+
+    def exists_for(self, person: str | None) -> bool:
+        """Whether this entry exists at all for someone acting for ``person`` (a run for them,
+        a client made with ``person=``): shared, or theirs. Another person's private entry does
+        not exist for them: not shown, not found, not forgotten, not replaced. The one rule
+        every door applies (views, commands, the agent's tools, live edits, extraction, search
+        and the injected prompt)."""
+
+        return self.person is None or self.person == person
+
+
+class Overrides(BaseModel):
+    use: bool | None = None
+    generate: bool | None = None
+
+
+class ConversationMemory(BaseModel):
+    rollout_id: str
+    version: int = 0
+    head: str | None = None
+    """Id of the last history item recorded for this conversation."""
+    entries: dict[str, Entry] = Field(default_factory=dict)
+    overrides: Overrides = Field(default_factory=Overrides)
+    updated_at: int = 0
+
+
+class LayoutMemory(BaseModel):
+    version: int = 0
+    entries: dict[str, Entry] = Field(default_factory=dict)
+
+
+class Defaults(BaseModel):
+    """The switch defaults of the ``Memory`` configuration that last consolidated this memory.
+
+    Recorded so the command line shows the settings in force (a workspace made with
+    ``Memory(read=None)`` has ``use`` off by default) instead of guessing.
+    """
+
+    use: bool
+    generate: bool
+    max_summary_chars: int
+
+
+class Registry(BaseModel):
+    """Short-lived entries (facts, hypotheses) of the selected conversations, by conversation.
+
+    Derived by phase 2 from conversation memory, like ``MEMORY.md``; kept so a run's prompt is
+    built from three small files instead of every conversation's.
+    """
+
+    conversations: dict[str, list[Entry]] = Field(default_factory=dict)
+
+    def entries(self) -> list[Entry]:
+        return [e for group in self.conversations.values() for e in group]
+
+
+MAX_ROLLOUT_BYTES = 1 << 53
+"""Largest offset a progress record may hold: beyond any file, and exact as a JSON number."""
+
+SLUG_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,98}[a-z0-9])?$"
+"""A rollout summary's short name as ``extract.rollout.normalize_slug`` makes it (a file-name part)."""
+
+
+class RolloutProgress(BaseModel):
+    """One rollout's progress (``store/progress/<id>.json``). Validated on load: the agent can
+    write the file, so an offset outside a file or a slug that is not a file-name part (``x/../
+    ../ESCAPED``) makes the record unreadable (set aside, the rollout read afresh), never an
+    error at every close."""
+
+    offset: int = Field(default=0, ge=0, le=MAX_ROLLOUT_BYTES)
+    """Bytes of ``sessions/<id>.jsonl`` already extracted."""
+    updated_at: str = Field(default="", max_length=64)
+    """``updated_at`` of the newest segment extracted (orders phase-2 selection)."""
+    slug: str | None = Field(default=None, pattern=SLUG_PATTERN)
+    attempts: int = 0
+    last_error: str | None = None
+    next_attempt_at: float = 0.0
+    status: Literal["ok", "retrying", "failed"] = "ok"
+    consolidated: bool = False
+    """Whether phase 2 has taken this rollout's latest extraction into layout memory."""
+    tail: str | None = None
+    """Hash of the last bytes read (up to 256 before ``offset``): tells a rollout file that was
+    replaced (cleared, an older copy restored) from the one read, at the cost of one small read."""
+    forgotten: bool = False
+    """Phase 2 forgot this rollout: only ``offset`` and ``updated_at`` are kept, so its old
+    segments are not extracted again and a later run of the conversation starts after them."""
+
+    def read_to(self, offset: int, tail: str | None) -> None:
+        """Mark the rollout's bytes before ``offset`` as read; ``tail`` is
+        :func:`tail_hash` at ``offset``. The two move together, always: an offset moved
+        without its hash makes the next close take the file for a replaced one."""
+
+        self.offset = offset
+        self.tail = tail
+
+
+TAIL_BYTES = 256
+
+
+async def tail_hash(ws: Workspace, path: str, offset: int) -> str | None:
+    """Hash of the bytes of ``path`` just before ``offset`` (see ``RolloutProgress.tail``)."""
+
+    if offset <= 0:
+        return None
+    start = max(0, offset - TAIL_BYTES)
+    data = await ws.read_range(path, start, offset - start)
+    return None if data is None else hashlib.sha256(data).hexdigest()[:16]
+
+
+class Progress(BaseModel):
+    """The legacy single-file form (``progress.json``), read once and split into records."""
+
+    rollouts: dict[str, RolloutProgress] = Field(default_factory=dict)
+
+
+class LogRecord(BaseModel):
+    version: int
+    at: int
+    cause: Cause
+    scope: str
+    """``layout`` or ``conversation:<rollout-id>``."""
+    keys: list[str]
+    detail: str | None = None
+
+
+LAYOUT_SHARDS = 64
+"""Records layout memory's entries are spread over, by key hash: a change of one entry reads
+and writes one of them (a few hundred entries at 20,000), and reading all of layout memory is
+64 small reads, not one per entry."""
+
+
+def layout_shard(key: str) -> int:
+    """The shard holding ``key``."""
+
+    return hashlib.sha256(key.encode("utf-8")).digest()[0] % LAYOUT_SHARDS
+
+
+LAYOUT_CHANGES_KEPT = 64
+"""Latest commits whose keys the head names (:attr:`LayoutHead.changes`)."""
+
+LAYOUT_CHANGE_KEYS_KEPT = 2_000
+"""Keys named by those commits at most: a commit changing more is named as changing every
+entry (it read and wrote about as many), and the oldest are dropped to keep the head small."""
+
+
+class LayoutChange(BaseModel):
+    """One commit of layout memory, as the head names it: from stamp ``before`` to ``stamp``,
+    the entries of ``keys`` were put or removed."""
+
+    stamp: str
+    before: str
+    keys: list[str] | None = None
+    """``None``: any entry may have changed (a rebuild, a shard rewritten, many keys)."""
+
+
+LAYOUT_FORMAT = 3
+"""Shards one entry a line (:func:`_shard_bytes`): a key is found in a shard's bytes and only
+its entry parsed; the head names each shard's seal (:attr:`LayoutHead.seals`). Format 1 (every
+entry on one line) and 2 (no seals named) are rewritten by the first writer."""
+
+SHARD_CACHE_BYTES = 1 << 20
+"""Bytes of shards kept read (least recently used first out): what a close holds of layout
+memory does not grow with it."""
+
+
+class LayoutHead(BaseModel):
+    """Layout memory's version and change stamp (``store/layout/head.json``)."""
+
+    version: int = 0
+    stamp: str = ""
+    """New at every commit: a reader holding the same stamp holds the same layout memory."""
+    changes: list[LayoutChange] = Field(default_factory=list)
+    """The latest commits, oldest first, each naming the keys it changed: a reader that last
+    saw an earlier stamp reads those entries again, not all of them (see
+    :meth:`MemoryStore.layout_changes`). Written with the head, so no commit is without it."""
+    format: int = 1
+    """:data:`LAYOUT_FORMAT` once every shard is written one entry a line (a head written
+    by an earlier release lacks it: its shards are rewritten by the next writer)."""
+    seals: dict[str, str] = Field(default_factory=dict)
+    """The seal of each shard as its last commit wrote it (``"07"`` -> 32 hex), from format
+    3 on. The head is sealed too, so a shard is bound to the head: an older sealed copy of a
+    shard put back in its place (a shard from before a Forget) verifies as a record but is not
+    the one the head names, and is refused like an unsealed one."""
+
+
+class LayoutShard(BaseModel):
+    entries: dict[str, Entry] = Field(default_factory=dict)
+
+
+class CopyRetraction(BaseModel):
+    key: str
+    source: Source
+    stamp: int
+    cause: Cause
+
+
+class LayoutCommit(BaseModel):
+    """One change of layout memory (``store/layout/commit.json``): written whole before any
+    record it changes, so a writer killed while applying it leaves it for the next writer to
+    finish; readers see it as applied."""
+
+    version: int
+    stamp: str
+    put: dict[str, Entry] = Field(default_factory=dict)
+    delete: list[str] = Field(default_factory=list)
+    log: list[LogRecord] = Field(default_factory=list)
+    """Appended when applied (again, after a crash: the log reads a change logged twice once)."""
+    rewrite: list[int] = Field(default_factory=list)
+    """Shards written even if no entry of theirs changed (one set aside as unreadable)."""
+    copies: list[CopyRetraction] = Field(default_factory=list)
+    """Layout entries retracted by this change whose copies in conversation memory go too
+    (:attr:`Store.retract_copies`), done before the commit is dropped."""
+    whole: bool = False
+    """A rebuild: any entry may have changed, not only those of ``put`` and ``delete``."""
+    before: str = ""
+    """The head's stamp this commit applies to: a commit is only ever pending on that head
+    or on its own (applied, not yet dropped); an older sealed commit put back is refused."""
+
+    def shards(self) -> set[int]:
+        """The shards this commit writes."""
+
+        return {
+            *self.rewrite,
+            *(layout_shard(k) for k in self.put),
+            *(layout_shard(k) for k in self.delete),
+        }
+
+    def changed_keys(self) -> list[str] | None:
+        """The keys this commit changes, ``None`` when any may change (see
+        :attr:`LayoutChange.keys`)."""
+
+        keys = sorted({*self.put, *self.delete})
+        if self.whole or self.rewrite or len(keys) > LAYOUT_CHANGE_KEYS_KEPT:
+            return None
+        return keys
