@@ -82,6 +82,43 @@ def test_two_entries_saying_the_same_take_one_place() -> None:
     assert [h.key for h in out] == ["test-command", "db-port"]
 
 
+def test_a_summary_the_entries_shown_restate_gives_its_place_to_the_next_hit() -> None:
+    said = "- Ann: I adopted a dog named Rex. [s:0]\n- Bob: We went hiking at the lake. [s:1]"
+    ranked = [
+        hit("entry", "Ann (3 May): I adopted a dog named Rex.", 5.0, "c", "s:0", key="ann-3-may"),
+        hit("rollout_summary", said, 4.0, "c", "s:0", "s:1"),
+        hit("entry", "Bob (3 May): We went hiking at the lake.", 3.0, "c", "s:1", key="bob-3-may"),
+        hit("entry", "Ann (9 May): Rex learned to fetch.", 2.0, "c", "s:5", key="ann-9-may"),
+    ]
+    out = distinct(ranked, 3)
+    # The two entries together say every line of the summary: the third entry takes its place.
+    assert [h.key for h in out] == ["ann-3-may", "bob-3-may", "ann-9-may"]
+    assert [h.score for h in out] == sorted((h.score for h in out), reverse=True)
+    # Within a limit of 2 only Ann's entry is shown with it: the summary still adds Bob's line.
+    assert [h.kind for h in distinct(ranked, 2)] == ["entry", "rollout_summary"]
+
+
+def test_a_summary_saying_more_than_the_entries_or_of_another_conversation_stays() -> None:
+    ranked = [
+        hit("entry", "Ann (3 May): I adopted a dog named Rex.", 5.0, "c", "s:0", key="ann-3-may"),
+        hit(
+            "rollout_summary",
+            "- Ann: I adopted a dog named Rex. [s:0]\n- completed: fixed invoice_total in "
+            "billing/tax.py, python -m pytest -q tests/test_tax.py passes",
+            4.0,
+            "c",
+            "s:0",
+        ),
+        hit("rollout_summary", "- Ann: I adopted a dog named Rex. [t:0]", 3.0, "d", "t:0"),
+    ]
+    out = distinct(ranked, 10)
+    assert [(h.kind, h.conversation) for h in out] == [
+        ("entry", "c"),
+        ("rollout_summary", "c"),
+        ("rollout_summary", "d"),
+    ]
+
+
 def call(call_id: str, cmd: str, output: str) -> list[dict[str, Any]]:
     return [
         {

@@ -2402,7 +2402,37 @@ def distinct(ranked: list[SearchHit], limit: int) -> list[SearchHit]:
     # item within it); the hits beyond the limit are then the lowest scored.
     out = [h for h in kept if h is not None]
     out.sort(key=lambda h: -h.score)  # stable: ties keep their ranked order
-    return out[:limit]
+    return _without_restated_summaries(out, limit)[:limit]
+
+
+def _without_restated_summaries(hits: list[SearchHit], limit: int) -> list[SearchHit]:
+    """``hits`` (best first) without the rollout summaries whose text shown the entries
+    shown with them already say: a summary's lines quote the messages its conversation's
+    entries were learned from, so once the entries citing that conversation among the first
+    ``limit`` hits hold nearly every word of the summary's text (:func:`says_the_same`,
+    over their words together), the summary repeats them and its place goes to the next hit.
+    Each summary dropped moves another hit into the first ``limit``, so the entries' words
+    only grow: looked at again until no summary is dropped."""
+
+    out = list(hits)
+    while True:
+        shown = out[:limit]
+        said: dict[str, set[str]] = {}
+        for hit in shown:
+            if hit.kind == "entry":
+                for conv in {s.conversation for s in hit.sources} | {hit.conversation}:
+                    if conv is not None:
+                        said.setdefault(conv, set()).update(all_words(hit.text))
+        restated = [
+            hit
+            for hit in shown
+            if hit.kind == "rollout_summary"
+            and hit.conversation in said
+            and says_the_same(hit.text, [said[hit.conversation]])
+        ]
+        if not restated:
+            return out
+        out = [hit for hit in out if all(hit is not r for r in restated)]
 
 
 SCORE_SHOWN_MIN = 0.005
