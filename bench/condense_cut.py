@@ -28,7 +28,7 @@ from quality import DEFAULT_DATA, contains, load_locomo, normalize  # noqa: E402
 
 from sandbox_memory.engines import conversation as cv  # noqa: E402
 from sandbox_memory.engines.kinds import statement_kind  # noqa: E402
-from sandbox_memory.engines.offline import _sentences  # noqa: E402
+from sandbox_memory.engines.offline.words import _sentences  # noqa: E402
 
 CATEGORY = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 

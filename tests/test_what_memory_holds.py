@@ -1103,7 +1103,7 @@ async def test_a_fix_is_named_for_its_file_and_failure_and_changes_for_their_fil
 
 
 def test_keys_come_from_file_names_and_failures() -> None:
-    from sandbox_memory.engines.offline import changes_key, file_name_words, fix_key
+    from sandbox_memory.engines.offline.keys import changes_key, file_name_words, fix_key
 
     assert file_name_words("acme_billing/invoice.py") == ["invoice"]
     assert file_name_words("pkg/billing/__init__.py") == ["billing"]

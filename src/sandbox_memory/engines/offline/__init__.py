@@ -31,26 +31,23 @@ from __future__ import annotations
 import bisect
 import re
 import shlex
-import unicodedata
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any, TypeVar
+from typing import Any
 
 from sandbox_memory.engines.base import (
     Candidate,
     EntryKind,
     Extraction,
     ExtractionRequest,
-    KnownEntry,
     Subjects,
     tool_text_as_data,
 )
 from sandbox_memory.engines.changes import (
     FileChange,
     applies_patch,
-    describe_operation,
     describe_write,
     heredocs,
     parse_patch,
@@ -96,9 +93,47 @@ from sandbox_memory.engines.transcript import (
     shell_commands,
 )
 
-from .. import bounded
-
-# --------------------------------------------------------------------------- limits
+from .failures import _failing_tests, _failure_subject, _quote_error, error_line
+from .keys import changes_key, fix_key, make_key
+from .known import _CandidateSet, _KeyResolver
+from .limits import (
+    COMMAND_CHARS,
+    CONTENT_CHARS,
+    ERROR_LINE_CHARS,
+    FAILURE_SUBJECT_WORDS,
+    KEY_SUBJECT_WORDS,
+    MAX_KEYWORDS,
+    MAX_SOURCES,
+    SIGNATURE_WORDS,
+)
+from .patches import (
+    _operation_changes,
+    _operation_files,
+    _patch_input_changes,
+    _patch_input_files,
+    patch_files,
+)
+from .shell import (
+    _BENIGN_EXIT_ONE,
+    _CATEGORIES,
+    _CHECK_CATEGORIES,
+    _program,
+    _quote_cmd,
+    _shell_written_files,
+    _signature,
+    command_category,
+)
+from .words import (
+    _DECISION_TRIGGER_WORDS,
+    _PREF_TRIGGER_WORDS,
+    _beyond,
+    _clip_content,
+    _informative,
+    _is_we,
+    _sentences,
+    _subject_words,
+    _words,
+)
 
 USER_SCAN_CHARS = 20_000
 """Characters of one user message scanned for preferences, decisions and corrections.
@@ -121,50 +156,16 @@ TASK_CHARS = 300
 STATEMENT_CHARS = 300
 """Characters of a user sentence quoted in a preference, decision or correction."""
 
-ERROR_LINE_CHARS = 200
-"""Characters of an error line quoted in a fix fact or the notes: one terminal line."""
-
-COMMAND_CHARS = 200
-"""Characters of a command quoted in a procedure or the notes."""
-
 FIX_DESCRIPTION_CHARS = 300
 """Characters of the assistant's own description of a fix added to a fix fact."""
 
 FINAL_OUTPUT_CHARS = 500
 """Characters of the final output quoted in the summary's outcome."""
 
-CONTENT_CHARS = 500
-"""Longest candidate content: one or two sentences, as the memory format asks."""
-
 LESSON_CHARS = 800
 """Longest content of a fixed failure: four short parts (symptom, fix, how it was verified,
 the cause as the agent told it), each whole; the cause is the part a later run needs most and
 the first to be left out when the others are long."""
-
-KEY_MAX_CHARS = 64
-"""Longest key: the key rule is ``[a-z0-9][a-z0-9-]{0,63}``."""
-
-KEY_SUBJECT_WORDS = 4
-"""Words of a subject kept in a key: enough to tell facts apart, short enough to stay stable
-when the same thing is said with a few more words."""
-
-FAILURE_SUBJECT_WORDS = KEY_SUBJECT_WORDS - 1
-"""Words naming what failed (the failing test's file and name, or the error's words)."""
-
-FIX_KEY_WORDS = KEY_SUBJECT_WORDS + 1
-"""Words of a fix's key: the changed file's name (one or two words) and what failed in it
-(``invoice-applies-tax``), so a file's fixes are told apart by their failure."""
-
-MIN_WORD_CHARS = 2
-"""Shortest word kept in keys and slugs: single letters carry no subject."""
-
-STEM_MIN_CHARS = 4
-"""Shortest word whose trailing ``s`` is dropped when comparing keys (``tests`` ~ ``test``, but
-not ``bus`` or ``is``)."""
-
-SIGNATURE_WORDS = 3
-"""Words of a command that identify its kind (``python -m pytest``, ``npm run build``) when a
-failure is paired with a later passing run of an uncategorised command."""
 
 TASK_IN_FACT_CHARS = 120
 """Characters of the task quoted in the files-changed fact, leaving room for the file names."""
@@ -180,22 +181,6 @@ SLUG_MAX_WORDS = 6
 
 SLUG_MAX_CHARS = 60
 """Longest rollout slug, so ``<slug>.md`` file names stay short."""
-
-KEY_MATCH_THRESHOLD = 0.6
-"""Similarity (Jaccard over stemmed key words) above which a known entry of the same kind is
-taken to be the same fact and its key is reused: more than half of the words must agree."""
-
-CONTAINED_SCORE = 0.75
-"""Similarity given when every subject word of a candidate appears in a known entry's content
-(``tabs``, ``spaces`` in "User prefers tabs over spaces"): above the threshold, so reused."""
-
-MIN_CONTAINED_WORDS = 2
-"""Fewest subject words for the containment rule: one shared word (``pnpm``) is not enough to
-call two entries the same fact."""
-
-MAX_CANDIDATES = 160
-"""Most candidates from one extraction: bounded so a rollout of 10,000 segments cannot flood
-phase 2, large enough for a long chat whose every message states something."""
 
 MAX_SAID_FACTS = 120
 """Most stated-fact candidates (one per informative message) from one extraction; the newest
@@ -253,10 +238,6 @@ MAX_STATEMENTS = 20
 MAX_FIX_FACTS = 10
 """Most error-and-fix facts from one extraction."""
 
-DETAIL_LOOKAHEAD_LINES = 30
-"""Lines after a test-failure header (``FAIL: test_x``, ``--- FAIL: TestX``) searched for the
-reason (``AssertionError: ...``): a failing test's traceback is short."""
-
 MAX_FIX_PATCH_SOURCES = 3
 """Patch items cited by one fix fact (the last ones before the passing run)."""
 
@@ -266,12 +247,6 @@ an agent patches hundreds of times before a test passes."""
 
 MAX_FIXER_LOOKBACK = 20
 """Commands looked at backwards for the one that fixed a failure when no patch was made."""
-
-MAX_SOURCES = 12
-"""Most item ids cited by one candidate: enough to trace it, bounded for merged repeats."""
-
-MAX_KEYWORDS = 8
-"""Most keywords on one candidate."""
 
 MAX_FILES_NAMED = 12
 """Most file names written into one fact or summary list (the rest are counted)."""
@@ -285,38 +260,30 @@ MAX_EVENTS_HEAD = 15
 MAX_EVENTS_TAIL = 25
 """Events kept from the end of the rollout for "What happened" (the end matters more)."""
 
-# --------------------------------------------------------------------------- vocabulary
+QUESTION_CHARS = 120
+"""Characters of the question a statement answers read for its topic (whole words)."""
 
-_STOPWORDS = frozenset(
-    """a an the and or but if then so of to in on at by for with from into onto about as is are
-    was were be been being it its this that these those there here i me my we our us you your he
-    she they them their can could would should will shall may might must do does did done have has
-    had just also very really please kindly hey hi hello thanks thank ok okay some any all not no
-    yes than too via per let lets s t d ll ve re m over instead rather actually nope wait""".split()
-)
-"""Words that carry no subject: dropped from keys and slugs."""
+QUESTION_WORDS = 4
+"""Content words of the question an answer replies to kept with it ("asked about plans
+summer"): what the answer is about, without quoting the question."""
 
-_PREF_TRIGGER_WORDS = frozenset(
-    """prefer prefers preferred preference like likes love loves hate hates dislike dislikes
-    always never use using used rather stick keep avoid don doesn dont instead from now going
-    forward future strongly generally usually much want""".split()
-)
-"""Words of a preference sentence that say *how* the user feels, not *what about*: left out of
-the key so "always use X" and "never use X" share one key (the later one wins)."""
+FIX_FILES_CHARS = 260
+"""Characters of a fix fact spent on what changed (files and their first changed lines)."""
 
-_DECISION_TRIGGER_WORDS = frozenset(
-    """use uses using used decided decide decision agreed agree go going with stick switch move
-    now always still currently rely standardized standardised standardize standardise""".split()
-)
-"""Words of a decision sentence that are not its subject."""
+SHORT_ANSWER_WORDS = 4
+"""Content words (resolved dates aside) of an answer short enough to be kept with the question
+it answers ("Last Saturday.", "Running, mostly."): alone it says nothing; a longer answer says
+what it is about itself."""
 
-_SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?])\s+|\n+")
-_LEAD_RE = re.compile(r"^(?:[-*•>]+\s*|\d+[.)]\s+)+")
+
 _CAT_READ_RE = re.compile(r"^cat\s+(?:--\s+)?([^\s;&|<>*?]+)\s*$")
+
+
 _LEAD_WORDS_RE = re.compile(
     r"^(?:(?:and|also|but|so|oh|ok|okay|btw|by the way|generally|in general|hey|fyi|actually"
     r"|no|nope|instead|wait|rather)\b[,:;.!-]?\s+)+"
 )
+
 
 _CORRECTION_RE = re.compile(
     r"^no(?:pe)?\s*[,.!:;-]|^no\s+(?:that|this|it|you|we|don't|not|use|wait|stop)\b"
@@ -325,113 +292,6 @@ _CORRECTION_RE = re.compile(
     r"|^(?:wrong|incorrect)\b|^(?:stop|undo|revert)\b|\bi (?:said|meant|told you)\b"
 )
 """User sentences correcting the agent ("no, ...", "actually ...", "don't ...", "instead ...")."""
-
-# --------------------------------------------------------------------------- commands
-
-_CATEGORIES: tuple[tuple[str, re.Pattern[str], str, re.Pattern[str], str], ...] = (
-    (
-        "test-command",
-        re.compile(
-            r"^(?:\S*/)?(?:python[\d.]*\s+-m\s+(?:pytest|unittest|nose2?)\b|pytest\b|py\.test\b"
-            r"|tox\b|nox\b|(?:npm|pnpm|yarn|bun)\s+(?:run\s+)?test\b|jest\b|vitest\b|mocha\b"
-            r"|go\s+test\b|cargo\s+(?:test|nextest)\b|make\s+(?:test|tests|check)\b"
-            r"|(?:mvn|mvnw|gradle|gradlew)\b.*\btest\b|dotnet\s+test\b|ctest\b"
-            r"|(?:bundle\s+exec\s+)?rspec\b|phpunit\b|mix\s+test\b|deno\s+test\b|hatch\s+test\b"
-            r"|swift\s+test\b|playwright\s+test\b)"
-        ),
-        "Run the tests with",
-        re.compile(r"\brun(?:ning)?\s+(?:the\s+)?(?:\w+\s+)?tests?\b|\btests?\b.*\bwith\b"),
-        "test",
-    ),
-    (
-        "lint-command",
-        re.compile(
-            r"^(?:\S*/)?(?:ruff(?:\s+check)?\b(?!\s+format)|flake8\b|pylint\b|eslint\b"
-            r"|(?:npm|pnpm|yarn|bun)\s+(?:run\s+)?lint\b|golangci-lint\b|cargo\s+clippy\b"
-            r"|rubocop\b|shellcheck\b|pre-commit\s+run\b|make\s+lint\b|black\s+--check\b)"
-        ),
-        "Run the linter with",
-        re.compile(r"\blint"),
-        "lint",
-    ),
-    (
-        "typecheck-command",
-        re.compile(
-            r"^(?:\S*/)?(?:mypy\b|pyright\b|tsc\b|(?:npm|pnpm|yarn|bun)\s+(?:run\s+)?"
-            r"(?:typecheck|type-check|tsc)\b|make\s+typecheck\b)"
-        ),
-        "Type-check with",
-        re.compile(r"\btype[- ]?check"),
-        "typecheck",
-    ),
-    (
-        "build-command",
-        re.compile(
-            r"^(?:\S*/)?(?:(?:npm|pnpm|yarn|bun)\s+(?:run\s+)?build\b|cargo\s+build\b"
-            r"|go\s+build\b|python[\d.]*\s+-m\s+build\b|make\s*$|make\s+(?:build|all)\b"
-            r"|(?:mvn|mvnw)\s+package\b|(?:gradle|gradlew)\s+build\b|docker\s+build\b)"
-        ),
-        "Build with",
-        re.compile(r"\bbuild"),
-        "build",
-    ),
-    (
-        "install-command",
-        re.compile(
-            r"^(?:\S*/)?(?:pip3?\s+install\s+(?:-e\b|-r\b|\.)|python[\d.]*\s+-m\s+pip\s+install"
-            r"\s+(?:-e\b|-r\b|\.)|uv\s+sync\b|uv\s+pip\s+install\s+(?:-e\b|-r\b|\.)"
-            r"|poetry\s+install\b|pdm\s+install\b|(?:npm|pnpm|yarn|bun)\s+(?:install|ci|i)\s*$"
-            r"|bundle\s+install\b|go\s+mod\s+download\b|cargo\s+fetch\b)"
-        ),
-        "Install the dependencies with",
-        re.compile(r"\binstall"),
-        "install",
-    ),
-)
-"""Kinds of command worth remembering when they pass: ``(key, command pattern, content prefix,
-pattern of a known entry's content that means the same procedure, word its key must share)``.
-Patterns match one shell segment after prefixes like ``uv run`` or ``FOO=1`` are removed."""
-
-_BENIGN_EXIT_ONE = frozenset({"grep", "egrep", "fgrep", "rg", "diff", "cmp", "test", "["})
-"""Programs whose exit code 1 means "no match" or "differs", not failure."""
-
-_CHECK_CATEGORIES = frozenset({"test-command", "lint-command", "typecheck-command"})
-"""Kinds of command that check rather than change: never the command that fixed a failure."""
-
-_TEST_FAILURE_LINE_RE = re.compile(r"^(?:FAILED|FAIL|ERROR)\b:?\s+\S|^--- FAIL:")
-_EXCEPTION_LINE_RE = re.compile(r"^\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Exit)\b")
-_DIAGNOSTIC_LINE_RE = re.compile(r"^[\w./-]+\.\w+[:(]\d+(?:[:,]\d+)?\)?:\s*\S")
-_ERROR_PATTERNS: tuple[re.Pattern[str], ...] = (
-    _TEST_FAILURE_LINE_RE,
-    re.compile(r"^error(?:\[\w+\])?:", re.IGNORECASE),
-    _EXCEPTION_LINE_RE,
-    re.compile(r"^E\s+\S"),
-    _DIAGNOSTIC_LINE_RE,
-    re.compile(r"panic:|fatal:|npm ERR!|command not found|No such file|Traceback", re.IGNORECASE),
-    re.compile(r"\b(?:error|failed|failure)\b", re.IGNORECASE),
-)
-"""Error lines, best first: test-runner failure lines, compiler errors, the exception line a
-Python traceback ends with, pytest ``E`` lines, ``path:line:col: message`` diagnostics of
-linters and compilers, then anything saying error or failed."""
-
-_EXCEPTION_RE = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b")
-_UNITTEST_ID_RE = re.compile(r"^(?:FAIL|ERROR): (\w+) \(([\w.]+)\)", re.MULTILINE)
-_PYTEST_ID_RE = re.compile(r"([\w./-]+?)\.py::(?:[\w\[\]-]+::)*([\w-]+)")
-_GO_TEST_RE = re.compile(r"--- FAIL:\s+(\w+)")
-_JS_TEST_RE = re.compile(r"^FAIL\s+([\w./-]+?)\.(?:test|spec)\.\w+", re.MULTILINE)
-_TRACE_FILE_RE = re.compile(r'File "([^"]+?)\.\w+", line \d+')
-_DIAGNOSTIC_RE = re.compile(r"^([\w./-]+?)\.\w+[:(]\d+(?:[:,]\d+)?\)?:\s*(?:error:?\s*)?(\S+)")
-_CAMEL_RE = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-
-_PATCH_HEADER_RE = re.compile(
-    r"^\*\*\* (Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$"
-    r"|^--- (\S+)|^\+\+\+ (\S+)",
-    re.MULTILINE,
-)
-_REDIRECT_RE = re.compile(r"(?<![0-9&<>])>>?\s*([^\s;&|<>]+)")
-
-
-# --------------------------------------------------------------------------- records
 
 
 @dataclass
@@ -544,97 +404,6 @@ class _Capped:
         return [*self.head, *middle, *self.tail]
 
 
-# --------------------------------------------------------------------------- text helpers
-
-
-def _ascii(text: str) -> str:
-    return unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
-
-
-_WORD_RE = re.compile(r"[a-z0-9]+")
-
-
-def _words(text: str) -> list[str]:
-    return _WORD_RE.findall(_ascii(text).lower())
-
-
-def _subject_words(text: str, drop: frozenset[str] = frozenset()) -> list[str]:
-    seen: dict[str, None] = {}
-    for word in _words(text):
-        if word in _STOPWORDS or word in drop or len(word) < MIN_WORD_CHARS:
-            continue
-        seen.setdefault(word, None)
-    return list(seen)
-
-
-def _stem(word: str) -> str:
-    if len(word) >= STEM_MIN_CHARS and word.endswith("s") and not word.endswith("ss"):
-        return word[:-1]
-    return word
-
-
-def _stems(words: Iterable[str]) -> frozenset[str]:
-    return frozenset(_stem(w) for w in words)
-
-
-def make_key(*parts: str) -> str:
-    """A valid key (``[a-z0-9][a-z0-9-]{0,63}``) from words, cut at a word boundary."""
-
-    words = [w for part in parts for w in _words(part)]
-    key = ""
-    for word in words:
-        candidate = f"{key}-{word}" if key else word
-        if len(candidate) > KEY_MAX_CHARS:
-            if not key:
-                key = word[:KEY_MAX_CHARS]
-            break
-        key = candidate
-    return key or "note"
-
-
-def _quote_cmd(cmd: str) -> str:
-    """The command in backticks, whole; a command line too long to quote is said shorter: its
-    first simple commands that fit, whole, and ``…`` outside the quote."""
-
-    flat = " ".join(cmd.replace("`", "'").split())
-    if len(flat) <= COMMAND_CHARS:
-        return f"`{flat}`"
-    kept = ""
-    for part in re.split(r"\s+(?:&&|\|\||;)\s+", flat):
-        joined = f"{kept} && {part}" if kept else part
-        if len(joined) > COMMAND_CHARS:
-            break
-        kept = joined
-    if not kept:
-        words = flat.split()
-        program = " ".join(words[:SIGNATURE_WORDS])
-        return f"a `{program}` command" if len(program) <= COMMAND_CHARS else "a long command"
-    return f"`{kept}` …"
-
-
-def _clip_content(text: str) -> str:
-    return shorten(text, CONTENT_CHARS)
-
-
-def _quote_error(line: str) -> str:
-    return shorten(line.replace("`", "'"), ERROR_LINE_CHARS)
-
-
-_WE_RE = re.compile(r"\b(?:we|we're|we've|we'll|our|ours|us)\b", re.IGNORECASE)
-
-
-def _is_we(sentence: str) -> bool:
-    return bool(_WE_RE.search(sentence.replace("\u2019", "'")))
-
-
-QUESTION_CHARS = 120
-"""Characters of the question a statement answers read for its topic (whole words)."""
-
-QUESTION_WORDS = 4
-"""Content words of the question an answer replies to kept with it ("asked about plans
-summer"): what the answer is about, without quoting the question."""
-
-
 def _question_of(text: str, who: str, item_id: str) -> tuple[str, str, str] | None:
     """``(who, last sentence, item id)`` when a message ends with a question, else None."""
 
@@ -645,17 +414,6 @@ def _question_of(text: str, who: str, item_id: str) -> tuple[str, str, str] | No
         return None
     question = shorten(split_speaker(last).text, QUESTION_CHARS)
     return (who, question, item_id) if question else None
-
-
-def _informative(text: str, minimum: int) -> bool:
-    return len(content_words(text)) >= minimum
-
-
-def _sentences(text: str) -> Iterable[str]:
-    for raw in _SENTENCE_SPLIT_RE.split(text):
-        sentence = _LEAD_RE.sub("", raw.strip()).strip()
-        if sentence:
-            yield sentence
 
 
 def _normalize_for_match(sentence: str) -> tuple[str, str]:
@@ -681,448 +439,6 @@ def rollout_slug(text: str) -> str:
     if len(slug) > SLUG_MAX_CHARS:
         slug = slug[:SLUG_MAX_CHARS].rstrip("-")
     return slug
-
-
-# --------------------------------------------------------------------------- commands
-
-
-def command_category(cmd: str) -> str | None:
-    """``test-command``, ``lint-command``, ... when a segment of ``cmd`` runs such a tool."""
-
-    segments = command_segments(cmd)
-    for key, pattern, *_ in _CATEGORIES:
-        if any(pattern.search(segment) for segment in segments):
-            return key
-    return None
-
-
-def _program(segments: Sequence[str]) -> str:
-    if not segments:
-        return ""
-    first = segments[0].split(None, 1)[0] if segments[0].split() else ""
-    return first.rsplit("/", 1)[-1]
-
-
-def _signature(segments: Sequence[str], cmd: str) -> str:
-    base = segments[0] if segments else cmd
-    return " ".join(base.split()[:SIGNATURE_WORDS])
-
-
-def _shell_written_files(cmd: str) -> list[str]:
-    """Files a command line writes with ``sed -i``, ``perl -i``, ``tee`` or ``cat/echo >``."""
-
-    files: list[str] = []
-    for segment in command_segments(cmd):
-        try:
-            tokens = shlex.split(segment, comments=False, posix=True)
-        except ValueError:
-            tokens = segment.split()
-        if not tokens:
-            continue
-        program = tokens[0].rsplit("/", 1)[-1]
-        if program in ("sed", "perl") and any(
-            t.startswith("-i") or t == "--in-place" or (t.startswith("-") and "i" in t[1:3])
-            for t in tokens[1:]
-        ):
-            last = tokens[-1]
-            if not last.startswith("-") and len(tokens) > 2:
-                files.append(last)
-        elif program == "tee":
-            files.extend(t for t in tokens[1:] if not t.startswith("-"))
-        elif program in ("cat", "echo", "printf"):
-            for match in _REDIRECT_RE.finditer(segment):
-                target = match.group(1).strip("'\"")
-                if target and not target.startswith(("/dev/", "&")):
-                    files.append(target)
-    return list(dict.fromkeys(files))
-
-
-# --------------------------------------------------------------------------- patches
-
-
-def patch_files(text: str) -> list[tuple[str, str]]:
-    """``(operation, path)`` for every file a V4A (``*** Update File:``) or unified
-    (``--- a/x`` / ``+++ b/x``) patch touches, in order."""
-
-    found: list[tuple[str, str]] = []
-    minus_path: str | None = None
-    for match in _PATCH_HEADER_RE.finditer(text):
-        op, v4a_path, move_to, minus, plus = match.groups()
-        if v4a_path:
-            found.append(({"Add": "created", "Delete": "deleted"}.get(op, "updated"), v4a_path))
-        elif move_to:
-            found.append(("moved", move_to))
-        elif minus is not None:
-            minus_path = minus
-        elif plus is not None:
-            if plus == "/dev/null":
-                if minus_path and minus_path != "/dev/null":
-                    found.append(("deleted", _strip_diff_prefix(minus_path)))
-            else:
-                op_name = "created" if minus_path == "/dev/null" else "updated"
-                found.append((op_name, _strip_diff_prefix(plus)))
-            minus_path = None
-    unique: dict[str, str] = {}
-    for op_name, path in found:
-        unique.setdefault(path, op_name)
-    return [(op_name, path) for path, op_name in unique.items()]
-
-
-def _strip_diff_prefix(path: str) -> str:
-    return path[2:] if path.startswith(("a/", "b/")) else path
-
-
-def _operation_files(operations: Any) -> list[tuple[str, str]]:
-    """Files of SDK ``ApplyPatchOperation``-shaped dicts (``type``, ``path``, ``move_to``)."""
-
-    items = operations if isinstance(operations, list) else [operations]
-    names = {"create_file": "created", "update_file": "updated", "delete_file": "deleted"}
-    files: list[tuple[str, str]] = []
-    for op in items:
-        if isinstance(op, Mapping) and isinstance(op.get("path"), str) and op.get("path"):
-            files.append((names.get(str(op.get("type")), "updated"), str(op["path"])))
-            move_to = op.get("move_to")
-            if isinstance(move_to, str) and move_to:
-                files.append(("moved", move_to))
-    return files
-
-
-def _operation_changes(operations: Any) -> list[FileChange]:
-    """What each SDK ``ApplyPatchOperation``-shaped dict changes (its ``diff``)."""
-
-    items = operations if isinstance(operations, list) else [operations]
-    names = {"create_file": "created", "update_file": "updated", "delete_file": "deleted"}
-    changes: list[FileChange] = []
-    for op in items:
-        if isinstance(op, Mapping) and isinstance(op.get("path"), str) and op.get("path"):
-            diff = op.get("diff")
-            changes.append(
-                describe_operation(
-                    names.get(str(op.get("type")), "updated"),
-                    str(op["path"]),
-                    diff if isinstance(diff, str) else None,
-                )
-            )
-    return changes
-
-
-_T = TypeVar("_T")
-
-
-def _from_patch_input(
-    raw: str, from_ops: Callable[[Any], list[_T]], from_text: Callable[[str], list[_T]]
-) -> list[_T]:
-    """Read an ``apply_patch`` input, patch text or SDK JSON operations, with one of two readers."""
-
-    stripped = raw.lstrip()
-    if stripped.startswith(("{", "[")):
-        try:
-            payload = bounded.loads(raw, limit=bounded.MAX_LINE_BYTES, what="a patch")
-        except ValueError:
-            payload = None
-        if isinstance(payload, Mapping):
-            found = from_ops(payload.get("operations", payload.get("operation", payload)))
-            for key in ("input", "patch", "diff"):
-                value = payload.get(key)
-                if not found and isinstance(value, str):
-                    found = from_text(value)
-            return found
-        if isinstance(payload, list):
-            return from_ops(payload)
-    return from_text(raw)
-
-
-def _patch_input_changes(raw: str) -> list[FileChange]:
-    """What an ``apply_patch`` input changes."""
-
-    return _from_patch_input(raw, _operation_changes, parse_patch)
-
-
-def _patch_input_files(raw: str) -> list[tuple[str, str]]:
-    """Files named by an ``apply_patch`` input."""
-
-    return _from_patch_input(raw, _operation_files, patch_files)
-
-
-# --------------------------------------------------------------------------- errors
-
-
-def error_line(text: str) -> str | None:
-    """The most telling error line of a failing command's output, or None if it is empty.
-
-    A test-failure header that does not say why (unittest's ``FAIL: test_x (...)``, Go's
-    ``--- FAIL: TestX``) gets the reason that follows it appended (``AssertionError: ...``).
-    """
-
-    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
-    if not lines:
-        return None
-    for pattern in _ERROR_PATTERNS:
-        found = [n for n, line in enumerate(lines) if pattern.search(line)]
-        if not found:
-            continue
-        # An exception line ends a traceback: the last one is the one raised.
-        at = found[-1] if pattern is _EXCEPTION_LINE_RE else found[0]
-        chosen = lines[at].strip()
-        if pattern is _TEST_FAILURE_LINE_RE and not _EXCEPTION_RE.search(chosen):
-            for follow in lines[at + 1 : at + 1 + DETAIL_LOOKAHEAD_LINES]:
-                stripped = follow.strip()
-                if _EXCEPTION_LINE_RE.search(stripped) or _DIAGNOSTIC_LINE_RE.search(stripped):
-                    chosen = f"{chosen} - {stripped}"
-                    break
-        return one_line(chosen, ERROR_LINE_CHARS)
-    return one_line(lines[-1], ERROR_LINE_CHARS)
-
-
-def _failure_subject(text: str, line: str | None) -> list[str]:
-    """Words naming what failed: the test (file and name), else the file of a traceback, else
-    the error line's words."""
-
-    drop = frozenset({"test", "tests", "spec", "py", "src", "lib", "failed", "fail", "error"})
-    match = _PYTEST_ID_RE.search(line or "") or _PYTEST_ID_RE.search(text)
-    if match:
-        stem = match.group(1).rsplit("/", 1)[-1]
-        return _subject_words(f"{stem} {match.group(2)}".replace("_", " "), drop)[
-            :FAILURE_SUBJECT_WORDS
-        ]
-    unit = _UNITTEST_ID_RE.search(line or "") or _UNITTEST_ID_RE.search(text)
-    if unit:
-        module = unit.group(2).split(".", 1)[0]
-        return _subject_words(f"{module} {unit.group(1)}".replace("_", " "), drop)[
-            :FAILURE_SUBJECT_WORDS
-        ]
-    go = _GO_TEST_RE.search(text)
-    if go:
-        return _subject_words(_CAMEL_RE.sub(" ", go.group(1)), drop)[:FAILURE_SUBJECT_WORDS]
-    js = _JS_TEST_RE.search(text)
-    if js:
-        return _subject_words(js.group(1).rsplit("/", 1)[-1].replace("_", " "), drop)[
-            :FAILURE_SUBJECT_WORDS
-        ]
-    traces = _TRACE_FILE_RE.findall(text)
-    local = [t for t in traces if "site-packages" not in t and not t.startswith("<")]
-    if local and line:
-        stem = local[-1].rsplit("/", 1)[-1].replace("_", " ")
-        exc = line.split(":", 1)[0]
-        return _subject_words(f"{stem} {_CAMEL_RE.sub(' ', exc)}", drop)[:FAILURE_SUBJECT_WORDS]
-    diagnostic = _DIAGNOSTIC_RE.search(line or "")
-    if diagnostic:
-        stem = diagnostic.group(1).rsplit("/", 1)[-1].replace("_", " ")
-        return _subject_words(f"{stem} {diagnostic.group(2)}", drop)[:FAILURE_SUBJECT_WORDS]
-    if line:
-        return _subject_words(_CAMEL_RE.sub(" ", line), drop)[:FAILURE_SUBJECT_WORDS]
-    return []
-
-
-# --------------------------------------------------------------------------- keys
-
-_TEST_PATH_RE = re.compile(
-    r"(?:^|/)(?:tests?|spec|specs|__tests__)/|(?:^|/)test_[^/]*$|_test\.\w+$|\.(?:test|spec)\.\w+$"
-)
-"""A path of a test file: a fix that changes a module and its test is about the module."""
-
-_GENERIC_FILE_STEMS = frozenset({"__init__", "__main__", "index", "mod", "main", "init"})
-"""File names that name their folder's package rather than a subject of their own."""
-
-NAME_WORDS = 3
-"""Words of a file's name kept in a key (``string-utils-helpers``)."""
-
-
-def file_name_words(path: str) -> list[str]:
-    """The words a file is called by: its name without the extension
-    (``acme_billing/invoice.py`` -> ``invoice``, ``src/TaxRate.ts`` -> ``tax rate``), its
-    folder's for a package's ``__init__.py``, ``index.js`` or ``mod.rs``."""
-
-    parts = [p for p in path.strip().strip("/").split("/") if p]
-    if not parts:
-        return []
-    name = parts[-1]
-    stem = name.rsplit(".", 1)[0] if "." in name.lstrip(".") else name
-    if stem.lower() in _GENERIC_FILE_STEMS and len(parts) > 1:
-        stem = parts[-2]
-    return _words(_CAMEL_RE.sub(" ", stem).replace("_", " "))[:NAME_WORDS]
-
-
-def _subject_file(paths: Sequence[str]) -> str | None:
-    """The file a change is about: the first that is not a test, else the first."""
-
-    return next((p for p in paths if not _TEST_PATH_RE.search(p)), paths[0] if paths else None)
-
-
-def fix_key(paths: Sequence[str], failure: Sequence[str], fallback: Sequence[str] = ()) -> str:
-    """A fix's name: the file it changed and what failed there (``invoice-applies-tax`` for
-    ``acme_billing/invoice.py`` and ``test_invoice.InvoiceTotalTest.test_applies_tax_rate``);
-    the failure alone when no file changed (a command fixed it); ``fallback``'s words (the
-    command) when nothing names the failure. The same file and failure give the same key in
-    every run."""
-
-    path = _subject_file(paths)
-    named = file_name_words(path) if path else []
-    held = _stems(named)
-    wrong = [w for w in failure if _stem(w) not in held]
-    if named and wrong:
-        return make_key(*[*named, *wrong][:FIX_KEY_WORDS])
-    if named:
-        return make_key(*named, "fix")
-    if failure:
-        return make_key(*failure[:KEY_SUBJECT_WORDS])
-    return make_key(*fallback[:KEY_SUBJECT_WORDS], "fix")
-
-
-def changes_key(paths: Sequence[str]) -> str:
-    """The name of a run's changes without a fixed failure: its files' names, the changed
-    files before the created ones (``test-invoice-regression`` for a run that added
-    ``tests/test_invoice_regression.py``)."""
-
-    words: list[str] = []
-    for path in paths[:2]:
-        words.extend(w for w in file_name_words(path) if w not in words)
-    return make_key(*words[: KEY_SUBJECT_WORDS + 1]) if words else "changes"
-
-
-def _parent_words(paths: Sequence[str]) -> list[str]:
-    """The folder of the first path, as words (``pkg/billing/invoice.py`` -> ``billing``)."""
-
-    for path in paths:
-        parts = [p for p in path.strip("/").split("/") if p]
-        if len(parts) > 1:
-            return _words(parts[-2].replace("_", " "))[:2]
-    return []
-
-
-@dataclass(frozen=True)
-class _Known:
-    entry: KnownEntry
-    key_words: frozenset[str]
-    content_words: frozenset[str]
-
-
-class _KeyResolver:
-    """Reuses a known entry's key when a candidate is clearly the same fact."""
-
-    def __init__(self, known: Sequence[KnownEntry]) -> None:
-        self._exact = {(e.kind, e.key) for e in known}
-        self._known = [
-            _Known(
-                entry=e,
-                key_words=_stems(_words(e.key)),
-                content_words=_stems(_subject_words(e.content[:CONTENT_CHARS])),
-            )
-            for e in known
-        ]
-
-    def knows(self, kind: str, key: str) -> bool:
-        """Whether memory already holds an entry of ``kind`` under ``key``."""
-
-        return (kind, key) in self._exact
-
-    def about(self, kind: str, key: str, subjects: Subjects) -> str:
-        """The key of the lesson about ``subjects``: a known entry of ``kind`` about the same
-        subject keeps its key (the same failing test in a file it changed, for a fix; the
-        same files and no failing test, for a run's changes), whatever words the new run uses;
-        a known key held by a lesson about other files is not taken over (the new one is
-        named with its folder too, ``billing-invoice`` beside ``invoice``); else ``key``."""
-
-        files, tests = set(subjects.files), set(subjects.tests)
-        if files or tests:
-            for known in self._known:
-                entry = known.entry
-                theirs = entry.subjects
-                if entry.kind != kind or theirs is None:
-                    continue
-                if tests:
-                    if tests & set(theirs.tests) and (not files or files & set(theirs.files)):
-                        return entry.key
-                elif not theirs.tests and files == set(theirs.files):
-                    return entry.key
-        held = next((k.entry for k in self._known if k.entry.key == key), None)
-        theirs = held.subjects if held is not None else None
-        if (
-            held is not None
-            and files
-            and theirs is not None
-            and theirs.files
-            and not files & set(theirs.files)
-        ):
-            parent = _parent_words(sorted(files))
-            if parent:
-                return make_key(*parent, key)
-        return key
-
-    def resolve(
-        self,
-        kind: str,
-        key: str,
-        subject: Sequence[str],
-        *,
-        same_procedure: tuple[re.Pattern[str], str] | None = None,
-        files: Sequence[str] = (),
-    ) -> str:
-        """``key``, or a known entry's key of ``kind`` whose key or text holds ``subject``'s
-        words; a known entry about other ``files`` than these is another subject."""
-
-        if (kind, key) in self._exact:
-            return key
-        wanted = _stems(subject) or _stems(_words(key))
-        best: KnownEntry | None = None
-        best_score = 0.0
-        for known in self._known:
-            if known.entry.kind != kind:
-                continue
-            theirs = known.entry.subjects
-            if files and theirs is not None and theirs.files and not set(files) & set(theirs.files):
-                continue
-            score = 0.0
-            if same_procedure is not None:
-                pattern, key_word = same_procedure
-                if key_word in known.key_words and pattern.search(known.entry.content.lower()):
-                    score = 1.0
-            if wanted and known.key_words:
-                union = len(wanted | known.key_words)
-                score = max(score, len(wanted & known.key_words) / union)
-            if len(wanted) >= MIN_CONTAINED_WORDS and wanted <= known.content_words:
-                score = max(score, CONTAINED_SCORE)
-            if score > best_score:
-                best, best_score = known.entry, score
-        if best is not None and best_score >= KEY_MATCH_THRESHOLD:
-            return best.key
-        return key
-
-
-class _CandidateSet:
-    """Candidates by key, in the order first proposed; a repeat of a key merges into it."""
-
-    def __init__(self) -> None:
-        self.by_key: dict[str, Candidate] = {}
-
-    def add(self, candidate: Candidate) -> None:
-        existing = self.by_key.get(candidate.key)
-        if existing is not None and existing.kind == candidate.kind:
-            sources = list(dict.fromkeys([*existing.sources, *candidate.sources]))
-            keywords = list(dict.fromkeys([*existing.keywords, *candidate.keywords]))
-            self.by_key[candidate.key] = existing.model_copy(
-                update={
-                    "content": candidate.content,
-                    "sources": sources[-MAX_SOURCES:],
-                    "keywords": keywords[:MAX_KEYWORDS],
-                }
-            )
-            return
-        if existing is not None:
-            base = make_key(
-                candidate.key[: KEY_MAX_CHARS - len(candidate.kind) - 1], candidate.kind
-            )
-            candidate = candidate.model_copy(update={"key": base})
-            if base in self.by_key:
-                return
-        if len(self.by_key) < MAX_CANDIDATES:
-            self.by_key[candidate.key] = candidate
-
-    def values(self) -> list[Candidate]:
-        return list(self.by_key.values())
-
-
-# --------------------------------------------------------------------------- the walk
 
 
 class _Rollout:
@@ -1559,9 +875,6 @@ class _Rollout:
             self.events.add(f"- run ended {state} [{seg_id}]")
 
 
-# --------------------------------------------------------------------------- candidates
-
-
 @dataclass(frozen=True)
 class _Fix:
     content: str
@@ -1717,10 +1030,6 @@ def _fix_between(
     return _fix_fact(rollout, failure, command, between, files, fixer)
 
 
-FIX_FILES_CHARS = 260
-"""Characters of a fix fact spent on what changed (files and their first changed lines)."""
-
-
 def _fix_fact(
     rollout: _Rollout,
     failure: _Command,
@@ -1807,67 +1116,6 @@ def _fix_fact(
         tests=tuple(_failing_tests(failure.error_line or "")),
         tools=(failure.program,) if failure.program else (),
     )
-
-
-MIN_NEW_CLAUSE_WORDS = 2
-"""Words a clause of the agent's account of a fix must add to what the lesson already says
-(symptom, fix, check) to be quoted: "invoice_total added tax_rate instead of applying it as a
-percentage" adds why; "Fixed the bug in invoice.py" and "the tests pass now" add nothing."""
-
-_RETELLING_WORDS = frozenset(
-    """fix fixed fixe fixing bug issue problem error now pass passe passed passing fail failed
-    failing before after test suite run ran changed change updated update made make cause
-    caused root reason because which what where works working work correctly correct properly
-    wrong rerun rerunning verified verify confirm confirmed green all every one""".split()
-)
-"""Words that retell a fix rather than explain it (compared stemmed, see :func:`_stem`)."""
-
-_CLAUSE_END_RE = re.compile(r"(?<=[.!?;:])\s+")
-
-
-_SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+")
-
-
-def _clauses(text: str, *, within: bool = True) -> list[str]:
-    """``text`` cut after each ``.``, ``!``, ``?`` and, ``within`` sentences, ``;`` and ``:``
-    followed by a space, never inside a code span."""
-
-    end = _CLAUSE_END_RE if within else _SENTENCE_END_RE
-    out = [""]
-    for part in re.split(r"(`[^`]*`)", text):
-        if part.startswith("`") and part.endswith("`") and len(part) > 1:
-            out[-1] += part
-            continue
-        pieces = end.split(part)
-        out[-1] += pieces[0]
-        out += pieces[1:]
-    return [c.strip() for c in out if c.strip()]
-
-
-def _beyond(account: str, said: str, *, clauses: bool = True) -> str:
-    """The clauses of ``account`` (the agent's own account of its work: why a fix works, what
-    a run found) that say something ``said`` (the lesson as the run's actions tell it) does
-    not, at least :data:`MIN_NEW_CLAUSE_WORDS` words of their own, each ending as a
-    sentence. ``clauses=False`` weighs whole sentences (a run's result: "..., all tests pass"
-    is how it was checked when nothing else says so)."""
-
-    known = _stems(_words(said)) | _RETELLING_WORDS
-    kept: list[str] = []
-    for clause in _clauses(account, within=clauses):
-        new = _stems(_subject_words(clause)) - known
-        if len(new) >= MIN_NEW_CLAUSE_WORDS:
-            kept.append(clause)
-            known |= new
-    text = " ".join(kept)
-    return text if not text or text[-1] in ".!?" else text.rstrip(";:, ") + "."
-
-
-def _failing_tests(line: str) -> list[str]:
-    """Test ids an error line names (``tests/a.py::test_x``, ``test_x (mod.Class.test_x)``)."""
-
-    found = [m.group(0) for m in _PYTEST_ID_RE.finditer(line)]
-    found += [f"{m.group(2)}.{m.group(1)}" for m in _UNITTEST_ID_RE.finditer(line)]
-    return list(dict.fromkeys(found))
 
 
 def _fix_description(rollout: _Rollout, failure: _Command, passing: _Command) -> str:
@@ -2138,6 +1386,7 @@ _IDENTIFIER_RE = re.compile(
 """Names a report is about: code spans, paths, dotted names, calls, snake_case and CamelCase
 words, issue numbers and versions."""
 
+
 _HEADING_RE = re.compile(r"^\s*(?:#+\s*|\*\*|<!--|-->|\||```)")
 
 
@@ -2188,11 +1437,6 @@ def _report_summary(rollout: _Rollout) -> tuple[str, str] | None:
     )
     return summary, item_id
 
-
-SHORT_ANSWER_WORDS = 4
-"""Content words (resolved dates aside) of an answer short enough to be kept with the question
-it answers ("Last Saturday.", "Running, mostly."): alone it says nothing; a longer answer says
-what it is about itself."""
 
 _ASIDE_RE = re.compile(r"\([^)]*\)|\[[^\]]*\]")
 
@@ -2513,9 +1757,6 @@ def _people(speaker: str | None) -> Subjects | None:
     return Subjects(people=[speaker]) if speaker else None
 
 
-# --------------------------------------------------------------------------- documents
-
-
 @dataclass
 class _CommandStat:
     cmd: str
@@ -2774,11 +2015,6 @@ class OfflineEngine:
 
 __all__ = [
     "OfflineEngine",
-    "command_category",
-    "command_segments",
-    "error_line",
     "extract_offline",
-    "make_key",
-    "patch_files",
     "rollout_slug",
 ]

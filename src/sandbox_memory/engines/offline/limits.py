@@ -1,0 +1,32 @@
+"""Limits shared by the rooms of the offline engine."""
+
+from __future__ import annotations
+
+ERROR_LINE_CHARS = 200
+"""Characters of an error line quoted in a fix fact or the notes: one terminal line."""
+
+COMMAND_CHARS = 200
+"""Characters of a command quoted in a procedure or the notes."""
+
+CONTENT_CHARS = 500
+"""Longest candidate content: one or two sentences, as the memory format asks."""
+
+KEY_MAX_CHARS = 64
+"""Longest key: the key rule is ``[a-z0-9][a-z0-9-]{0,63}``."""
+
+KEY_SUBJECT_WORDS = 4
+"""Words of a subject kept in a key: enough to tell facts apart, short enough to stay stable
+when the same thing is said with a few more words."""
+
+FAILURE_SUBJECT_WORDS = KEY_SUBJECT_WORDS - 1
+"""Words naming what failed (the failing test's file and name, or the error's words)."""
+
+SIGNATURE_WORDS = 3
+"""Words of a command that identify its kind (``python -m pytest``, ``npm run build``) when a
+failure is paired with a later passing run of an uncategorised command."""
+
+MAX_SOURCES = 12
+"""Most item ids cited by one candidate: enough to trace it, bounded for merged repeats."""
+
+MAX_KEYWORDS = 8
+"""Most keywords on one candidate."""
