@@ -2,6 +2,15 @@
 
 from __future__ import annotations
 
+USER_SCAN_CHARS = 20_000
+"""Characters of one user message scanned for preferences, decisions and corrections.
+
+People state preferences in a few short sentences; a longer message is pasted material (a log,
+a file), so only its head and tail are read. Keeps a pasted 5 MB log cheap."""
+
+TASK_CHARS = 300
+"""Characters of a user message quoted as the task or a follow-up: one readable line."""
+
 ERROR_LINE_CHARS = 200
 """Characters of an error line quoted in a fix fact or the notes: one terminal line."""
 
@@ -25,8 +34,14 @@ SIGNATURE_WORDS = 3
 """Words of a command that identify its kind (``python -m pytest``, ``npm run build``) when a
 failure is paired with a later passing run of an uncategorised command."""
 
+SAID_SUMMARY_CHARS = 200
+"""Characters of a stated fact quoted in the rollout summary (shortened at a word)."""
+
 MAX_SOURCES = 12
 """Most item ids cited by one candidate: enough to trace it, bounded for merged repeats."""
 
 MAX_KEYWORDS = 8
 """Most keywords on one candidate."""
+
+MAX_FILES_NAMED = 12
+"""Most file names written into one fact or summary list (the rest are counted)."""
