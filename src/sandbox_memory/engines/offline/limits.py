@@ -20,6 +20,11 @@ COMMAND_CHARS = 200
 CONTENT_CHARS = 500
 """Longest candidate content: one or two sentences, as the memory format asks."""
 
+LESSON_CHARS = 800
+"""Longest content of a fixed failure: four short parts (symptom, fix, how it was verified,
+the cause as the agent told it), each whole; the cause is the part a later run needs most and
+the first to be left out when the others are long."""
+
 KEY_MAX_CHARS = 64
 """Longest key: the key rule is ``[a-z0-9][a-z0-9-]{0,63}``."""
 
@@ -33,6 +38,9 @@ FAILURE_SUBJECT_WORDS = KEY_SUBJECT_WORDS - 1
 SIGNATURE_WORDS = 3
 """Words of a command that identify its kind (``python -m pytest``, ``npm run build``) when a
 failure is paired with a later passing run of an uncategorised command."""
+
+SLUG_MAX_WORDS = 6
+"""Most words in a rollout slug (the slug rule is 2-6 words)."""
 
 SAID_SUMMARY_CHARS = 200
 """Characters of a stated fact quoted in the rollout summary (shortened at a word)."""
