@@ -44,18 +44,8 @@ from .statements import _statement_candidates
 from .summary import _command_stats, _raw_memory, _summary, rollout_slug
 from .walk import _is_conversation, _Rollout
 
-FIX_DESCRIPTION_CHARS = 300
-"""Characters of the assistant's own description of a fix added to a fix fact."""
-
-TASK_IN_FACT_CHARS = 120
-"""Characters of the task quoted in the files-changed fact, leaving room for the file names."""
-
 MAX_STATEMENTS = 20
 """Most preference and decision candidates from one extraction (after merging repeats)."""
-
-QUESTION_WORDS = 4
-"""Content words of the question an answer replies to kept with it ("asked about plans
-summer"): what the answer is about, without quoting the question."""
 
 
 def _empty_extraction(rollout_id: str) -> Extraction:
