@@ -24,6 +24,14 @@ fit is said shorter or left out.
 
 Same input, same output: no clocks, no randomness, no set iteration order leaks into results.
 Work is linear in the input; long texts are clipped (head + tail) before they are scanned.
+
+Its rooms, in the order extraction uses them: ``walk.py`` reads the items once into the
+records of ``records.py``, with ``words.py`` (text), ``shell.py`` (commands), ``patches.py``
+(patches) and ``failures.py`` (error output); ``statements.py``, ``procedures.py``,
+``said.py``, ``fixes.py``, ``files.py`` and ``lessons.py`` each make one kind of entry; keys
+are chosen in ``keys.py`` and matched against known entries in ``known.py``; ``summary.py``
+writes the rollout summary, its slug and the raw notes. Limits more than one room uses are
+in ``limits.py``; a room's own limits are at its top. This module is the entry point.
 """
 
 from __future__ import annotations
