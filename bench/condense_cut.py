@@ -28,7 +28,7 @@ from quality import DEFAULT_DATA, contains, load_locomo, normalize  # noqa: E402
 
 from sandbox_memory.engines import conversation as cv  # noqa: E402
 from sandbox_memory.engines.kinds import statement_kind  # noqa: E402
-from sandbox_memory.engines.offline.words import _sentences  # noqa: E402
+from sandbox_memory.engines.offline.words import sentences  # noqa: E402
 
 CATEGORY = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 
@@ -78,7 +78,7 @@ def measure(data: Path, rule: str) -> None:
             for turn in session.turns:
                 kept: list[str] = []
                 left: list[str] = []
-                for sentence in _sentences(turn.text):
+                for sentence in sentences(turn.text):
                     if sentence.endswith("?"):
                         continue
                     if statement_kind(sentence) is not None:

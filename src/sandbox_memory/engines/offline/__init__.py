@@ -41,16 +41,16 @@ from collections.abc import Mapping
 from sandbox_memory.engines.base import Extraction, ExtractionRequest
 from sandbox_memory.engines.conversation import split_speaker, top_words
 
-from .files import _changed_files
-from .fixes import _find_fixes
-from .known import _CandidateSet, _KeyResolver
-from .lessons import _report_summary, _work_lessons
+from .files import changed_files
+from .fixes import find_fixes
+from .known import CandidateSet, KeyResolver
+from .lessons import report_summary, work_lessons
 from .limits import SLUG_MAX_WORDS
-from .procedures import _procedures
-from .said import _said_candidates
-from .statements import _statement_candidates
-from .summary import _command_stats, _raw_memory, _summary, rollout_slug
-from .walk import _is_conversation, _Rollout
+from .procedures import procedure_candidates
+from .said import said_candidates
+from .statements import statement_candidates
+from .summary import command_stats, rollout_slug, write_raw_memory, write_summary
+from .walk import Rollout, is_conversation
 
 MAX_STATEMENTS = 20
 """Most preference and decision candidates from one extraction (after merging repeats)."""
@@ -74,11 +74,11 @@ def extract_offline(request: ExtractionRequest) -> Extraction:
     segments = [s for s in request.segments if isinstance(s, Mapping)]
     if not segments:
         return _empty_extraction(request.rollout_id)
-    rollout = _Rollout(segments, continues=request.continues_rollout)
+    rollout = Rollout(segments, continues=request.continues_rollout)
     if rollout.item_count == 0 and not rollout.final_outputs:
         return _empty_extraction(request.rollout_id)
 
-    if _is_conversation(rollout) and rollout.said:
+    if is_conversation(rollout) and rollout.said:
         topics = top_words((s.text for s in rollout.said), SLUG_MAX_WORDS)
         slug = rollout_slug(" ".join(topics))
     elif rollout.task:
@@ -88,31 +88,31 @@ def extract_offline(request: ExtractionRequest) -> Extraction:
     else:
         slug = "untitled-rollout"
 
-    resolver = _KeyResolver(request.known_entries)
-    fixes = _find_fixes(rollout)
-    files = _changed_files(rollout)
-    stats = _command_stats(rollout)
+    resolver = KeyResolver(request.known_entries)
+    fixes = find_fixes(rollout)
+    files = changed_files(rollout)
+    stats = command_stats(rollout)
 
-    chosen = _CandidateSet()
-    statements = _statement_candidates(rollout, resolver)
+    chosen = CandidateSet()
+    statements = statement_candidates(rollout, resolver)
     for candidate in statements:
         if len(chosen.by_key) >= MAX_STATEMENTS:
             break
         chosen.add(candidate)
-    for candidate in _procedures(rollout, resolver):
+    for candidate in procedure_candidates(rollout, resolver):
         chosen.add(candidate)
-    lessons = _work_lessons(rollout, fixes, files, resolver)
+    lessons = work_lessons(rollout, fixes, files, resolver)
     for candidate in lessons:
         chosen.add(candidate)
-    summarised = bool(lessons) and _report_summary(rollout) is not None
-    for candidate in _said_candidates(rollout, resolver, task_summarised=summarised):
+    summarised = bool(lessons) and report_summary(rollout) is not None
+    for candidate in said_candidates(rollout, resolver, task_summarised=summarised):
         chosen.add(candidate)
 
     has_previous = bool(request.previous_summary and request.previous_summary.strip())
     return Extraction(
-        rollout_summary=_summary(rollout, stats, files, fixes, has_previous),
+        rollout_summary=write_summary(rollout, stats, files, fixes, has_previous),
         rollout_slug=slug,
-        raw_memory=_raw_memory(request.rollout_id, rollout, stats, files, fixes, has_previous),
+        raw_memory=write_raw_memory(request.rollout_id, rollout, stats, files, fixes, has_previous),
         candidates=chosen.values(),
     )
 

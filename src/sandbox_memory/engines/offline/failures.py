@@ -10,7 +10,7 @@ from sandbox_memory.engines.text import shorten
 from sandbox_memory.engines.transcript import one_line
 
 from .limits import ERROR_LINE_CHARS, FAILURE_SUBJECT_WORDS
-from .words import _CAMEL_RE, _subject_words
+from .words import CAMEL_RE, subject_words
 
 DETAIL_LOOKAHEAD_LINES = 30
 """Lines after a test-failure header (``FAIL: test_x``, ``--- FAIL: TestX``) searched for the
@@ -61,7 +61,7 @@ _TRACE_FILE_RE = re.compile(r'File "([^"]+?)\.\w+", line \d+')
 _DIAGNOSTIC_RE = re.compile(r"^([\w./-]+?)\.\w+[:(]\d+(?:[:,]\d+)?\)?:\s*(?:error:?\s*)?(\S+)")
 
 
-def _quote_error(line: str) -> str:
+def quote_error(line: str) -> str:
     return shorten(line.replace("`", "'"), ERROR_LINE_CHARS)
 
 
@@ -92,7 +92,7 @@ def error_line(text: str) -> str | None:
     return one_line(lines[-1], ERROR_LINE_CHARS)
 
 
-def _failure_subject(text: str, line: str | None) -> list[str]:
+def failure_subject(text: str, line: str | None) -> list[str]:
     """Words naming what failed: the test (file and name), else the file of a traceback, else
     the error line's words."""
 
@@ -100,21 +100,21 @@ def _failure_subject(text: str, line: str | None) -> list[str]:
     match = _PYTEST_ID_RE.search(line or "") or _PYTEST_ID_RE.search(text)
     if match:
         stem = match.group(1).rsplit("/", 1)[-1]
-        return _subject_words(f"{stem} {match.group(2)}".replace("_", " "), drop)[
+        return subject_words(f"{stem} {match.group(2)}".replace("_", " "), drop)[
             :FAILURE_SUBJECT_WORDS
         ]
     unit = _UNITTEST_ID_RE.search(line or "") or _UNITTEST_ID_RE.search(text)
     if unit:
         module = unit.group(2).split(".", 1)[0]
-        return _subject_words(f"{module} {unit.group(1)}".replace("_", " "), drop)[
+        return subject_words(f"{module} {unit.group(1)}".replace("_", " "), drop)[
             :FAILURE_SUBJECT_WORDS
         ]
     go = _GO_TEST_RE.search(text)
     if go:
-        return _subject_words(_CAMEL_RE.sub(" ", go.group(1)), drop)[:FAILURE_SUBJECT_WORDS]
+        return subject_words(CAMEL_RE.sub(" ", go.group(1)), drop)[:FAILURE_SUBJECT_WORDS]
     js = _JS_TEST_RE.search(text)
     if js:
-        return _subject_words(js.group(1).rsplit("/", 1)[-1].replace("_", " "), drop)[
+        return subject_words(js.group(1).rsplit("/", 1)[-1].replace("_", " "), drop)[
             :FAILURE_SUBJECT_WORDS
         ]
     traces = _TRACE_FILE_RE.findall(text)
@@ -122,17 +122,17 @@ def _failure_subject(text: str, line: str | None) -> list[str]:
     if local and line:
         stem = local[-1].rsplit("/", 1)[-1].replace("_", " ")
         exc = line.split(":", 1)[0]
-        return _subject_words(f"{stem} {_CAMEL_RE.sub(' ', exc)}", drop)[:FAILURE_SUBJECT_WORDS]
+        return subject_words(f"{stem} {CAMEL_RE.sub(' ', exc)}", drop)[:FAILURE_SUBJECT_WORDS]
     diagnostic = _DIAGNOSTIC_RE.search(line or "")
     if diagnostic:
         stem = diagnostic.group(1).rsplit("/", 1)[-1].replace("_", " ")
-        return _subject_words(f"{stem} {diagnostic.group(2)}", drop)[:FAILURE_SUBJECT_WORDS]
+        return subject_words(f"{stem} {diagnostic.group(2)}", drop)[:FAILURE_SUBJECT_WORDS]
     if line:
-        return _subject_words(_CAMEL_RE.sub(" ", line), drop)[:FAILURE_SUBJECT_WORDS]
+        return subject_words(CAMEL_RE.sub(" ", line), drop)[:FAILURE_SUBJECT_WORDS]
     return []
 
 
-def _failing_tests(line: str) -> list[str]:
+def failing_tests(line: str) -> list[str]:
     """Test ids an error line names (``tests/a.py::test_x``, ``test_x (mod.Class.test_x)``)."""
 
     found = [m.group(0) for m in _PYTEST_ID_RE.finditer(line)]

@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 from sandbox_memory.engines.changes import FileChange
 
 from .limits import MAX_FILES_NAMED
-from .records import _Patch
-from .walk import _Rollout
+from .records import Patch
+from .walk import Rollout
 
 
 @dataclass
-class _FileRecord:
+class FileRecord:
     """One changed file: its first operation, the items that changed it, the last detail."""
 
     op: str
@@ -32,14 +32,14 @@ class _FileRecord:
         return f"{self.op} `{path}`"
 
 
-def _files_phrase(paths: Sequence[str]) -> str:
+def files_phrase(paths: Sequence[str]) -> str:
     shown = list(paths[:MAX_FILES_NAMED])
     more = len(paths) - len(shown)
     text = ", ".join(shown)
     return text + (f" and {more} more" if more > 0 else "")
 
 
-def _describe_files(files: Mapping[str, _FileRecord], budget: int) -> str:
+def describe_files(files: Mapping[str, FileRecord], budget: int) -> str:
     """What changed in ``files``, within ``budget`` characters: every file named by its path
     first (a file's history is found by its path), then what changed in each while it fits;
     only names that do not fit at all are counted; never a cut part."""
@@ -67,7 +67,7 @@ def _describe_files(files: Mapping[str, _FileRecord], budget: int) -> str:
     return "; ".join(shown)
 
 
-def _files_phrase_by_op(files: Mapping[str, _FileRecord], budget: int) -> str:
+def files_phrase_by_op(files: Mapping[str, FileRecord], budget: int) -> str:
     """``Changed: ...; added: ...``: files the run changed apart from those it created."""
 
     changed = {p: r for p, r in files.items() if r.op != "created"}
@@ -79,19 +79,19 @@ def _files_phrase_by_op(files: Mapping[str, _FileRecord], budget: int) -> str:
             if room <= 0:
                 break
             # The label says it: "Changed: `a` in `f`: ..." rather than "updated `a` ...".
-            described = _describe_files(group, room + 8 * len(group))
+            described = describe_files(group, room + 8 * len(group))
             described = described.replace("created `" if label == "Added" else "updated `", "`")
             if len(described) > room:
-                described = _describe_files(group, room)
+                described = describe_files(group, room)
             parts.append(f"{label}: {described}")
     return ". ".join(parts)
 
 
-def _note_patch(files: dict[str, _FileRecord], patch: _Patch) -> None:
+def note_patch(files: dict[str, FileRecord], patch: Patch) -> None:
     for op, path in patch.files:
         record = files.get(path)
         if record is None:
-            record = files[path] = _FileRecord(op=op, first_id=patch.call_item_id)
+            record = files[path] = FileRecord(op=op, first_id=patch.call_item_id)
         if patch.call_item_id not in record.ids:
             record.ids.append(patch.call_item_id)
         change = patch.changes.get(path)
@@ -99,18 +99,18 @@ def _note_patch(files: dict[str, _FileRecord], patch: _Patch) -> None:
             record.change = change
 
 
-def _changed_files(rollout: _Rollout) -> dict[str, _FileRecord]:
+def changed_files(rollout: Rollout) -> dict[str, FileRecord]:
     """Path -> what changed it, for changes that did not fail."""
 
-    files: dict[str, _FileRecord] = {}
+    files: dict[str, FileRecord] = {}
     for patch in rollout.patches:
         if patch.ok is False:
             continue
-        _note_patch(files, patch)
+        note_patch(files, patch)
     return files
 
 
-def _changed_paths(files: Mapping[str, _FileRecord]) -> list[str]:
+def changed_paths(files: Mapping[str, FileRecord]) -> list[str]:
     """Paths the run changed (a file it only created, a scratch script or a new test, is not a
     file whose history this lesson is part of)."""
 

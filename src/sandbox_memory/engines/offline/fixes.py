@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from sandbox_memory.engines.text import shorten
 from sandbox_memory.engines.transcript import one_line
 
-from .failures import _failing_tests, _quote_error
-from .files import _describe_files, _FileRecord, _files_phrase, _note_patch
+from .failures import failing_tests, quote_error
+from .files import FileRecord, describe_files, files_phrase, note_patch
 from .keys import fix_key
 from .limits import COMMAND_CHARS, FAILURE_SUBJECT_WORDS, LESSON_CHARS, MAX_KEYWORDS
-from .records import _Command, _Patch
-from .shell import _quote_cmd
-from .walk import _Rollout
-from .words import _beyond, _informative, _subject_words
+from .records import Command, Patch
+from .shell import quote_cmd
+from .walk import Rollout
+from .words import beyond, informative, subject_words
 
 MIN_DESCRIPTION_WORDS = 3
 """Subject words the agent's own account of a fix needs to be quoted in the fix fact."""
@@ -42,7 +42,7 @@ FIX_FILES_CHARS = 260
 
 
 @dataclass(frozen=True)
-class _Fix:
+class Fix:
     content: str
     key: str
     subject: list[str]
@@ -61,7 +61,7 @@ class _Fix:
     """The program that failed."""
 
 
-def _find_fixes(rollout: _Rollout) -> list[_Fix]:
+def find_fixes(rollout: Rollout) -> list[Fix]:
     """Pair each failing streak of a kind of command with the next passing run of that kind.
 
     When a later run of the same kind fails with a different error, the first error was dealt
@@ -72,8 +72,8 @@ def _find_fixes(rollout: _Rollout) -> list[_Fix]:
     patch_positions = [p.position for p in patches]
     finished = rollout.finished
     finished_positions = [c.output_position for c in finished]
-    open_failures: dict[str, _Command] = {}
-    fixes: list[_Fix] = []
+    open_failures: dict[str, Command] = {}
+    fixes: list[Fix] = []
     for passed_index, command in enumerate(finished):
         if command.failed:
             earlier = open_failures.get(command.kind)
@@ -108,29 +108,29 @@ def _find_fixes(rollout: _Rollout) -> list[_Fix]:
     return fixes
 
 
-def _error_of(command: _Command) -> str:
+def _error_of(command: Command) -> str:
     return command.error_line or f"exit {command.exit_code}"
 
 
 def _fix_between(
-    rollout: _Rollout,
-    failure: _Command,
-    command: _Command,
+    rollout: Rollout,
+    failure: Command,
+    command: Command,
     index: int,
-    patches: Sequence[_Patch],
+    patches: Sequence[Patch],
     patch_positions: Sequence[int],
     finished_positions: Sequence[int],
-) -> _Fix | None:
+) -> Fix | None:
     """The fix of ``failure`` by what happened before ``command`` (the ``index``-th finished
     command, which passed or failed differently), or None when nothing changed in between."""
 
     lo = bisect.bisect_right(patch_positions, failure.output_position)
     hi = bisect.bisect_left(patch_positions, command.position)
     between = patches[max(lo, hi - MAX_FIX_PATCH_SOURCES) : hi]
-    files: dict[str, _FileRecord] = {}
+    files: dict[str, FileRecord] = {}
     for patch in patches[lo:hi][:MAX_FIX_PATCHES_SCANNED]:
-        _note_patch(files, patch)
-    fixer: _Command | None = None
+        note_patch(files, patch)
+    fixer: Command | None = None
     if not between:
         start = bisect.bisect_right(finished_positions, failure.output_position)
         for idx in range(index - 1, max(start, index - MAX_FIXER_LOOKBACK) - 1, -1):
@@ -144,56 +144,56 @@ def _fix_between(
 
 
 def _fix_fact(
-    rollout: _Rollout,
-    failure: _Command,
-    passing: _Command,
-    patches: Sequence[_Patch],
-    files: Mapping[str, _FileRecord],
-    fixer: _Command | None,
-) -> _Fix:
-    error = _quote_error(failure.error_line or f"exit code {failure.exit_code}")
+    rollout: Rollout,
+    failure: Command,
+    passing: Command,
+    patches: Sequence[Patch],
+    files: Mapping[str, FileRecord],
+    fixer: Command | None,
+) -> Fix:
+    error = quote_error(failure.error_line or f"exit code {failure.exit_code}")
     if passing.failed:
         after = "that error was gone in the next run"
     elif failure.cmd.strip() == passing.cmd.strip():
         after = "the same command then passed"
     else:
-        after = f"{_quote_cmd(passing.cmd)} then passed"
+        after = f"{quote_cmd(passing.cmd)} then passed"
     content = ""
     how = ""
     for budget in (FIX_FILES_CHARS, FIX_FILES_CHARS // 2, 0):
         if fixer is not None:
-            how = f"ran {_quote_cmd(fixer.cmd)}"
+            how = f"ran {quote_cmd(fixer.cmd)}"
         elif budget:
-            how = _describe_files(files, budget)
+            how = describe_files(files, budget)
         else:
-            how = f"changed {_files_phrase(list(files))}"
+            how = f"changed {files_phrase(list(files))}"
         content = (
-            f"Symptom: `{error}` from {_quote_cmd(failure.cmd)}. Fix: {how}. Verified: {after}."
+            f"Symptom: `{error}` from {quote_cmd(failure.cmd)}. Fix: {how}. Verified: {after}."
         )
         if len(content) <= LESSON_CHARS:
             break
     described_by: int | None = None
     description = "" if passing.failed else _fix_description(rollout, failure, passing)
-    if description and _informative(description, MIN_DESCRIPTION_WORDS):
+    if description and informative(description, MIN_DESCRIPTION_WORDS):
         # The agent's account is quoted for what it adds (why it failed); its clauses that
         # retell the symptom, the fix or the check are already said above. Quoted or not, the
         # run's answer is this lesson's, not a conclusion of its own.
         described_by = passing.segment_index
-        news = _beyond(description, content)
+        news = beyond(description, content)
         room = LESSON_CHARS - len(content) - len(" Cause (the agent's account): ")
         said = shorten(news, room) if news and room > 40 else ""
         if said and not said.endswith("…"):
             content += f" Cause (the agent's account): {said}"
-    subject = failure.failure_words or _subject_words(
+    subject = failure.failure_words or subject_words(
         " ".join(f.rsplit("/", 1)[-1] for f in list(files)[:FAILURE_SUBJECT_WORDS])
     )
     if not subject:
-        subject = _subject_words(failure.signature)[:FAILURE_SUBJECT_WORDS]
+        subject = subject_words(failure.signature)[:FAILURE_SUBJECT_WORDS]
     changed_first = sorted(files, key=lambda p: files[p].op == "created")
     key = fix_key(
         changed_first,
         failure.failure_words,
-        _subject_words((fixer or failure).signature),
+        subject_words((fixer or failure).signature),
     )
     sources = [
         i
@@ -210,7 +210,7 @@ def _fix_fact(
         :MAX_KEYWORDS
     ]
     summary = f"- fixed: {error} ({how}) [{', '.join(dict.fromkeys(sources))}]"
-    return _Fix(
+    return Fix(
         content=shorten(content, LESSON_CHARS),
         key=key,
         subject=list(subject),
@@ -226,12 +226,12 @@ def _fix_fact(
                 if len(one_line(c.cmd, COMMAND_CHARS)) < COMMAND_CHARS
             )
         ),
-        tests=tuple(_failing_tests(failure.error_line or "")),
+        tests=tuple(failing_tests(failure.error_line or "")),
         tools=(failure.program,) if failure.program else (),
     )
 
 
-def _fix_description(rollout: _Rollout, failure: _Command, passing: _Command) -> str:
+def _fix_description(rollout: Rollout, failure: Command, passing: Command) -> str:
     last = rollout.last_assistant.get(passing.segment_index)
     if last is not None and last[0] > failure.output_position:
         return " ".join(last[2].split())

@@ -8,7 +8,7 @@ import re
 from collections.abc import Sequence
 
 from .limits import KEY_MAX_CHARS, KEY_SUBJECT_WORDS
-from .words import _CAMEL_RE, _stem, _stems, _words
+from .words import CAMEL_RE, stem_of, stems_of, words_of
 
 FIX_KEY_WORDS = KEY_SUBJECT_WORDS + 1
 """Words of a fix's key: the changed file's name (one or two words) and what failed in it
@@ -21,7 +21,7 @@ NAME_WORDS = 3
 def make_key(*parts: str) -> str:
     """A valid key (``[a-z0-9][a-z0-9-]{0,63}``) from words, cut at a word boundary."""
 
-    words = [w for part in parts for w in _words(part)]
+    words = [w for part in parts for w in words_of(part)]
     key = ""
     for word in words:
         candidate = f"{key}-{word}" if key else word
@@ -55,7 +55,7 @@ def file_name_words(path: str) -> list[str]:
     stem = name.rsplit(".", 1)[0] if "." in name.lstrip(".") else name
     if stem.lower() in _GENERIC_FILE_STEMS and len(parts) > 1:
         stem = parts[-2]
-    return _words(_CAMEL_RE.sub(" ", stem).replace("_", " "))[:NAME_WORDS]
+    return words_of(CAMEL_RE.sub(" ", stem).replace("_", " "))[:NAME_WORDS]
 
 
 def _subject_file(paths: Sequence[str]) -> str | None:
@@ -73,8 +73,8 @@ def fix_key(paths: Sequence[str], failure: Sequence[str], fallback: Sequence[str
 
     path = _subject_file(paths)
     named = file_name_words(path) if path else []
-    held = _stems(named)
-    wrong = [w for w in failure if _stem(w) not in held]
+    held = stems_of(named)
+    wrong = [w for w in failure if stem_of(w) not in held]
     if named and wrong:
         return make_key(*[*named, *wrong][:FIX_KEY_WORDS])
     if named:
@@ -95,11 +95,11 @@ def changes_key(paths: Sequence[str]) -> str:
     return make_key(*words[: KEY_SUBJECT_WORDS + 1]) if words else "changes"
 
 
-def _parent_words(paths: Sequence[str]) -> list[str]:
+def parent_words(paths: Sequence[str]) -> list[str]:
     """The folder of the first path, as words (``pkg/billing/invoice.py`` -> ``billing``)."""
 
     for path in paths:
         parts = [p for p in path.strip("/").split("/") if p]
         if len(parts) > 1:
-            return _words(parts[-2].replace("_", " "))[:2]
+            return words_of(parts[-2].replace("_", " "))[:2]
     return []

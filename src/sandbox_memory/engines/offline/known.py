@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 from sandbox_memory.engines.base import Candidate, KnownEntry, Subjects
 
-from .keys import _parent_words, make_key
+from .keys import make_key, parent_words
 from .limits import CONTENT_CHARS, KEY_MAX_CHARS, MAX_KEYWORDS, MAX_SOURCES
-from .words import _stems, _subject_words, _words
+from .words import stems_of, subject_words, words_of
 
 KEY_MATCH_THRESHOLD = 0.6
 """Similarity (Jaccard over stemmed key words) above which a known entry of the same kind is
@@ -38,7 +38,7 @@ class _Known:
     content_words: frozenset[str]
 
 
-class _KeyResolver:
+class KeyResolver:
     """Reuses a known entry's key when a candidate is clearly the same fact."""
 
     def __init__(self, known: Sequence[KnownEntry]) -> None:
@@ -46,8 +46,8 @@ class _KeyResolver:
         self._known = [
             _Known(
                 entry=e,
-                key_words=_stems(_words(e.key)),
-                content_words=_stems(_subject_words(e.content[:CONTENT_CHARS])),
+                key_words=stems_of(words_of(e.key)),
+                content_words=stems_of(subject_words(e.content[:CONTENT_CHARS])),
             )
             for e in known
         ]
@@ -85,7 +85,7 @@ class _KeyResolver:
             and theirs.files
             and not files & set(theirs.files)
         ):
-            parent = _parent_words(sorted(files))
+            parent = parent_words(sorted(files))
             if parent:
                 return make_key(*parent, key)
         return key
@@ -104,7 +104,7 @@ class _KeyResolver:
 
         if (kind, key) in self._exact:
             return key
-        wanted = _stems(subject) or _stems(_words(key))
+        wanted = stems_of(subject) or stems_of(words_of(key))
         best: KnownEntry | None = None
         best_score = 0.0
         for known in self._known:
@@ -130,7 +130,7 @@ class _KeyResolver:
         return key
 
 
-class _CandidateSet:
+class CandidateSet:
     """Candidates by key, in the order first proposed; a repeat of a key merges into it."""
 
     def __init__(self) -> None:

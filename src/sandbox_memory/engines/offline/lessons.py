@@ -11,10 +11,10 @@ from sandbox_memory.engines.base import Candidate, Subjects
 from sandbox_memory.engines.conversation import split_speaker
 from sandbox_memory.engines.text import shorten
 
-from .files import _changed_paths, _FileRecord, _files_phrase_by_op
-from .fixes import _Fix
+from .files import FileRecord, changed_paths, files_phrase_by_op
+from .fixes import Fix
 from .keys import changes_key, make_key
-from .known import _KeyResolver
+from .known import KeyResolver
 from .limits import (
     CONTENT_CHARS,
     FAILURE_SUBJECT_WORDS,
@@ -23,8 +23,8 @@ from .limits import (
     MAX_SOURCES,
     USER_SCAN_CHARS,
 )
-from .walk import _Rollout
-from .words import _beyond, _informative, _sentences, _subject_words
+from .walk import Rollout
+from .words import beyond, informative, sentences, subject_words
 
 REPORT_HEADLINE_CHARS = 160
 """Characters of a reported problem's headline (its title or first statement) kept in the
@@ -70,7 +70,7 @@ def _report_names(text: str, skip: str) -> list[str]:
     return list(names)
 
 
-def _report_summary(rollout: _Rollout) -> tuple[str, str] | None:
+def report_summary(rollout: Rollout) -> tuple[str, str] | None:
     """``(summary, item id)`` of the problem the run's first request reports: its headline (a
     short first line, else its first statement, shortened at a word) and the identifiers,
     versions and issue numbers it names, exactly as written; not the report itself."""
@@ -90,7 +90,7 @@ def _report_summary(rollout: _Rollout) -> tuple[str, str] | None:
         stripped = _HEADING_RE.sub("", stripped).strip(" #*")
         if not stripped:
             continue
-        first = next(iter(_sentences(stripped)), stripped)
+        first = next(iter(sentences(stripped)), stripped)
         headline = shorten(
             first.replace("`", "'") if first.count("`") % 2 else first, REPORT_HEADLINE_CHARS
         )
@@ -106,7 +106,7 @@ def _report_summary(rollout: _Rollout) -> tuple[str, str] | None:
     return summary, item_id
 
 
-def _acted(rollout: _Rollout) -> bool:
+def _acted(rollout: Rollout) -> bool:
     """Whether the run did work (a command other than reading memory, or a change): only then
     is its final answer a result worth keeping; a reply to what someone said ("Noted: ...")
     repeats their words, which memory already holds."""
@@ -114,7 +114,7 @@ def _acted(rollout: _Rollout) -> bool:
     return bool(rollout.patches or rollout.commands)
 
 
-def _conclusion(rollout: _Rollout, fixes: Sequence[_Fix]) -> tuple[str, list[str], str] | None:
+def _conclusion(rollout: Rollout, fixes: Sequence[Fix]) -> tuple[str, list[str], str] | None:
     """``(text, item ids, request text)`` of the conclusion the run reached (its last final
     answer that says something a later run can use and no fix already quotes), citing every
     segment's conclusion of the same kind: one result, confirmed by each run that reached it."""
@@ -128,9 +128,9 @@ def _conclusion(rollout: _Rollout, fixes: Sequence[_Fix]) -> tuple[str, list[str
         if seg_index in quoted:
             continue
         last = rollout.last_assistant.get(seg_index)
-        if last is None or not _informative(final, MIN_CONCLUSION_WORDS):
+        if last is None or not informative(final, MIN_CONCLUSION_WORDS):
             continue
-        if _subject_words(final) and len(_subject_words(final)) < MIN_CONCLUSION_WORDS:
+        if subject_words(final) and len(subject_words(final)) < MIN_CONCLUSION_WORDS:
             continue
         text = shorten(final, CONCLUSION_CHARS)
         if not text:
@@ -149,8 +149,8 @@ def _with_report(
     if report is None:
         return content, sources
     headline = report[0].split(": ", 1)[-1]
-    said = set(_subject_words(content))
-    if set(_subject_words(headline)) <= said:
+    said = set(subject_words(content))
+    if set(subject_words(headline)) <= said:
         return content, sources  # the lesson already says it (its result names the problem)
     text = f" {report[0].rstrip('.')}."
     if len(content) + len(text) > LESSON_CHARS:
@@ -158,11 +158,11 @@ def _with_report(
     return content + text, list(dict.fromkeys([*sources, report[1]]))[-MAX_SOURCES:]
 
 
-def _work_lessons(
-    rollout: _Rollout,
-    fixes: Sequence[_Fix],
-    files: Mapping[str, _FileRecord],
-    resolver: _KeyResolver,
+def work_lessons(
+    rollout: Rollout,
+    fixes: Sequence[Fix],
+    files: Mapping[str, FileRecord],
+    resolver: KeyResolver,
 ) -> list[Candidate]:
     """What the run's work taught, one entry per lesson: each fixed failure (symptom, fix,
     verification, cause), the last one also carrying the run's other changes and its result;
@@ -170,7 +170,7 @@ def _work_lessons(
     that only looked around, its conclusion."""
 
     conclusion = _conclusion(rollout, fixes)
-    report = _report_summary(rollout) if fixes or files or conclusion else None
+    report = report_summary(rollout) if fixes or files or conclusion else None
     out: list[Candidate] = []
     main = max((i for i, f in enumerate(fixes) if f.files), default=len(fixes) - 1)
     for index, fix in enumerate(fixes):
@@ -182,13 +182,13 @@ def _work_lessons(
             rest = {p: r for p, r in files.items() if p not in fix.files}
             room = LESSON_CHARS - len(content) - 2
             if rest and room > 40:
-                also = _files_phrase_by_op(rest, room)
+                also = files_phrase_by_op(rest, room)
                 if also:
                     content += f" {also}."
                     sources += [i for r in rest.values() for i in r.ids]
                     keywords += [p.rsplit("/", 1)[-1] for p in rest]
                     touched.update(rest)
-            news = _beyond(conclusion[0], content, clauses=False) if conclusion is not None else ""
+            news = beyond(conclusion[0], content, clauses=False) if conclusion is not None else ""
             if conclusion is not None and news:
                 result = f" Result: {news}"
                 if len(content) + len(result) <= LESSON_CHARS:
@@ -196,7 +196,7 @@ def _work_lessons(
                     sources += conclusion[1]
             content, sources = _with_report(content, sources, report)
         subjects = Subjects(
-            files=_changed_paths(touched),
+            files=changed_paths(touched),
             commands=list(fix.commands),
             tests=list(fix.tests),
             tools=list(fix.tools),
@@ -223,7 +223,7 @@ def _work_lessons(
         if changes is None:
             return out
         news = (
-            _beyond(conclusion[0], changes.content, clauses=False) if conclusion is not None else ""
+            beyond(conclusion[0], changes.content, clauses=False) if conclusion is not None else ""
         )
         if conclusion is not None and news:
             result = f" Result: {news}"
@@ -240,7 +240,7 @@ def _work_lessons(
         return [changes.model_copy(update={"content": content, "sources": sources})]
     if conclusion is not None:
         text, item_ids, request_text = conclusion
-        words = _subject_words(request_text)[:FAILURE_SUBJECT_WORDS] or _subject_words(text)[:2]
+        words = subject_words(request_text)[:FAILURE_SUBJECT_WORDS] or subject_words(text)[:2]
         content, sources = _with_report(f"Result: {text}", item_ids[-MAX_SOURCES:], report)
         out.append(
             Candidate(
@@ -248,14 +248,14 @@ def _work_lessons(
                 content=content,
                 kind="fact",
                 sources=sources,
-                keywords=_subject_words(text)[:MAX_KEYWORDS],
+                keywords=subject_words(text)[:MAX_KEYWORDS],
             )
         )
     return out
 
 
 def _files_candidate(
-    rollout: _Rollout, files: Mapping[str, _FileRecord], resolver: _KeyResolver
+    rollout: Rollout, files: Mapping[str, FileRecord], resolver: KeyResolver
 ) -> Candidate | None:
     """Which files the run changed and how, read from its own patches and writes."""
 
@@ -264,10 +264,10 @@ def _files_candidate(
     # Every path named (up to a lesson's length), details only within an entry's usual size:
     # what is left is for the run's result.
     names = sum(len(p) + 4 for p in files) + len("Changed: . Added: ")
-    content = f"{_files_phrase_by_op(files, max(CONTENT_CHARS, min(LESSON_CHARS, names)) - 1)}."
+    content = f"{files_phrase_by_op(files, max(CONTENT_CHARS, min(LESSON_CHARS, names)) - 1)}."
     changed_first = sorted(files, key=lambda p: files[p].op == "created")
     key = changes_key(changed_first)
-    subjects = Subjects(files=_changed_paths(files))
+    subjects = Subjects(files=changed_paths(files))
     ids = [i for record in files.values() for i in record.ids]
     sources = list(dict.fromkeys(ids))[-MAX_SOURCES:]
     keywords = list(dict.fromkeys(p.rsplit("/", 1)[-1] for p in files))[:MAX_KEYWORDS]

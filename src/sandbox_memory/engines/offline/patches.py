@@ -51,7 +51,7 @@ def _strip_diff_prefix(path: str) -> str:
     return path[2:] if path.startswith(("a/", "b/")) else path
 
 
-def _operation_files(operations: Any) -> list[tuple[str, str]]:
+def operation_files(operations: Any) -> list[tuple[str, str]]:
     """Files of SDK ``ApplyPatchOperation``-shaped dicts (``type``, ``path``, ``move_to``)."""
 
     items = operations if isinstance(operations, list) else [operations]
@@ -66,7 +66,7 @@ def _operation_files(operations: Any) -> list[tuple[str, str]]:
     return files
 
 
-def _operation_changes(operations: Any) -> list[FileChange]:
+def operation_changes(operations: Any) -> list[FileChange]:
     """What each SDK ``ApplyPatchOperation``-shaped dict changes (its ``diff``)."""
 
     items = operations if isinstance(operations, list) else [operations]
@@ -111,13 +111,13 @@ def _from_patch_input(
     return from_text(raw)
 
 
-def _patch_input_changes(raw: str) -> list[FileChange]:
+def patch_input_changes(raw: str) -> list[FileChange]:
     """What an ``apply_patch`` input changes."""
 
-    return _from_patch_input(raw, _operation_changes, parse_patch)
+    return _from_patch_input(raw, operation_changes, parse_patch)
 
 
-def _patch_input_files(raw: str) -> list[tuple[str, str]]:
+def patch_input_files(raw: str) -> list[tuple[str, str]]:
     """Files named by an ``apply_patch`` input."""
 
-    return _from_patch_input(raw, _operation_files, patch_files)
+    return _from_patch_input(raw, operation_files, patch_files)

@@ -16,12 +16,12 @@ from sandbox_memory.engines.commands import (
 )
 
 from .keys import make_key
-from .known import _KeyResolver
+from .known import KeyResolver
 from .limits import COMMAND_CHARS, KEY_SUBJECT_WORDS, MAX_KEYWORDS, SIGNATURE_WORDS
-from .records import _Command, _Statement, _who
-from .shell import _CATEGORIES, command_category
-from .walk import _Rollout
-from .words import _PREF_TRIGGER_WORDS, _clip_content, _subject_words
+from .records import Command, Statement, speaker_name
+from .shell import CATEGORIES, command_category
+from .walk import Rollout
+from .words import PREF_TRIGGER_WORDS, clip_content, subject_words
 
 _NARROW_RE = re.compile(
     r"::|\s-k\s|\s--?(?:filter|grep|run|testNamePattern|only)[\s=]"
@@ -36,7 +36,7 @@ def _is_narrow(cmd: str) -> bool:
     return bool(_NARROW_RE.search(" " + cmd))
 
 
-def _procedures(rollout: _Rollout, resolver: _KeyResolver) -> list[Candidate]:
+def procedure_candidates(rollout: Rollout, resolver: KeyResolver) -> list[Candidate]:
     """One procedure per kind of command that passed: the broadest, most recent such run.
 
     A run that passed only a narrow selection (one test id, one file) does not replace a known
@@ -44,7 +44,7 @@ def _procedures(rollout: _Rollout, resolver: _KeyResolver) -> list[Candidate]:
     (the fix fact names the test that covered a fix)."""
 
     stated = {stated_procedure_key(s.text) for s in rollout.statements if s.kind == "procedure"}
-    best: dict[str, _Command] = {}
+    best: dict[str, Command] = {}
     for command in rollout.finished:
         if not command.passed or command.category is None:
             continue
@@ -52,7 +52,7 @@ def _procedures(rollout: _Rollout, resolver: _KeyResolver) -> list[Candidate]:
         if current is None or _is_narrow(current.cmd) or not _is_narrow(command.cmd):
             best[command.category] = command
     out: list[Candidate] = []
-    for key, _pattern, prefix, same_content, key_word in _CATEGORIES:
+    for key, _pattern, prefix, same_content, key_word in CATEGORIES:
         chosen = best.get(key)
         if chosen is None or (key in stated and _is_narrow(chosen.cmd)):
             continue  # a narrow run does not replace the command the user just stated
@@ -77,11 +77,11 @@ def _procedures(rollout: _Rollout, resolver: _KeyResolver) -> list[Candidate]:
         if command.workdir:
             content += f" (from `{' '.join(command.workdir.split())}`)"
         content += "."
-        keywords = list(dict.fromkeys([key_word, *_subject_words(command.signature)]))
+        keywords = list(dict.fromkeys([key_word, *subject_words(command.signature)]))
         out.append(
             Candidate(
                 key=resolved,
-                content=_clip_content(content),
+                content=clip_content(content),
                 kind="procedure",
                 sources=command.ids(),
                 keywords=keywords[:MAX_KEYWORDS],
@@ -166,18 +166,20 @@ def stated_procedure_key(text: str) -> str:
             return category
     if spans:
         return make_key(*spans[0].split()[:SIGNATURE_WORDS])
-    return make_key(*_subject_words(text, _PREF_TRIGGER_WORDS)[:KEY_SUBJECT_WORDS])
+    return make_key(*subject_words(text, PREF_TRIGGER_WORDS)[:KEY_SUBJECT_WORDS])
 
 
-def _stated_procedure(statement: _Statement, resolver: _KeyResolver) -> Candidate:
+def stated_procedure(statement: Statement, resolver: KeyResolver) -> Candidate:
     """How a piece of work is done, as a person said it (the command whole, in its quotes)."""
 
     key = stated_procedure_key(statement.text)
-    subject = _subject_words(key.replace("-", " "))
+    subject = subject_words(key.replace("-", " "))
     spans = [" ".join(span.split()) for span in _SPAN_RE.findall(statement.text)]
     return Candidate(
         key=resolver.resolve("procedure", key, subject),
-        content=_clip_content(f"Procedure stated by {_who(statement.speaker)}: {statement.text}"),
+        content=clip_content(
+            f"Procedure stated by {speaker_name(statement.speaker)}: {statement.text}"
+        ),
         kind="procedure",
         sources=[statement.item_id],
         keywords=list(dict.fromkeys([*subject, *(s.split()[0] for s in spans if s.split())]))[

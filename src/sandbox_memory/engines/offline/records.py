@@ -12,11 +12,11 @@ from sandbox_memory.engines.base import Subjects
 from sandbox_memory.engines.changes import FileChange
 from sandbox_memory.engines.commands import READ_ONLY_GIT, READ_ONLY_PROGRAMS
 
-from .shell import _BENIGN_EXIT_ONE, _CHECK_CATEGORIES
+from .shell import BENIGN_EXIT_ONE, CHECK_CATEGORIES
 
 
 @dataclass
-class _Command:
+class Command:
     call_item_id: str
     cmd: str
     workdir: str | None
@@ -35,7 +35,7 @@ class _Command:
     def failed(self) -> bool:
         if self.exit_code is None or self.exit_code == 0:
             return False
-        return not (self.exit_code == 1 and self.program in _BENIGN_EXIT_ONE)
+        return not (self.exit_code == 1 and self.program in BENIGN_EXIT_ONE)
 
     @property
     def passed(self) -> bool:
@@ -53,7 +53,7 @@ class _Command:
         """Whether this command could be what fixed a failure (installs, scripts, migrations),
         as opposed to a check or a read-only look around."""
 
-        if self.category in _CHECK_CATEGORIES or self.program in READ_ONLY_PROGRAMS:
+        if self.category in CHECK_CATEGORIES or self.program in READ_ONLY_PROGRAMS:
             return False
         if self.program == "git":
             words = self.signature.split()
@@ -62,7 +62,7 @@ class _Command:
 
 
 @dataclass
-class _Patch:
+class Patch:
     call_item_id: str
     files: list[tuple[str, str]]
     """``(operation, path)`` with operation one of created, updated, deleted, moved."""
@@ -74,7 +74,7 @@ class _Patch:
 
 
 @dataclass(frozen=True)
-class _Statement:
+class Statement:
     item_id: str
     text: str
     kind: str
@@ -84,7 +84,7 @@ class _Statement:
 
 
 @dataclass(frozen=True)
-class _Said:
+class Said:
     """The informative sentences of one user message: a stated fact."""
 
     item_id: str
@@ -103,7 +103,7 @@ class _Said:
     question, and the fact cites the question's item too (it quotes it)."""
 
 
-class _Capped:
+class Capped:
     """The first ``head`` and last ``tail`` lines added, and how many were dropped between."""
 
     def __init__(self, head: int, tail: int) -> None:
@@ -125,9 +125,9 @@ class _Capped:
         return [*self.head, *middle, *self.tail]
 
 
-def _who(speaker: str | None) -> str:
+def speaker_name(speaker: str | None) -> str:
     return speaker if speaker else "The user"
 
 
-def _people(speaker: str | None) -> Subjects | None:
+def speaker_subjects(speaker: str | None) -> Subjects | None:
     return Subjects(people=[speaker]) if speaker else None

@@ -13,11 +13,11 @@ from sandbox_memory.engines.dates import format_day
 from sandbox_memory.engines.text import shorten
 
 from .keys import make_key
-from .known import _KeyResolver
+from .known import KeyResolver
 from .limits import MAX_KEYWORDS
-from .records import _people, _Said, _who
-from .walk import _is_conversation, _Rollout
-from .words import _words
+from .records import Said, speaker_name, speaker_subjects
+from .walk import Rollout, is_conversation
+from .words import words_of
 
 MAX_SAID_FACTS = 120
 """Most stated-fact candidates (one per informative message) from one extraction; the newest
@@ -43,29 +43,29 @@ what it is about itself."""
 _ASIDE_RE = re.compile(r"\([^)]*\)|\[[^\]]*\]")
 
 
-def _short_answer(said: _Said) -> bool:
+def _short_answer(said: Said) -> bool:
     return said.asked is not None and (
         len(content_words(_ASIDE_RE.sub(" ", said.text))) <= SHORT_ANSWER_WORDS
     )
 
 
-def _said_text(said: _Said) -> str:
+def _said_text(said: Said) -> str:
     body = shorten(said.text, SAID_CHARS)
     if said.asked is None or not body or not _short_answer(said):
         return body
     return f'{body} (answering {said.asked[0]}\'s "{said.asked[1]}")'
 
 
-def _said_candidates(
-    rollout: _Rollout, resolver: _KeyResolver, *, task_summarised: bool
+def said_candidates(
+    rollout: Rollout, resolver: KeyResolver, *, task_summarised: bool
 ) -> list[Candidate]:
     """What each person said on a day, as one entry: who, when, and the informative sentences
     of their messages, whole (a long day is split into parts). In a task run, the first request
     is left out when the lesson of its work summarises it, and otherwise kept only when the
     speaker says something of their own (``I``, ``we``)."""
 
-    task_run = not _is_conversation(rollout)
-    groups: dict[tuple[str | None, date | None, bool], list[_Said]] = {}
+    task_run = not is_conversation(rollout)
+    groups: dict[tuple[str | None, date | None, bool], list[Said]] = {}
     for said in rollout.said[-MAX_SAID_FACTS:]:
         if task_run and said.from_task and (task_summarised or not said.owned):
             continue  # the problem the task reports: summarised in the lesson of its work
@@ -75,12 +75,12 @@ def _said_candidates(
     out: list[Candidate] = []
     taken: set[str] = set()
     for (speaker, day, personal), saids in groups.items():
-        who = _who(speaker)
+        who = speaker_name(speaker)
         lead = f"{who} ({format_day(day)}): " if day else f"{who}: "
-        speaker_words = _words(speaker or "user")[:2]
-        day_words = _words(format_day(day)) if day else []
+        speaker_words = words_of(speaker or "user")[:2]
+        day_words = words_of(format_day(day)) if day else []
         base = make_key(*speaker_words, *day_words, *(["personal"] if personal else []))
-        parts: list[list[_Said]] = [[]]
+        parts: list[list[Said]] = [[]]
         size = len(lead)
         for said in saids:
             body = _said_text(said)
@@ -122,7 +122,7 @@ def _said_candidates(
                     ),
                     keywords=list(dict.fromkeys([*speaker_words, *words]))[:MAX_KEYWORDS],
                     personal=personal,
-                    subjects=_people(speaker),
+                    subjects=speaker_subjects(speaker),
                 )
             )
     return out

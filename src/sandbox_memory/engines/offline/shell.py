@@ -12,7 +12,7 @@ from sandbox_memory.engines.commands import command_segments
 
 from .limits import COMMAND_CHARS, SIGNATURE_WORDS
 
-_CATEGORIES: tuple[tuple[str, re.Pattern[str], str, re.Pattern[str], str], ...] = (
+CATEGORIES: tuple[tuple[str, re.Pattern[str], str, re.Pattern[str], str], ...] = (
     (
         "test-command",
         re.compile(
@@ -77,18 +77,18 @@ pattern of a known entry's content that means the same procedure, word its key m
 Patterns match one shell segment after prefixes like ``uv run`` or ``FOO=1`` are removed."""
 
 
-_BENIGN_EXIT_ONE = frozenset({"grep", "egrep", "fgrep", "rg", "diff", "cmp", "test", "["})
+BENIGN_EXIT_ONE = frozenset({"grep", "egrep", "fgrep", "rg", "diff", "cmp", "test", "["})
 """Programs whose exit code 1 means "no match" or "differs", not failure."""
 
 
-_CHECK_CATEGORIES = frozenset({"test-command", "lint-command", "typecheck-command"})
+CHECK_CATEGORIES = frozenset({"test-command", "lint-command", "typecheck-command"})
 """Kinds of command that check rather than change: never the command that fixed a failure."""
 
 
 _REDIRECT_RE = re.compile(r"(?<![0-9&<>])>>?\s*([^\s;&|<>]+)")
 
 
-def _quote_cmd(cmd: str) -> str:
+def quote_cmd(cmd: str) -> str:
     """The command in backticks, whole; a command line too long to quote is said shorter: its
     first simple commands that fit, whole, and ``…`` outside the quote."""
 
@@ -112,25 +112,25 @@ def command_category(cmd: str) -> str | None:
     """``test-command``, ``lint-command``, ... when a segment of ``cmd`` runs such a tool."""
 
     segments = command_segments(cmd)
-    for key, pattern, *_ in _CATEGORIES:
+    for key, pattern, *_ in CATEGORIES:
         if any(pattern.search(segment) for segment in segments):
             return key
     return None
 
 
-def _program(segments: Sequence[str]) -> str:
+def program_of(segments: Sequence[str]) -> str:
     if not segments:
         return ""
     first = segments[0].split(None, 1)[0] if segments[0].split() else ""
     return first.rsplit("/", 1)[-1]
 
 
-def _signature(segments: Sequence[str], cmd: str) -> str:
+def signature_of(segments: Sequence[str], cmd: str) -> str:
     base = segments[0] if segments else cmd
     return " ".join(base.split()[:SIGNATURE_WORDS])
 
 
-def _shell_written_files(cmd: str) -> list[str]:
+def shell_written_files(cmd: str) -> list[str]:
     """Files a command line writes with ``sed -i``, ``perl -i``, ``tee`` or ``cat/echo >``."""
 
     files: list[str] = []

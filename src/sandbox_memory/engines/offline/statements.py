@@ -8,15 +8,15 @@ from sandbox_memory.engines.base import Candidate, EntryKind
 from sandbox_memory.engines.conversation import MIN_FACT_WORDS, content_words
 
 from .keys import make_key
-from .known import _KeyResolver
+from .known import KeyResolver
 from .limits import FAILURE_SUBJECT_WORDS, KEY_SUBJECT_WORDS, LESSON_CHARS, MAX_KEYWORDS
-from .procedures import _stated_procedure
-from .records import _people
-from .walk import _Rollout
-from .words import _DECISION_TRIGGER_WORDS, _PREF_TRIGGER_WORDS, _clip_content, _subject_words
+from .procedures import stated_procedure
+from .records import speaker_subjects
+from .walk import Rollout
+from .words import DECISION_TRIGGER_WORDS, PREF_TRIGGER_WORDS, clip_content, subject_words
 
 
-def _statement_candidates(rollout: _Rollout, resolver: _KeyResolver) -> list[Candidate]:
+def statement_candidates(rollout: Rollout, resolver: KeyResolver) -> list[Candidate]:
     """Preferences, decisions and corrections the user stated; one that names nothing a later
     run could act on ("I love it!", "Never give up!", "No, that's wrong.") is left out."""
 
@@ -24,26 +24,24 @@ def _statement_candidates(rollout: _Rollout, resolver: _KeyResolver) -> list[Can
     for statement in rollout.statements:
         if statement.kind == "preference":
             kind: EntryKind = "preference"
-            drop = _PREF_TRIGGER_WORDS
+            drop = PREF_TRIGGER_WORDS
             lead = f"{statement.speaker}'s preference" if statement.speaker else "User preference"
             minimum = 1
         elif statement.kind == "decision":
             kind = "decision"
-            drop = _DECISION_TRIGGER_WORDS
+            drop = DECISION_TRIGGER_WORDS
             lead = f"Decision stated by {statement.speaker or 'the user'}"
             minimum = 1
         elif statement.kind == "procedure":
-            out.append(_stated_procedure(statement, resolver))
+            out.append(stated_procedure(statement, resolver))
             continue
         else:
             kind = "decision"
-            drop = _PREF_TRIGGER_WORDS
+            drop = PREF_TRIGGER_WORDS
             lead = f"Correction by {statement.speaker or 'the user'}"
             minimum = MIN_FACT_WORDS
         named = set(content_words(statement.text))
-        subject = [w for w in _subject_words(statement.text, drop) if w in named][
-            :KEY_SUBJECT_WORDS
-        ]
+        subject = [w for w in subject_words(statement.text, drop) if w in named][:KEY_SUBJECT_WORDS]
         if len(subject) < minimum:
             continue  # generic: says how someone feels, not about what
         if statement.kind == "correction":
@@ -56,12 +54,12 @@ def _statement_candidates(rollout: _Rollout, resolver: _KeyResolver) -> list[Can
         out.append(
             Candidate(
                 key=resolver.resolve(kind, key, subject),
-                content=_clip_content(content),
+                content=clip_content(content),
                 kind=kind,
                 sources=[statement.item_id],
                 keywords=subject[:MAX_KEYWORDS],
                 personal=statement.personal and statement.kind == "preference",
-                subjects=_people(statement.speaker),
+                subjects=speaker_subjects(statement.speaker),
             )
         )
     return _one_per_message(out)

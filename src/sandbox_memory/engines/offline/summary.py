@@ -11,9 +11,9 @@ from sandbox_memory.engines.conversation import top_words
 from sandbox_memory.engines.text import shorten
 from sandbox_memory.engines.transcript import WHITESPACE_SLACK, one_line
 
-from .failures import _quote_error
-from .files import _describe_files, _FileRecord
-from .fixes import _Fix
+from .failures import quote_error
+from .files import FileRecord, describe_files
+from .fixes import Fix
 from .limits import (
     COMMAND_CHARS,
     CONTENT_CHARS,
@@ -22,10 +22,10 @@ from .limits import (
     SLUG_MAX_WORDS,
     TASK_CHARS,
 )
-from .records import _who
-from .shell import _quote_cmd
-from .walk import _is_conversation, _Rollout
-from .words import _subject_words, _words
+from .records import speaker_name
+from .shell import quote_cmd
+from .walk import Rollout, is_conversation
+from .words import subject_words, words_of
 
 SLUG_MIN_WORDS = 2
 """Fewest words in a rollout slug (the slug rule is 2-6 words)."""
@@ -44,7 +44,7 @@ def rollout_slug(text: str) -> str:
     """2-6 lowercase words of ``text`` joined by ``-`` (at most 60 chars, ``[a-z0-9-]``)."""
 
     head = text[: TASK_CHARS * WHITESPACE_SLACK]
-    words = (_subject_words(head) or list(dict.fromkeys(_words(head))))[:SLUG_MAX_WORDS]
+    words = (subject_words(head) or list(dict.fromkeys(words_of(head))))[:SLUG_MAX_WORDS]
     if not words:
         return "untitled-rollout"
     if len(words) < SLUG_MIN_WORDS:
@@ -70,7 +70,7 @@ class _CommandStat:
     first: int = 0
 
 
-def _command_stats(rollout: _Rollout) -> list[_CommandStat]:
+def command_stats(rollout: Rollout) -> list[_CommandStat]:
     stats: dict[str, _CommandStat] = {}
     for command in rollout.finished:
         text = one_line(command.cmd, COMMAND_CHARS)
@@ -96,9 +96,9 @@ def _capped(lines: list[str], what: str) -> list[str]:
     return [*lines[:MAX_LISTED], f"- … and {len(lines) - MAX_LISTED} more {what}"]
 
 
-def _said_lines(rollout: _Rollout) -> list[str]:
+def _said_lines(rollout: Rollout) -> list[str]:
     lines = [
-        f"- {_who(s.speaker)}: {shorten(s.text, SAID_SUMMARY_CHARS)} [{s.item_id}]"
+        f"- {speaker_name(s.speaker)}: {shorten(s.text, SAID_SUMMARY_CHARS)} [{s.item_id}]"
         for s in rollout.said
     ]
     if len(lines) <= MAX_SAID_IN_SUMMARY:
@@ -109,7 +109,7 @@ def _said_lines(rollout: _Rollout) -> list[str]:
     return [*lines[:head], f"- … {dropped} more statements …", *lines[-tail:]]
 
 
-def _conversation_summary(rollout: _Rollout) -> list[str]:
+def _conversation_summary(rollout: Rollout) -> list[str]:
     people = list(rollout.speakers) or list(rollout.people) or ["the user"]
     when = ", ".join(list(rollout.dates)[:3])
     head = f"{' and '.join(people[:MAX_LISTED])}" + (f", {when}" if when else "")
@@ -120,20 +120,22 @@ def _conversation_summary(rollout: _Rollout) -> list[str]:
         out.append("Topics: " + ", ".join(topics))
     out += ["", "## What was said"]
     out += _said_lines(rollout) or ["- nothing worth keeping (small talk)"]
-    prefs = [f"- {_who(s.speaker)} {s.kind}: {s.text} [{s.item_id}]" for s in rollout.statements]
+    prefs = [
+        f"- {speaker_name(s.speaker)} {s.kind}: {s.text} [{s.item_id}]" for s in rollout.statements
+    ]
     if prefs:
         out += ["", "## Preferences and decisions"] + _capped(prefs, "statements")
     return out
 
 
-def _summary(
-    rollout: _Rollout,
+def write_summary(
+    rollout: Rollout,
     stats: Sequence[_CommandStat],
-    files: Mapping[str, _FileRecord],
-    fixes: Sequence[_Fix],
+    files: Mapping[str, FileRecord],
+    fixes: Sequence[Fix],
     previous_summary: bool,
 ) -> str:
-    if _is_conversation(rollout):
+    if is_conversation(rollout):
         out = _conversation_summary(rollout)
         if previous_summary:
             out.append("(continues the earlier part summarised before)")
@@ -154,8 +156,7 @@ def _summary(
         for stat in stats:
             runs = f", {stat.runs} runs" if stat.runs > 1 else ""
             command_lines.append(
-                f"- {_quote_cmd(stat.cmd)}: last exit {stat.last_exit}{runs} "
-                f"[{', '.join(stat.ids)}]"
+                f"- {quote_cmd(stat.cmd)}: last exit {stat.last_exit}{runs} [{', '.join(stat.ids)}]"
             )
         out += _capped(command_lines, "commands") or ["- none"]
         out += ["", "## Files changed"]
@@ -173,12 +174,12 @@ def _summary(
     return "\n".join(out).rstrip() + "\n"
 
 
-def _raw_memory(
+def write_raw_memory(
     rollout_id: str,
-    rollout: _Rollout,
+    rollout: Rollout,
     stats: Sequence[_CommandStat],
-    files: Mapping[str, _FileRecord],
-    fixes: Sequence[_Fix],
+    files: Mapping[str, FileRecord],
+    fixes: Sequence[Fix],
     previous_summary: bool,
 ) -> str:
     count = len(rollout.segment_ids)
@@ -188,7 +189,7 @@ def _raw_memory(
         out.append("- person: " + ", ".join(list(rollout.people)[:MAX_LISTED]))
     if rollout.speakers:
         out.append("- speakers: " + ", ".join(list(rollout.speakers)[:MAX_LISTED]))
-    if rollout.task and not _is_conversation(rollout):
+    if rollout.task and not is_conversation(rollout):
         out.append(f"- task: {rollout.task[1]} [{rollout.task[0]}]")
     if previous_summary:
         out.append("- continues earlier work (see the previous summary)")
@@ -198,12 +199,12 @@ def _raw_memory(
         ]
         out += _capped(lines, f"{kind}s")
     said = [
-        f"- said: {_who(s.speaker)}: {shorten(s.text, SAID_SUMMARY_CHARS)} [{s.item_id}]"
+        f"- said: {speaker_name(s.speaker)}: {shorten(s.text, SAID_SUMMARY_CHARS)} [{s.item_id}]"
         for s in rollout.said
     ]
     out += _capped(said, "statements")
     worked = [
-        f"- worked: {_quote_cmd(s.cmd)} (exit 0) [{', '.join(s.ids)}]"
+        f"- worked: {quote_cmd(s.cmd)} (exit 0) [{', '.join(s.ids)}]"
         for s in stats
         if s.last_exit == 0
     ]
@@ -213,13 +214,13 @@ def _raw_memory(
         if s.failed_runs == 0:
             continue
         later = " (later passed)" if s.last_exit == 0 else ""
-        error = f": {_quote_error(s.error)}" if s.error else ""
-        failed.append(f"- failed: {_quote_cmd(s.cmd)}{error}{later} [{', '.join(s.fail_ids)}]")
+        error = f": {quote_error(s.error)}" if s.error else ""
+        failed.append(f"- failed: {quote_cmd(s.cmd)}{error}{later} [{', '.join(s.fail_ids)}]")
     out += _capped(failed, "commands that failed")
     out += [f"- fixed: {fix.content} [{', '.join(fix.sources)}]" for fix in fixes]
     if files:
         first_ids = list(dict.fromkeys(r.first_id for r in files.values()))[:MAX_SOURCES]
-        described = _describe_files(files, CONTENT_CHARS)
+        described = describe_files(files, CONTENT_CHARS)
         out.append(f"- files changed: {described} [{', '.join(first_ids)}]")
     if rollout.outcomes:
         seg_id, state, final = rollout.outcomes[-1]

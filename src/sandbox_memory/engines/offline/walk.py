@@ -1,5 +1,5 @@
 """One pass over the items of a rollout's new segments, collecting what extraction needs
-(:class:`_Rollout`): requests and statements, commands and their outputs, patches and writes,
+(:class:`Rollout`): requests and statements, commands and their outputs, patches and writes,
 outcomes.
 """
 
@@ -54,7 +54,7 @@ from sandbox_memory.engines.transcript import (
     shell_commands,
 )
 
-from .failures import _failure_subject, error_line
+from .failures import error_line, failure_subject
 from .limits import (
     ERROR_LINE_CHARS,
     MAX_FILES_NAMED,
@@ -63,15 +63,15 @@ from .limits import (
     USER_SCAN_CHARS,
 )
 from .patches import (
-    _operation_changes,
-    _operation_files,
-    _patch_input_changes,
-    _patch_input_files,
+    operation_changes,
+    operation_files,
     patch_files,
+    patch_input_changes,
+    patch_input_files,
 )
-from .records import _Capped, _Command, _Patch, _Said, _Statement, _who
-from .shell import _program, _quote_cmd, _shell_written_files, _signature, command_category
-from .words import _informative, _is_we, _sentences
+from .records import Capped, Command, Patch, Said, Statement, speaker_name
+from .shell import command_category, program_of, quote_cmd, shell_written_files, signature_of
+from .words import informative, is_we, sentences
 
 OUTPUT_SCAN_CHARS = 64_000
 """Characters of a failing tool output searched for its error line (head + tail).
@@ -135,7 +135,7 @@ def _question_of(text: str, who: str, item_id: str) -> tuple[str, str, str] | No
     """``(who, last sentence, item id)`` when a message ends with a question, else None."""
 
     last = ""
-    for sentence in _sentences(text[-ASSISTANT_TEXT_CHARS:]):
+    for sentence in sentences(text[-ASSISTANT_TEXT_CHARS:]):
         last = sentence
     if not last.endswith("?"):
         return None
@@ -151,7 +151,7 @@ def _normalize_for_match(sentence: str) -> tuple[str, str]:
     return low, _LEAD_WORDS_RE.sub("", low)
 
 
-class _Rollout:
+class Rollout:
     """One pass over the items of the new segments, collecting what extraction needs."""
 
     def __init__(self, segments: Sequence[Mapping[str, Any]], *, continues: bool = False) -> None:
@@ -161,17 +161,17 @@ class _Rollout:
         self.task_text: str | None = None
         """The first request, as scanned (a bug report, a task), for its summary."""
         self.follow_ups: list[tuple[str, str]] = []
-        self.statements: list[_Statement] = []
-        self.commands: list[_Command] = []
-        self.finished: list[_Command] = []
-        self.patches: list[_Patch] = []
-        self.events = _Capped(MAX_EVENTS_HEAD, MAX_EVENTS_TAIL)
+        self.statements: list[Statement] = []
+        self.commands: list[Command] = []
+        self.finished: list[Command] = []
+        self.patches: list[Patch] = []
+        self.events = Capped(MAX_EVENTS_HEAD, MAX_EVENTS_TAIL)
         self.last_assistant: dict[int, tuple[int, str, str]] = {}
         self.outcomes: list[tuple[str, str, str]] = []
         """``(segment id, terminal state text, final output)`` per segment."""
         self.final_outputs: dict[int, str] = {}
         self.people: dict[str, None] = {}
-        self.said: list[_Said] = []
+        self.said: list[Said] = []
         self.speakers: dict[str, None] = {}
         self.user_messages = 0
         self.requests: dict[int, tuple[str, str]] = {}
@@ -188,9 +188,9 @@ class _Rollout:
         message correct it ("No, ..." between two people in a chat is no correction)."""
         self._asked: tuple[str, str, str] | None = None
         """``(who asked, question, item id)`` of the last message when it ended with one."""
-        self._by_call: dict[str, _Command | _Patch] = {}
+        self._by_call: dict[str, Command | Patch] = {}
         self._stdin_sessions: dict[str, int] = {}
-        self._sessions: dict[int, _Command] = {}
+        self._sessions: dict[int, Command] = {}
         self._seen_user_texts: set[str] = set()
         self._seen_statements: set[tuple[str, str]] = set()
         self._continues = continues
@@ -244,7 +244,7 @@ class _Rollout:
             raw = item.get("input")
             if item.get("name") == "apply_patch" and isinstance(raw, str):
                 self._patch(
-                    item_id, item, _patch_input_files(raw), position, _patch_input_changes(raw)
+                    item_id, item, patch_input_files(raw), position, patch_input_changes(raw)
                 )
         elif item_type in ("shell_call", "local_shell_call"):
             commands = shell_commands(item)
@@ -264,9 +264,9 @@ class _Rollout:
             self._patch(
                 item_id,
                 item,
-                _operation_files(operation),
+                operation_files(operation),
                 position,
-                _operation_changes(operation),
+                operation_changes(operation),
             )
         elif item_type in (
             "function_call_output",
@@ -301,15 +301,15 @@ class _Rollout:
         else:
             self.follow_ups.append((item_id, line))
         who = "user" if speaker is None else speaker
-        asked = self._asked if self._asked and self._asked[0] != _who(speaker) else None
-        self._asked = _question_of(text, _who(speaker), item_id)
+        asked = self._asked if self._asked and self._asked[0] != speaker_name(speaker) else None
+        self._asked = _question_of(text, speaker_name(speaker), item_id)
         minimum = 1 if asked else MIN_FACT_WORDS  # an answer may be short: its question says
         may_correct = self._after_agent
         self._after_agent = False
         stated: list[str] = []
         owned = False
         noted = False
-        for sentence in _sentences(text):
+        for sentence in sentences(text):
             if sentence.endswith("?"):
                 continue  # a question states nothing
             low, _body = _normalize_for_match(sentence)
@@ -332,7 +332,7 @@ class _Rollout:
                     continue
                 self._seen_statements.add((kind, quoted))
                 self.statements.append(
-                    _Statement(
+                    Statement(
                         item_id=item_id,
                         text=quoted,
                         kind=kind,
@@ -350,9 +350,9 @@ class _Rollout:
                 and not only_reacts(sentence, names=names)
             ):
                 stated.append(resolve_relative_dates(tighten(condense(sentence)), self._date))
-                owned = owned or is_first_person(sentence) or _is_we(sentence)
+                owned = owned or is_first_person(sentence) or is_we(sentence)
         if stated:
-            said = _Said(
+            said = Said(
                 item_id=item_id,
                 speaker=speaker,
                 said_on=self._date,
@@ -369,7 +369,7 @@ class _Rollout:
             self.said.append(said)
             if not noted:
                 self.events.add(f"- {who}: {shorten(said.text, SAID_SUMMARY_CHARS)} [{item_id}]")
-        elif not noted and self.task[0] != item_id and _informative(text, MIN_FACT_WORDS):
+        elif not noted and self.task[0] != item_id and informative(text, MIN_FACT_WORDS):
             self.events.add(f"- {who}: {shorten(line, SAID_SUMMARY_CHARS)} [{item_id}]")
 
     def _function_call(
@@ -392,13 +392,13 @@ class _Rollout:
                 self._stdin_sessions[call_id] = session
         elif name == "apply_patch":
             ops = args.get("operations", args.get("operation"))
-            files = _operation_files(ops)
-            changes = _operation_changes(ops)
+            files = operation_files(ops)
+            changes = operation_changes(ops)
             for key in ("input", "patch", "diff"):
                 value = args.get(key)
                 if not files and isinstance(value, str):
-                    files = _patch_input_files(value)
-                    changes = _patch_input_changes(value)
+                    files = patch_input_files(value)
+                    changes = patch_input_changes(value)
             if not files and isinstance(item.get("arguments"), str):
                 files = patch_files(str(item["arguments"]))
                 changes = parse_patch(str(item["arguments"]))
@@ -416,15 +416,15 @@ class _Rollout:
         if reads_memory(cmd):
             return  # the agent consulting memory: not one of the run's commands, nor evidence
         segments = command_segments(cmd)
-        command = _Command(
+        command = Command(
             call_item_id=item_id,
             cmd=cmd,
             workdir=workdir,
             position=position,
             segment_index=seg_index,
             category=command_category(cmd),
-            signature=_signature(segments, cmd),
-            program=_program(segments),
+            signature=signature_of(segments, cmd),
+            program=program_of(segments),
         )
         self.commands.append(command)
         call_id = item.get("call_id")
@@ -432,7 +432,7 @@ class _Rollout:
             self._by_call[call_id] = command
         files, changes = self._shell_changes(cmd)
         if files:
-            patch = _Patch(item_id, files, position, changes=changes)
+            patch = Patch(item_id, files, position, changes=changes)
             self.patches.append(patch)
             if isinstance(call_id, str):
                 self._by_call[f"shell-write:{call_id}"] = patch
@@ -464,7 +464,7 @@ class _Rollout:
                     earlier.changes.pop(argument, None)
                 for change in parse_patch(self.written[argument]):
                     changes.setdefault(change.path, change)
-        files = [("updated", f) for f in _shell_written_files(cmd) if f not in changes]
+        files = [("updated", f) for f in shell_written_files(cmd) if f not in changes]
         files += [(change.op, path) for path, change in changes.items()]
         files = [(op, path) for op, path in files if path not in applied_files]
         if applied_files:
@@ -479,7 +479,7 @@ class _Rollout:
         position: int,
         changes: Sequence[FileChange] = (),
     ) -> None:
-        patch = _Patch(item_id, files, position, changes={c.path: c for c in changes})
+        patch = Patch(item_id, files, position, changes={c.path: c for c in changes})
         self.patches.append(patch)
         call_id = item.get("call_id")
         if isinstance(call_id, str):
@@ -490,7 +490,7 @@ class _Rollout:
         if call_id is None:
             return
         target = self._by_call.get(call_id)
-        if isinstance(target, _Patch):
+        if isinstance(target, Patch):
             self._patch_result(target, item_id, item)
             return
         output = item.get("output")
@@ -504,7 +504,7 @@ class _Rollout:
             target = self._sessions.pop(self._stdin_sessions[call_id], None)
             if target is None:
                 return
-        if not isinstance(target, _Command):
+        if not isinstance(target, Command):
             return
         if session is not None and exit_code is None:
             self._sessions[session] = target
@@ -518,7 +518,7 @@ class _Rollout:
             return
         self.finished.append(target)
         shell_write = self._by_call.get(f"shell-write:{call_id}")
-        if isinstance(shell_write, _Patch):
+        if isinstance(shell_write, Patch):
             shell_write.ok = exit_code == 0
             shell_write.output_item_id = item_id
         if target.passed and target.program == "cat":
@@ -537,15 +537,15 @@ class _Rollout:
             # Tool output: shown to later runs only as data, never when it addresses the agent.
             found = error_line(text)
             target.error_line = tool_text_as_data(found) if found else None
-            target.failure_words = _failure_subject(text, target.error_line)
+            target.failure_words = failure_subject(text, target.error_line)
             detail = f": {target.error_line}" if target.error_line else ""
             ids = ", ".join(target.ids())
-            self.events.add(f"- {_quote_cmd(target.cmd)} failed (exit {exit_code}){detail} [{ids}]")
+            self.events.add(f"- {quote_cmd(target.cmd)} failed (exit {exit_code}){detail} [{ids}]")
         elif target.passed and target.category:
             ids = ", ".join(target.ids())
-            self.events.add(f"- {_quote_cmd(target.cmd)} passed [{ids}]")
+            self.events.add(f"- {quote_cmd(target.cmd)} passed [{ids}]")
 
-    def _patch_result(self, patch: _Patch, item_id: str, item: Mapping[str, Any]) -> None:
+    def _patch_result(self, patch: Patch, item_id: str, item: Mapping[str, Any]) -> None:
         patch.output_item_id = item_id
         status = item.get("status")
         text = item_text(item, max_chars=PATCH_RESULT_CHARS)
@@ -585,7 +585,7 @@ class _Rollout:
             self.events.add(f"- run ended {state} [{seg_id}]")
 
 
-def _is_conversation(rollout: _Rollout) -> bool:
+def is_conversation(rollout: Rollout) -> bool:
     """A chat (people talking, no tools used), summarised by what was said."""
 
     return (

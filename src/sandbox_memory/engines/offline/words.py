@@ -36,7 +36,7 @@ _STOPWORDS = frozenset(
 """Words that carry no subject: dropped from keys and slugs."""
 
 
-_PREF_TRIGGER_WORDS = frozenset(
+PREF_TRIGGER_WORDS = frozenset(
     """prefer prefers preferred preference like likes love loves hate hates dislike dislikes
     always never use using used rather stick keep avoid don doesn dont instead from now going
     forward future strongly generally usually much want""".split()
@@ -45,7 +45,7 @@ _PREF_TRIGGER_WORDS = frozenset(
 the key so "always use X" and "never use X" share one key (the later one wins)."""
 
 
-_DECISION_TRIGGER_WORDS = frozenset(
+DECISION_TRIGGER_WORDS = frozenset(
     """use uses using used decided decide decision agreed agree go going with stick switch move
     now always still currently rely standardized standardised standardize standardise""".split()
 )
@@ -58,7 +58,7 @@ _SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?])\s+|\n+")
 _LEAD_RE = re.compile(r"^(?:[-*•>]+\s*|\d+[.)]\s+)+")
 
 
-_CAMEL_RE = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+CAMEL_RE = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 
 def _ascii(text: str) -> str:
@@ -68,45 +68,45 @@ def _ascii(text: str) -> str:
 _WORD_RE = re.compile(r"[a-z0-9]+")
 
 
-def _words(text: str) -> list[str]:
+def words_of(text: str) -> list[str]:
     return _WORD_RE.findall(_ascii(text).lower())
 
 
-def _subject_words(text: str, drop: frozenset[str] = frozenset()) -> list[str]:
+def subject_words(text: str, drop: frozenset[str] = frozenset()) -> list[str]:
     seen: dict[str, None] = {}
-    for word in _words(text):
+    for word in words_of(text):
         if word in _STOPWORDS or word in drop or len(word) < MIN_WORD_CHARS:
             continue
         seen.setdefault(word, None)
     return list(seen)
 
 
-def _stem(word: str) -> str:
+def stem_of(word: str) -> str:
     if len(word) >= STEM_MIN_CHARS and word.endswith("s") and not word.endswith("ss"):
         return word[:-1]
     return word
 
 
-def _stems(words: Iterable[str]) -> frozenset[str]:
-    return frozenset(_stem(w) for w in words)
+def stems_of(words: Iterable[str]) -> frozenset[str]:
+    return frozenset(stem_of(w) for w in words)
 
 
-def _clip_content(text: str) -> str:
+def clip_content(text: str) -> str:
     return shorten(text, CONTENT_CHARS)
 
 
 _WE_RE = re.compile(r"\b(?:we|we're|we've|we'll|our|ours|us)\b", re.IGNORECASE)
 
 
-def _is_we(sentence: str) -> bool:
+def is_we(sentence: str) -> bool:
     return bool(_WE_RE.search(sentence.replace("\u2019", "'")))
 
 
-def _informative(text: str, minimum: int) -> bool:
+def informative(text: str, minimum: int) -> bool:
     return len(content_words(text)) >= minimum
 
 
-def _sentences(text: str) -> Iterable[str]:
+def sentences(text: str) -> Iterable[str]:
     for raw in _SENTENCE_SPLIT_RE.split(text):
         sentence = _LEAD_RE.sub("", raw.strip()).strip()
         if sentence:
@@ -119,7 +119,7 @@ _RETELLING_WORDS = frozenset(
     caused root reason because which what where works working work correctly correct properly
     wrong rerun rerunning verified verify confirm confirmed green all every one""".split()
 )
-"""Words that retell a fix rather than explain it (compared stemmed, see :func:`_stem`)."""
+"""Words that retell a fix rather than explain it (compared stemmed, see :func:`stem_of`)."""
 
 
 _CLAUSE_END_RE = re.compile(r"(?<=[.!?;:])\s+")
@@ -144,17 +144,17 @@ def _clauses(text: str, *, within: bool = True) -> list[str]:
     return [c.strip() for c in out if c.strip()]
 
 
-def _beyond(account: str, said: str, *, clauses: bool = True) -> str:
+def beyond(account: str, said: str, *, clauses: bool = True) -> str:
     """The clauses of ``account`` (the agent's own account of its work: why a fix works, what
     a run found) that say something ``said`` (the lesson as the run's actions tell it) does
     not, at least :data:`MIN_NEW_CLAUSE_WORDS` words of their own, each ending as a
     sentence. ``clauses=False`` weighs whole sentences (a run's result: "..., all tests pass"
     is how it was checked when nothing else says so)."""
 
-    known = _stems(_words(said)) | _RETELLING_WORDS
+    known = stems_of(words_of(said)) | _RETELLING_WORDS
     kept: list[str] = []
     for clause in _clauses(account, within=clauses):
-        new = _stems(_subject_words(clause)) - known
+        new = stems_of(subject_words(clause)) - known
         if len(new) >= MIN_NEW_CLAUSE_WORDS:
             kept.append(clause)
             known |= new
