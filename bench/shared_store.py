@@ -47,6 +47,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import statistics
 import subprocess
@@ -365,6 +366,109 @@ async def close_cost(dsn: str, entries: int, base: Path) -> dict[str, Any]:
     return out
 
 
+async def first_search(
+    dsn: str, conversations: int, base: Path, samples: int
+) -> list[dict[str, Any]]:
+    """A new sandbox on a shared store of ``conversations`` conversations (twice as many
+    entries, one recorded run each, built as bench/scenario_scale.py builds a store and
+    exported to PostgreSQL): what it pays before its first search and what a search costs,
+    with the store's search index (PostgreSQL) and with the copy's own (SQLite, built from
+    the copy). Both sandboxes first bring their copy up to date (run start); then the first
+    search (for SQLite: building the index from the copy), then the median of ``samples``
+    searches. One row per backend."""
+
+    from scenario_scale import prepared_store
+    from workload import entry_text
+
+    from sandbox_memory import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
+    from sandbox_memory.runtime import LayoutRuntime
+    from sandbox_memory.search.index import INDEX_FILE
+    from sandbox_memory.stores import PostgresStore
+    from sandbox_memory.workspace import LocalWorkspace
+
+    namespace = f"search{conversations}"
+    seed_root = base / f"search-seed{conversations}"
+    await prepared_store(seed_root, conversations=conversations, entries=2 * conversations)
+    generate = MemoryGenerateConfig(engine="offline", lock_timeout_seconds=600)
+
+    def rt_for(folder: Path, store: PostgresStore) -> LayoutRuntime:
+        folder.mkdir(parents=True, exist_ok=True)
+        return LayoutRuntime(
+            LocalWorkspace(folder),
+            layout=MemoryLayoutConfig(),
+            generate=generate,
+            read=MemoryReadConfig(),
+            store=store,
+        )
+
+    seed = PostgresStore(dsn, namespace=namespace)
+    t = time.perf_counter()
+    # The first close on the store: the copy's memory is exported, then its whole search
+    # index is sent (once for the fleet).
+    await rt_for(seed_root, seed).close()
+    export_s = time.perf_counter() - t
+    await seed.aclose()
+    # Queries: a few words of entries old and new, and the words of every recorded run.
+    queries = [
+        " ".join(entry_text(k).split()[:3])
+        for k in range(0, 2 * conversations, 2 * conversations // (samples - 1) or 1)
+    ]
+    queries = [*queries[: samples - 1], "parser task"]
+    rows: list[dict[str, Any]] = []
+    for backend in ("postgres", "sqlite"):
+        store = PostgresStore(dsn, namespace=namespace)
+        folder = base / f"search-{backend}{conversations}"
+        rt = rt_for(folder, store)
+        shared = rt.shared
+        assert shared is not None
+        COUNTER.c, COUNTER.on = {}, True
+        t = time.perf_counter()
+        await rt.start_run()
+        fetch_s = time.perf_counter() - t
+        fetched = COUNTER.c.get("bytes received", 0)
+        COUNTER.c = {}
+
+        async def search(
+            query: str, backend: str = backend, shared: Any = shared, rt: Any = rt
+        ) -> int:
+            if backend == "postgres":
+                found = await shared.search(query, conversation=None, limit=10, person=None)
+                assert found is not None, "the store holds no search index"
+            else:
+                found = await rt.search_index.search(query)
+            return len(found)
+
+        t = time.perf_counter()
+        await search(queries[0])
+        first_s = time.perf_counter() - t
+        index = folder / "memories" / "store" / INDEX_FILE
+        latencies = []
+        for query in queries:
+            t = time.perf_counter()
+            await search(query)
+            latencies.append(time.perf_counter() - t)
+        COUNTER.on = False
+        rows.append(
+            {
+                "conversations": conversations,
+                "search index": backend,
+                "export + index sent s": round(export_s, 1),
+                "copy fetch s": round(fetch_s, 1),
+                "copy MB received": round(fetched / 1e6, 1),
+                "first search s": round(first_s, 2),
+                "before first hit s": round(fetch_s + first_s, 1),
+                "local index MB": round(index.stat().st_size / 1e6, 1) if index.exists() else 0,
+                "search p50 ms": round(statistics.median(latencies) * 1e3, 1),
+                "search max ms": round(max(latencies) * 1e3, 1),
+                "search KB received": round(
+                    COUNTER.c.get("bytes received", 0) / 1e3 / (len(queries) + 1), 1
+                ),
+            }
+        )
+        await store.aclose()
+    return rows
+
+
 COUNTER = Counter()
 
 
@@ -381,8 +485,17 @@ def main() -> None:
         metavar="N,N",
         help="instead: count what one close sends and reads at these entry counts",
     )
+    parser.add_argument(
+        "--first-search",
+        default=None,
+        metavar="N,N",
+        help="instead: a new sandbox's first search at these conversation counts, the "
+        "store's search index against the copy's own",
+    )
+    parser.add_argument("--samples", type=int, default=10, help="searches timed (--first-search)")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if args.worker:
         print(json.dumps(asyncio.run(worker(json.loads(args.worker)))))
         return
@@ -405,7 +518,15 @@ def main() -> None:
                 for n in (int(x) for x in args.close_cost.split(",")):
                     print(f"close cost at {n:,} entries ...", file=sys.stderr)
                     rows.append(asyncio.run(close_cost(dsn, n, Path(tmp))))
-            for kind in ("postgres", "workspace") if not args.close_cost else ():
+            if args.first_search:
+                assert dsn is not None
+                sys.path.insert(0, str(HERE))
+                COUNTER.install()
+                for n in (int(x) for x in args.first_search.split(",")):
+                    print(f"first search at {n:,} conversations ...", file=sys.stderr)
+                    rows += asyncio.run(first_search(dsn, n, Path(tmp), args.samples))
+            only_one = args.close_cost or args.first_search
+            for kind in ("postgres", "workspace") if not only_one else ():
                 if args.only in (None, kind):
                     print(f"running {kind}: {args.procs} x {args.runs} ...", file=sys.stderr)
                     rows.append(scenario(kind, args.procs, args.runs, dsn, Path(tmp)))

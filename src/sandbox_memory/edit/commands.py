@@ -647,11 +647,16 @@ class MemoryClient:
                 )
             person = self.person
 
-        if self.runtime.shared is not None:
-            # The index is derived from the copy: bring it up to date from the store first.
-            await self.runtime.shared.refresh()
-        await self.require(conversation)
+        await self._require_current(conversation)
         rid = safe_rollout_id(conversation) if conversation is not None else None
+        shared = self.runtime.shared
+        if shared is not None:
+            # One index for every sandbox of the namespace, in the store (when a close sent
+            # it); else the copy's, brought up to date from the store first.
+            found = await shared.search(query, conversation=rid, limit=limit, person=person)
+            if found is not None:
+                return found
+            await shared.refresh()
         hits: list[SearchHit] = await self.runtime.search_index.search(
             query, conversation=rid, limit=limit, person=person
         )

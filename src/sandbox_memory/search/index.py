@@ -62,7 +62,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import datetime
 from operator import mul
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -769,6 +769,41 @@ def _uses_in(
     return found
 
 
+SHARED_OUT_TABLE = "CREATE TABLE shared_out(doc TEXT PRIMARY KEY)"
+"""The documents written or dropped since a shared store's search index last took them in
+(``stores/postgres_search.py``): made with the first use of an index attached to a shared
+store, holding then every document the index had (and meta ``shared_full``: the first
+sending is the whole index)."""
+
+
+def _note_shared_out(db: sqlite3.Connection) -> None:
+    """Make the ``shared_out`` table of an index attached to a shared store, once."""
+
+    if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'shared_out'").fetchone():
+        return
+    db.executescript(
+        f"BEGIN; {SHARED_OUT_TABLE}; INSERT INTO shared_out(doc) SELECT doc FROM docs; "
+        "INSERT OR REPLACE INTO meta(k, v) VALUES ('shared_full', '1'); COMMIT;"
+    )
+
+
+class RemoteIndex(Protocol):
+    """A search index held elsewhere for this layout (a shared store's, see
+    ``stores/postgres_search.py``) that the lookup at run start asks first."""
+
+    async def curated(
+        self,
+        phrases: list[str],
+        words: list[str],
+        *,
+        person: str | None,
+        limit: int,
+        max_terms: int,
+    ) -> list[SearchHit] | None:
+        """As :meth:`SearchIndex.curated`; ``None``: not available, use this index."""
+        ...
+
+
 class SearchIndex:
     """The search index of one layout: sync it with the workspace, query it, read usage."""
 
@@ -818,6 +853,11 @@ class SearchIndex:
         """Documents written since this object was made (a cost figure for tests and bench)."""
         self.known_fallback_logged = False
         """Whether an extraction already warned that it read every entry (the index failed)."""
+        self.remote: RemoteIndex | None = None
+        """A shared store's index, asked first by :meth:`curated` (``None``: this one only)."""
+        self.shared_out = False
+        """Whether the documents written or dropped are noted (table ``shared_out``) for a
+        shared store's search index to take in (``stores/postgres_search.py``)."""
 
     # ------------------------------------------------------------------ storage
 
@@ -842,6 +882,8 @@ class SearchIndex:
             if data is not None:
                 path.write_bytes(data)
         self._db = self._connect(path)
+        if self.shared_out:
+            _note_shared_out(self._db)
         return self._db
 
     def _connect(self, path: Path) -> sqlite3.Connection:
@@ -1053,11 +1095,17 @@ class SearchIndex:
         own = KIND_TABLES.get(doc["kind"], "fts")
         if own != "fts":
             db.execute(f"INSERT INTO {own}(rowid, body) VALUES (?, ?)", (cur.lastrowid, body))
+        if self.shared_out:
+            db.execute("INSERT OR IGNORE INTO shared_out(doc) VALUES (?)", (doc["doc"],))
         self.rows_indexed += 1
 
     def _drop(self, db: sqlite3.Connection, where: str, args: tuple[Any, ...]) -> int:
-        rows = db.execute(f"SELECT id, kind, text, terms FROM docs WHERE {where}", args).fetchall()
-        for row_id, kind, packed, terms in rows:
+        rows = db.execute(
+            f"SELECT id, kind, text, terms, doc FROM docs WHERE {where}", args
+        ).fetchall()
+        for row_id, kind, packed, terms, name in rows:
+            if self.shared_out:
+                db.execute("INSERT OR IGNORE INTO shared_out(doc) VALUES (?)", (name,))
             # A contentless FTS5 table forgets a row when given the text it indexed.
             body = _fts_body(_unpack(packed), terms)
             db.execute("INSERT INTO fts(fts, rowid, body) VALUES ('delete', ?, ?)", (row_id, body))
@@ -1894,6 +1942,12 @@ class SearchIndex:
 
         if not phrases and not words:
             return []
+        if self.remote is not None:
+            found = await self.remote.curated(
+                phrases, words, person=person, limit=limit, max_terms=max_terms
+            )
+            if found is not None:
+                return found
         await self.sync(flagged=True)
         db = await self._open()
         held = self._held(db, words)

@@ -234,6 +234,72 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE sbm_entries ADD COLUMN subjects jsonb;
     """,
+    # 6: the search index of the namespace, one for every sandbox sharing it
+    # (``stores/postgres_search.py``): its documents with their terms as a tsvector (a GIN
+    # index finds the documents holding a query's terms), the statistics BM25 needs (documents
+    # and tokens per kind, documents per term), the
+    # items a retracted entry hides, and the uses later runs made of memory.
+    """
+    CREATE TABLE sbm_search_docs (
+        namespace text NOT NULL,
+        doc text NOT NULL,
+        kind text NOT NULL,
+        scope text NOT NULL,
+        conversation text,
+        key text,
+        person text,
+        detail text,
+        updated_at bigint NOT NULL,
+        sources jsonb NOT NULL,
+        item text,
+        path text NOT NULL,
+        text text NOT NULL,
+        body tsvector NOT NULL,
+        length integer NOT NULL,
+        digest text NOT NULL,
+        PRIMARY KEY (namespace, doc)
+    );
+    CREATE INDEX sbm_search_docs_body_idx ON sbm_search_docs USING gin (body);
+    CREATE INDEX sbm_search_docs_key_idx ON sbm_search_docs (namespace, key)
+        WHERE kind = 'entry';
+    CREATE TABLE sbm_search_stats (
+        namespace text NOT NULL,
+        grp text NOT NULL,
+        docs bigint NOT NULL,
+        tokens bigint NOT NULL,
+        PRIMARY KEY (namespace, grp)
+    );
+    CREATE TABLE sbm_search_terms (
+        namespace text NOT NULL,
+        grp text NOT NULL,
+        term text NOT NULL,
+        docs bigint NOT NULL,
+        PRIMARY KEY (namespace, grp, term)
+    );
+    CREATE TABLE sbm_search_retracted (
+        namespace text NOT NULL,
+        scope text NOT NULL,
+        key text NOT NULL,
+        conversation text NOT NULL,
+        item text NOT NULL,
+        content text NOT NULL,
+        PRIMARY KEY (namespace, scope, key, conversation, item)
+    );
+    CREATE TABLE sbm_search_usage (
+        namespace text NOT NULL,
+        target text NOT NULL,
+        kind text NOT NULL,
+        uses bigint NOT NULL,
+        last_used_at bigint NOT NULL,
+        PRIMARY KEY (namespace, target, kind)
+    );
+    CREATE TABLE sbm_search_meta (
+        namespace text NOT NULL,
+        name text NOT NULL,
+        value text NOT NULL,
+        PRIMARY KEY (namespace, name)
+    );
+    """,
 ]
 """Migration ``i`` takes the schema from version ``i`` to ``i + 1``; never edit a released one."""
 

@@ -45,10 +45,12 @@ from .postgres import (
     LAYOUT_SCOPE,
     SETTINGS_NOTE,
     Fence,
+    PostgresStore,
     RolloutState,
     ScopeState,
     conversation_scope,
 )
+from .postgres_search import PostgresSearch, send_index
 from .records import (
     ConversationMemory,
     Defaults,
@@ -62,7 +64,7 @@ from .records import (
 if TYPE_CHECKING:
     from ..config import MemoryGenerateConfig, MemoryLayoutConfig
     from ..record.segments import LineCheck
-    from ..search.index import SearchIndex
+    from ..search.index import SearchHit, SearchIndex
     from ..workspace import Workspace
     from .files import Store
 
@@ -282,6 +284,14 @@ class SharedCopy:
         self.holder = f"{os.uname().nodename}:{os.getpid()}:{secrets.token_hex(4)}"
         """Who this copy is in the store's claims."""
         runtime.store.shared_copy = True  # records are noted before they change
+        self.store_search: PostgresSearch | None = None
+        """The namespace's search index in the store, when the store holds one
+        (``stores/postgres_search.py``): searches go there, and this copy's index notes what
+        it writes so that its closes send it."""
+        if isinstance(store, PostgresStore):
+            self.store_search = PostgresSearch(store)
+            runtime.search_index.shared_out = True
+            runtime.search_index.remote = self
 
     # ------------------------------------------------------------ outage
 
@@ -488,12 +498,95 @@ class SharedCopy:
                     await self.pull()
                 except MemoryStoreUnavailable as exc:
                     self._went_away(exc, "sending a close's changes")
+                else:
+                    await self.send_search(fence)
             finally:
                 renewer.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await renewer
                 with contextlib.suppress(Exception):
                     await self.store.release(fence)
+
+    async def send_search(self, fence: Fence) -> None:
+        """Under the lease, after the copy is sent and brought up to date: send what its
+        search index wrote or dropped to the store's search index
+        (:func:`~sandbox_memory.stores.postgres_search.send_index`). Derived data: a failure
+        is logged and never fails the close; the notes stay for the next one."""
+
+        if self.store_search is None:
+            return
+        # What the close's (or command's) own syncs of the index noted: the index is not
+        # synced again here (a copy whose index was never built would build it whole).
+        try:
+            await send_index(self.rt.search_index, self.store_search.store, fence)
+        except (MemoryStoreUnavailable, MemoryConflict) as exc:
+            logger.warning(
+                "memory search index could not be sent to %s (%s); the next close sends it",
+                self.store.describe(),
+                exc_text(exc),
+            )
+
+    async def _whole_index_for_store(self) -> None:
+        """A close on a namespace whose store holds no whole search index yet (made before
+        it had one, or no close has sent one): bring this copy's index wholly up to date, so
+        the close sends all of it (its first sending is compared with the store's whole)."""
+
+        if self.store_search is None:
+            return
+        try:
+            if await self.store_search.ready():
+                return
+        except MemoryStoreUnavailable as exc:
+            self._went_away(exc, "reading the store's search index")
+            return
+        await self.rt.sync_search()
+
+    async def search(
+        self, query: str, *, conversation: str | None, limit: int, person: str | None
+    ) -> list[SearchHit] | None:
+        """Hits from the store's search index; ``None`` when the store holds none yet (no
+        close sent a whole index) or cannot be reached, or when an embedder is configured
+        (the store's index ranks by BM25 alone): the caller searches the copy's."""
+
+        if self.store_search is None or self.rt.search_index.embedder is not None:
+            return None
+        try:
+            if not await self.store_search.ready():
+                return None
+            hits = await self.store_search.search(
+                query, conversation=conversation, limit=limit, person=person
+            )
+        except MemoryStoreUnavailable as exc:
+            self._went_away(exc, "searching")
+            return None
+        self._came_back()
+        return hits
+
+    async def curated(
+        self,
+        phrases: list[str],
+        words: list[str],
+        *,
+        person: str | None,
+        limit: int,
+        max_terms: int,
+    ) -> list[SearchHit] | None:
+        """The lookup at run start (section "relevant to this task") on the store's search
+        index; ``None`` as for :meth:`search`."""
+
+        if self.store_search is None:
+            return None
+        try:
+            if not await self.store_search.ready():
+                return None
+            hits = await self.store_search.curated(
+                phrases, words, person=person, limit=limit, max_terms=max_terms
+            )
+        except MemoryStoreUnavailable as exc:
+            self._went_away(exc, "looking up the run's input")
+            return None
+        self._came_back()
+        return hits
 
     async def _renew(self, fence: Fence) -> None:
         while True:
@@ -578,7 +671,10 @@ class SharedCopy:
                         ]
                     except MemoryStoreUnavailable as exc:
                         self._went_away(exc, "reading which conversations others extract")
-                return await local_close(skip)
+                report = await local_close(skip)
+                if fence is not None:
+                    await self._whole_index_for_store()
+                return report
         finally:
             if keeper is not None:
                 keeper.cancel()
