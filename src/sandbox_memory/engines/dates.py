@@ -4,7 +4,9 @@
 memory says *when* that was: ``yesterday (7 May 2023)``. :func:`resolve_relative_dates` adds
 the resolved date in brackets after each relative expression it knows, and never claims more
 precision than was said: "last week" becomes "the week before 9 June 2023", "last month"
-becomes "May 2023", "last Friday" names both the anchor and the day.
+becomes "May 2023", "last Fri" names both the anchor and the day, "two weekends ago" and "a few
+days ago" keep the count as said and add the day it points at ("a few days before 9 June 2023,
+around 6 June 2023"). The person's words stay; the resolved date is added beside them.
 
 Deterministic and linear: one regular-expression pass per text, no clock (the reference date is
 an argument), no locale.
@@ -46,29 +48,65 @@ _NUMBER_WORDS = {
     "ten": 10,
     "eleven": 11,
     "twelve": 12,
-    "couple of": 2,
-    "a couple of": 2,
-    "few": 3,
-    "a few": 3,
+    "thirteen": 13,
+    "fourteen": 14,
+    "fifteen": 15,
+    "sixteen": 16,
+    "seventeen": 17,
+    "eighteen": 18,
+    "nineteen": 19,
 }
+_TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50}
+"""Counts said as words. Vague counts ("a few", "a couple of", "several") are in
+:data:`_VAGUE`: the resolved date is then said to be approximate."""
+
+_VAGUE = {"a couple of": 2, "a couple": 2, "couple of": 2, "a few": 3, "few": 3, "several": 3}
 
 _SEASONS = ("spring", "summer", "fall", "autumn", "winter")
 
-_COUNT = r"(?P<count>\d{1,3}|a couple of|couple of|a few|few|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
-_UNIT = r"(?P<unit>days?|weeks?|months?|years?)"
+_DAY_ABBREVIATIONS = {
+    "mon": 0,
+    "tue": 1,
+    "tues": 1,
+    "wed": 2,
+    "thu": 3,
+    "thur": 3,
+    "thurs": 3,
+    "fri": 4,
+    "sat": 5,
+    "sun": 6,
+}
+"""Weekdays as people abbreviate them; only recognised after "last", "this", "next", ...,
+where "sat" or "sun" cannot be a verb or a noun."""
+
+_COUNT_WORDS = "|".join(
+    sorted((*_NUMBER_WORDS, *_VAGUE), key=lambda w: (-len(w), w)),
+)
+_ONES = "one|two|three|four|five|six|seven|eight|nine"
+_COUNT = rf"(?P<count>\d{{1,3}}|(?:{'|'.join(_TENS)})(?:[- ](?:{_ONES}))?|{_COUNT_WORDS})"
+_UNIT = r"(?P<unit>days?|weeks?|weekends?|fortnights?|months?|years?)"
 _DAY_NAMES = "|".join(WEEKDAYS).lower()
+_DAY_ABBREVIATION_NAMES = "|".join(sorted(_DAY_ABBREVIATIONS, key=lambda w: (-len(w), w)))
 
 _RELATIVE_RE = re.compile(
-    r"\b(?:"
+    r"(?<![\w-])(?:"
     r"(?P<simple>yesterday|today|tonight|tomorrow|last night|this morning|this afternoon"
     r"|this evening|the day before yesterday|the day after tomorrow)"
+    r"|the\s+(?P<around>week|weekend|month|year)\s+(?P<beyond>before\s+last|after\s+next)"
+    r"|(?P<other>the other day)"
     r"|(?P<which>last|this|next|coming|past)\s+(?P<period>week|weekend|month|year"
-    rf"|{_DAY_NAMES}|{'|'.join(_SEASONS)})"
-    rf"|{_COUNT}\s+{_UNIT}\s+(?P<dir>ago|from now|later)"
+    rf"|{_DAY_NAMES}|{'|'.join(_SEASONS)}|{_DAY_ABBREVIATION_NAMES})"
+    rf"|{_COUNT}\s+{_UNIT}\s+(?P<dir>ago|from now)"
     rf"|in\s+{_COUNT.replace('count', 'incount')}\s+{_UNIT.replace('unit', 'inunit')}"
-    r")\b",
+    r")(?!\w)",
     re.IGNORECASE,
 )
+"""One alternation over every form: a fixed day ("yesterday"), a period two steps away ("the
+week before last"), "the other day", a period named from the day said ("last Fri", "next
+month", "this summer"), and a count of units before or after it ("two weekends ago", "a few
+days ago", "in 3 weeks"). A count "later" or a period "before"/"after" with no "last"/"next"
+("three days later", "the week before") counts from an event the text names, not from the day
+said, and is left as said."""
 
 
 def format_day(day: date) -> str:
@@ -86,21 +124,122 @@ def _add_months(day: date, months: int) -> date:
     return date(index // 12, index % 12 + 1, 1)
 
 
-def _count(raw: str) -> int:
-    raw = raw.lower()
+def _count(raw: str) -> tuple[int, bool]:
+    """The number a count says, and whether it is vague ("a few")."""
+
+    raw = " ".join(raw.lower().split())
     if raw.isdigit():
-        return int(raw)
-    return _NUMBER_WORDS.get(raw, 1)
+        return int(raw), False
+    if raw in _VAGUE:
+        return _VAGUE[raw], True
+    tens, _, ones = raw.replace("-", " ").partition(" ")
+    if tens in _TENS:
+        return _TENS[tens] + _NUMBER_WORDS.get(ones, 0), False
+    return _NUMBER_WORDS.get(raw, 1), False
 
 
 def _season(name: str, year: int) -> str:
     return f"{'fall' if name == 'autumn' else name} {year}"
 
 
+def _weekend_before(today: date, weeks: int = 1) -> date:
+    """The Saturday of the ``weeks``-th weekend before ``today`` ("last weekend" is the first):
+    said on a Saturday or a Sunday, the weekend under way is not "last weekend"."""
+
+    back = (today.weekday() - 5) % 7
+    if back <= 1:
+        back += 7
+    return today - timedelta(days=back + 7 * (weeks - 1))
+
+
+def _weekday(period: str, which: str) -> int | None:
+    """The weekday ``period`` names (0 is Monday), or None where it is no weekday here: an
+    abbreviation after "this" only when capitalised ("this Sun", not "this sun")."""
+
+    name = period.lower()
+    if name.capitalize() in WEEKDAYS:
+        return WEEKDAYS.index(name.capitalize())
+    if name not in _DAY_ABBREVIATIONS:
+        return None
+    if which == "this" and not period[0].isupper():
+        return None
+    return _DAY_ABBREVIATIONS[name]
+
+
+def _resolve_period(which: str, period: str, today: date) -> str | None:
+    """A period named from ``today``: "last week", "next month", "this summer", "last Fri"."""
+
+    which = which.lower()
+    said = format_day(today)
+    lowered = period.lower()
+    if lowered == "week":
+        if which in ("last", "past"):
+            return f"the week before {said}"
+        if which == "this":
+            return f"the week of {said}"
+        return f"the week after {said}"
+    if lowered == "weekend":
+        if which in ("last", "past"):
+            return f"the weekend before {said}, {format_day(_weekend_before(today))}"
+        if which == "this":
+            return f"the weekend of {said}"
+        return f"the weekend after {said}"
+    shift = {"last": -1, "past": -1, "this": 0}.get(which, 1)
+    if lowered == "month":
+        return _month(_add_months(today, shift))
+    if lowered == "year":
+        return str(today.year + shift)
+    if lowered in _SEASONS:
+        return _season(lowered, today.year + shift)
+    weekday = _weekday(period, which)
+    if weekday is None:
+        return None
+    name = WEEKDAYS[weekday]
+    if which in ("last", "past"):
+        back = (today.weekday() - weekday) % 7 or 7
+        return f"the {name} before {said}, {format_day(today - timedelta(days=back))}"
+    ahead = (weekday - today.weekday()) % 7
+    if which == "this":
+        return f"{name} {format_day(today + timedelta(days=ahead))}"
+    ahead = ahead or 7
+    return f"the {name} after {said}, {format_day(today + timedelta(days=ahead))}"
+
+
+def _resolve_count(count_raw: str, unit_raw: str, sign: int, today: date) -> str:
+    """A count of units from ``today``: "two weekends ago", "a few days ago", "in 3 weeks".
+    An exact count of days or months or years is the day, month or year; a count of weeks,
+    weekends or a vague count also says how far from the day said it is, as it was said."""
+
+    count, vague = _count(count_raw)
+    unit = unit_raw.lower().rstrip("s")
+    said = format_day(today)
+    spoken = " ".join(f"{count_raw} {unit_raw}".split()).lower()
+    relation = f"{spoken} {'before' if sign < 0 else 'after'} {said}"
+    if unit == "fortnight":
+        unit, count = "week", 2 * count
+    if unit == "day":
+        day = format_day(today + timedelta(days=sign * count))
+        return f"{relation}, around {day}" if vague else day
+    if unit == "week":
+        return f"{relation}, around {format_day(today + timedelta(weeks=sign * count))}"
+    if unit == "weekend":
+        if sign < 0:
+            saturday = _weekend_before(today, count)
+        else:
+            saturday = today + timedelta(days=(5 - today.weekday()) % 7 or 7)
+            saturday += timedelta(weeks=count - 1)
+        return f"{relation}, the weekend of {format_day(saturday)}"
+    if unit == "month":
+        month = _month(_add_months(today, sign * count))
+        return f"{relation}, around {month}" if vague else month
+    year = str(today.year + sign * count)
+    return f"{relation}, around {year}" if vague else year
+
+
 def _resolve(match: re.Match[str], today: date) -> str | None:
     simple = match.group("simple")
     if simple:
-        word = simple.lower()
+        word = " ".join(simple.lower().split())
         offset = {
             "yesterday": -1,
             "last night": -1,
@@ -109,57 +248,21 @@ def _resolve(match: re.Match[str], today: date) -> str | None:
             "the day after tomorrow": 2,
         }.get(word, 0)
         return format_day(today + timedelta(days=offset))
+    if match.group("other"):
+        return f"a few days before {format_day(today)}"
+    around = match.group("around")
+    if around:
+        sign = -1 if match.group("beyond").lower().startswith("before") else 1
+        return _resolve_count("two", f"{around}s", sign, today)
     which = match.group("which")
     if which:
-        which = which.lower()
-        period = match.group("period").lower()
-        said = format_day(today)
-        if period == "week":
-            if which in ("last", "past"):
-                return f"the week before {said}"
-            if which == "this":
-                return f"the week of {said}"
-            return f"the week after {said}"
-        if period == "weekend":
-            if which in ("last", "past"):
-                return f"the weekend before {said}"
-            if which == "this":
-                return f"the weekend of {said}"
-            return f"the weekend after {said}"
-        if period == "month":
-            shift = {"last": -1, "past": -1, "this": 0}.get(which, 1)
-            return _month(_add_months(today, shift))
-        if period == "year":
-            shift = {"last": -1, "past": -1, "this": 0}.get(which, 1)
-            return str(today.year + shift)
-        if period in _SEASONS:
-            shift = {"last": -1, "past": -1, "this": 0}.get(which, 1)
-            return _season(period, today.year + shift)
-        weekday = WEEKDAYS.index(period.capitalize())
-        name = WEEKDAYS[weekday]
-        if which in ("last", "past"):
-            back = (today.weekday() - weekday) % 7 or 7
-            return f"the {name} before {said}, {format_day(today - timedelta(days=back))}"
-        ahead = (weekday - today.weekday()) % 7
-        if which == "this":
-            return f"{name} {format_day(today + timedelta(days=ahead))}"
-        ahead = ahead or 7
-        return f"the {name} after {said}, {format_day(today + timedelta(days=ahead))}"
+        return _resolve_period(which, match.group("period"), today)
     count_raw = match.group("count") or match.group("incount")
     unit_raw = match.group("unit") or match.group("inunit")
     if not count_raw or not unit_raw:
         return None
-    count = _count(count_raw)
-    vague = "around " if "few" in count_raw.lower() or "couple" in count_raw.lower() else ""
-    unit = unit_raw.lower().rstrip("s")
     sign = -1 if (match.group("dir") or "").lower() == "ago" else 1
-    if unit == "day":
-        return vague + format_day(today + timedelta(days=sign * count))
-    if unit == "week":
-        return f"around {format_day(today + timedelta(weeks=sign * count))}"
-    if unit == "month":
-        return vague + _month(_add_months(today, sign * count))
-    return vague + str(today.year + sign * count)
+    return _resolve_count(count_raw, unit_raw, sign, today)
 
 
 def resolve_relative_dates(text: str, today: date | None) -> str:
