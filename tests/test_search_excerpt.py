@@ -92,3 +92,22 @@ async def test_a_long_hit_shows_the_part_holding_the_query_words_not_the_first_f
     await record(c, "trip", chatter + " The night ferry to Naxos leaves from pier 7.", "Ok.")
     hit = (await c.search("when does the ferry to Naxos leave from the pier", limit=1))[0]
     assert "ferry to Naxos leaves from pier 7" in hit.text
+
+
+def test_an_excerpt_matches_where_words_start_not_inside_other_words() -> None:
+    # "art" and "class" inside "started", "classic": not the words asked about.
+    early = "We started with classic starters and a smart classical quartet. " * 3
+    text = (
+        early + "filler " * 150 + "Her art class meets on Tuesdays at the library. " + "more " * 150
+    )
+    cut = excerpt_of(text, "art class")
+    assert "Her art class meets on Tuesdays" in cut
+    assert "started" not in cut
+
+
+def test_of_windows_holding_every_word_the_one_holding_them_most_is_shown() -> None:
+    once = "The ferry left; much later, at the pier, nobody waited. "
+    dense = "Ferry times: the ferry leaves pier 7 at 23:40, the late ferry leaves pier 2. "
+    text = once + "filler " * 150 + dense + "more " * 150
+    cut = excerpt_of(text, "ferry pier")
+    assert "ferry leaves pier 7 at 23:40" in cut and "nobody waited" not in cut

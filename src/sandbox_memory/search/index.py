@@ -460,8 +460,11 @@ def _window(text: str, query: str, size: int = HIT_TEXT_CHARS) -> str:
 
 def excerpt_of(text: str, query: str, size: int = EXCERPT_CHARS) -> str:
     """``text`` whole when it fits in ``size`` characters, otherwise the ``size``-character
-    window holding most of ``query``'s distinct words (the first such window), widened to
-    word boundaries inside it, marked ``…`` where cut."""
+    window holding most of ``query``'s distinct words, of those the one holding the most
+    matches (the first such window), widened to word boundaries inside it, marked ``…`` where
+    cut. A query word matches where a word of the text starts with its first five letters
+    ("ferry" in "ferries", not "art" in "started"); a CJK word by its first two characters
+    anywhere, as CJK text has no spaces."""
 
     text = " ".join(text.split())
     if len(text) <= size:
@@ -471,23 +474,25 @@ def excerpt_of(text: str, query: str, size: int = EXCERPT_CHARS) -> str:
     for token in dict.fromkeys(t.lower() for t in _QUERY_TOKEN_RE.findall(query)):
         if token in QUERY_STOPWORDS:
             continue
-        probe = token[:5] if not _CJK_RUN_RE.match(token) else token[:2]
+        cjk = _CJK_RUN_RE.match(token) is not None
+        probe = token[:2] if cjk else token[:5]
         at = lowered.find(probe)
         while at >= 0:
-            places.append((at, probe))
+            if cjk or at == 0 or not lowered[at - 1].isalnum():
+                places.append((at, probe))
             at = lowered.find(probe, at + 1)
     places.sort()
     # A window sliding over the matches: the one starting at a match that holds the most
-    # distinct words (linear in the matches).
-    start, most = 0, 0
+    # distinct words, then the most matches (linear in the matches).
+    start, best = 0, (0, 0)
     inside: dict[str, int] = {}
     last = 0
     for first, (at, _) in enumerate(places):
         while last < len(places) and places[last][0] + len(places[last][1]) <= at + size:
             inside[places[last][1]] = inside.get(places[last][1], 0) + 1
             last += 1
-        if len(inside) > most:
-            start, most = at, len(inside)
+        if (len(inside), last - first) > best:
+            start, best = at, (len(inside), last - first)
         if last > first:
             word = places[first][1]
             inside[word] -= 1
