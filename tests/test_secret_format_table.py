@@ -4,6 +4,8 @@ left), each of its `kept` examples passes the whole redactor unchanged."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from sandbox_memory.redact import default_redactor
@@ -49,3 +51,22 @@ def test_each_row_redacts_its_secrets_and_keeps_its_near_misses(row: Format) -> 
 def test_a_row_with_an_unknown_form_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="'x-token'.*form must be one of"):
         _format_rule(Format("x-token", form="regex", pattern="x"))
+
+
+def test_a_rule_read_from_its_pattern_text_matches_its_compiled_pattern() -> None:
+    """Rules are compiled when they first run; what the matcher needs before that (the secret
+    group, a head group) is read from the pattern's text and must agree with the compiled
+    pattern's named groups."""
+
+    from sandbox_memory.redact.rules import _BUILTIN_RULES
+
+    for rule in _BUILTIN_RULES:
+        compiled = re.compile(rule.pattern, rule.compiled.flags if rule.compiled else 0)
+        assert rule.has_head == ("head" in compiled.groupindex), rule.kind
+        if isinstance(rule.group, str):
+            assert rule.group in compiled.groupindex, rule.kind
+        else:
+            assert rule.group <= compiled.groups, rule.kind
+            if rule.group == 0:
+                assert "secret" not in compiled.groupindex, rule.kind
+        assert rule.regex.pattern == rule.pattern

@@ -9,6 +9,8 @@ the close's time budget. Failures raise :class:`ModelExtractionError` saying wha
 from __future__ import annotations
 
 import asyncio
+import copy
+import functools
 import json
 import math
 import os
@@ -419,13 +421,21 @@ def _behaviour_detail(exc: ModelBehaviorError) -> str:
     return text
 
 
+@functools.cache
+def _strict_schema() -> dict[str, Any]:
+    """The strict JSON schema of :class:`_ExtractionOutput`, made once per process (pydantic
+    builds it anew at each call: a few milliseconds per extraction)."""
+
+    return ensure_strict_json_schema(_ExtractionOutput.model_json_schema())
+
+
 class ExtractionSchema(AgentOutputSchemaBase):
     """The structured output of phase 1: a strict schema valid for OpenAI and Azure (every
     property required, ``additionalProperties: false``, no ``default``), parsed with errors
     that say what was wrong."""
 
     def __init__(self) -> None:
-        self._schema = ensure_strict_json_schema(_ExtractionOutput.model_json_schema())
+        self._schema = copy.deepcopy(_strict_schema())
 
     def is_plain_text(self) -> bool:
         return False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 import re
@@ -606,16 +607,20 @@ async def _registry_ids(rt: LayoutState) -> list[str]:
     validating every entry the registry holds."""
 
     raw = await rt.store.read_state(f"{rt.store.dir}/registry.json")
+    return list(_registry_ids_in(raw)) if raw else []
+
+
+@functools.lru_cache(maxsize=1)
+def _registry_ids_in(raw: bytes) -> tuple[str, ...]:
+    """The conversation ids of a registry record's bytes (parsed once for the extractions of
+    a close: the registry changes only in phase 2)."""
+
     try:
-        doc = (
-            bounded.loads(raw, limit=bounded.MAX_STATE_BYTES, what="store/registry.json")
-            if raw
-            else {}
-        )
+        doc = bounded.loads(raw, limit=bounded.MAX_STATE_BYTES, what="store/registry.json")
     except ValueError:
         doc = {}  # set aside and rebuilt where the registry is loaded in full
     found = doc.get("conversations") if isinstance(doc, dict) else None
-    return [str(r) for r in found] if isinstance(found, dict) else []
+    return tuple(str(r) for r in found) if isinstance(found, dict) else ()
 
 
 def _new_text(segments: list[dict[str, Any]]) -> str:

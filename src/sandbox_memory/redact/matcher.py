@@ -221,7 +221,7 @@ class Matcher:
         for n, index in enumerate(ungated):
             by_literal[_pattern_key(n)] = [index]
         self._by_literal = {k: tuple(v) for k, v in by_literal.items()}
-        patterns = tuple(self.rules[i].prefilter or self.rules[i].regex.pattern for i in ungated)
+        patterns = tuple(self.rules[i].prefilter or self.rules[i].pattern for i in ungated)
         for word in (
             *_ASSIGN_ANCHORS,
             *_ENTROPY_CONTEXT_WORDS,

@@ -8,7 +8,7 @@ import functools
 import re
 import string
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .. import bounded
 from .formats import FORMATS, FORMS, SECRET_FILE, Format
@@ -85,10 +85,12 @@ _REFERENCE_PREFIXES = (
 
 @dataclass(frozen=True)
 class _Rule:
-    """One precompiled regular expression that yields secret spans."""
+    """One regular expression that yields secret spans, compiled when first run (with the
+    Hyperscan matcher most rules never run in a process: compiling all of them took about a
+    third of a second of every process's first recorded run)."""
 
     kind: str
-    regex: re.Pattern[str]
+    pattern: str
     priority: int
     group: int | str  # the secret; a group named "head" (in a lookbehind) moves the start left
     has_head: bool
@@ -101,6 +103,12 @@ class _Rule:
     source: str
     prefilter: str | None = None  # for a rule without a literal: a Hyperscan regex every match
     # contains (ASCII classes only, no lookaround); the matcher may skip the rule without it
+    compiled: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
+    """The pattern as given compiled (with its flags), when it was."""
+
+    @functools.cached_property
+    def regex(self) -> re.Pattern[str]:
+        return self.compiled if self.compiled is not None else re.compile(self.pattern)
 
 
 _META = frozenset(".^$*+?{}[]\\|()")
@@ -219,21 +227,27 @@ def _rule(
     source: str = "own",
     prefilter: str | None = None,
 ) -> _Rule:
-    regex = pattern if isinstance(pattern, re.Pattern) else re.compile(pattern)
+    compiled = pattern if isinstance(pattern, re.Pattern) else None
+    text = pattern.pattern if isinstance(pattern, re.Pattern) else pattern
     if not gate:
         # A rule whose pattern starts with a literal is skipped, cheaply, when the literal does
         # not occur: most rules are vendor prefixes, and most text holds none of them.
-        gate = _gates(regex.pattern)
+        gate = _gates(text)
+    # Named groups read from the pattern's text (``(?P<name>`` is the only way to name one),
+    # so that the rule is compiled only when it first runs.
     if group is None:
-        group = "secret" if "secret" in regex.groupindex else 0
-    if isinstance(group, int) and group > regex.groups:
-        group = 0
+        group = "secret" if "(?P<secret>" in text else 0
+    if isinstance(group, int) and group > 0:
+        compiled = compiled or re.compile(text)
+        if group > compiled.groups:
+            group = 0
     return _Rule(
         kind=kind,
-        regex=regex,
+        pattern=text,
+        compiled=compiled,
         priority=priority,
         group=group,
-        has_head="head" in regex.groupindex,
+        has_head="(?P<head>" in text,
         extend=extend,
         extend_left_digits=extend_left_digits,
         validate=validate,

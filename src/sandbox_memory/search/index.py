@@ -112,6 +112,10 @@ matches its candidates' keys against them."""
 KNOWN_WORDS_LOOKED_UP = 256
 """Distinct words of a transcript (its most repeated) whose rarity among entries is looked up."""
 
+KNOWN_TERMS_PER_STATEMENT = 64
+"""Words counted by one SQL statement (a compound of one count per word; SQLite allows 500
+parts by default)."""
+
 KNOWN_QUERY_TERMS = 32
 """Words of a transcript searched for known entries: the rarest of those looked up."""
 
@@ -2262,30 +2266,40 @@ class SearchIndex:
                 raise
             # How many entries hold each word (counted up to a cap: a few postings each), so
             # the rarest words, which tell most, are the ones searched.
-            held = {
-                t: int(
-                    db.execute(
-                        "SELECT count(*) FROM (SELECT rowid FROM entry_fts "
-                        "WHERE entry_fts MATCH ? LIMIT ?)",
-                        (t, KNOWN_PER_WORD + 1),
-                    ).fetchone()[0]
+            held: dict[str, int] = {}
+            for first in range(0, len(terms), KNOWN_TERMS_PER_STATEMENT):
+                part = terms[first : first + KNOWN_TERMS_PER_STATEMENT]
+                counts = " UNION ALL ".join(
+                    f"SELECT {n}, count(*) FROM (SELECT rowid FROM entry_fts "
+                    "WHERE entry_fts MATCH ? LIMIT ?)"
+                    for n in range(len(part))
                 )
-                for t in terms
-            }
+                args: list[str | int] = [a for t in part for a in (t, KNOWN_PER_WORD + 1)]
+                for n, count in db.execute(counts, args):
+                    held[part[int(n)]] = int(count)
             chosen = sorted((t for t in terms if held[t]), key=lambda t: held[t])
+            chosen = chosen[:KNOWN_QUERY_TERMS]
             wanted = json.dumps(sorted(set(scopes)))
             shared: dict[int, int] = {}
-            for term in chosen[:KNOWN_QUERY_TERMS]:
-                # The newest entries of these scopes holding the word (rowids grow with
-                # every change written): a common word costs no more than a rare one.
-                for (row_id,) in db.execute(
-                    "SELECT f.rowid FROM entry_fts f JOIN docs d ON d.id = f.rowid "
-                    "WHERE entry_fts MATCH ? AND d.scope IN (SELECT value FROM json_each(?)) "
-                    "ORDER BY f.rowid DESC LIMIT ?",
-                    (term, wanted, KNOWN_PER_WORD),
-                ):
-                    shared[row_id] = shared.get(row_id, 0) + 1
-            best = sorted(shared, key=lambda r: (-shared[r], -r))[:limit]
+            if chosen:
+                # For each word, the newest entries of these scopes holding it (rowids grow
+                # with every change written: a common word costs no more than a rare one);
+                # counted and ranked in one statement, not row by row here.
+                per_word = " UNION ALL ".join(
+                    ["SELECT * FROM (" + _KNOWN_PER_WORD_SQL + ")"] * len(chosen)
+                )
+                args = [wanted]
+                for term in chosen:
+                    args += [term, KNOWN_PER_WORD]
+                shared = dict(
+                    db.execute(
+                        "WITH wanted(scope) AS (SELECT value FROM json_each(?)) "
+                        f"SELECT id, count(*) FROM ({per_word}) GROUP BY id "
+                        "ORDER BY count(*) DESC, id DESC",
+                        args,
+                    ).fetchall()
+                )
+            best = list(shared)[:limit]
             # Walked newest first along the time index, stopping at the limit (by the scope
             # index, every entry of the scopes was sorted: most of the lookup at 20,000).
             newest = db.execute(
@@ -2356,6 +2370,13 @@ summary line or an entry restates a message with a label (``Result:``, ``The use
 and ids around the same words, so the texts are never equal."""
 
 _ALL_WORDS_RE = re.compile(r"[^\W_]+")
+
+
+_KNOWN_PER_WORD_SQL = (
+    "SELECT f.rowid AS id FROM entry_fts f JOIN docs d ON d.id = f.rowid "
+    "WHERE entry_fts MATCH ? AND d.scope IN wanted ORDER BY f.rowid DESC LIMIT ?"
+)
+"""The newest entries of the wanted scopes holding one word (:meth:`SearchIndex.known_entries`)."""
 
 
 def all_words(text: str) -> set[str]:
