@@ -65,7 +65,8 @@ LEASE_CLOCK_SLACK_SECONDS = 60.0
 """How far another machine's clock may run ahead before its lease is not believed."""
 
 BIG_WRITE_BYTES = 1 << 20
-"""Writes and reads at least this big leave the event loop (a thread does the system call)."""
+"""Reads and writes at least this big leave the event loop (a thread does the system call); a
+write that waits for the disk (:meth:`LocalWorkspace.write_atomic`) always does."""
 
 WRITE_BATCH_FILES = 128
 """Files :meth:`LocalWorkspace.write_atomic_many` holds open at once (two descriptors each:
@@ -437,9 +438,9 @@ class LocalWorkspace(Workspace):
                 raise
 
     async def write_atomic(self, path: str, data: bytes) -> None:
-        # Small writes stay on the loop: a thread hop costs more than writing a few kilobytes.
-        big = len(data) >= BIG_WRITE_BYTES
-        await self._call(big, self._write_atomic_sync, path, data)
+        # In a thread whatever its size: the wait for the disk (milliseconds) would stop every
+        # other task of the loop (a close's other extractions, a run's record) for its length.
+        await asyncio.to_thread(self._write_atomic_sync, path, data)
 
     async def write_atomic_many(self, items: Sequence[tuple[str, bytes]]) -> None:
         if type(self).write_atomic is not _LOCAL_WRITE_ATOMIC:
@@ -449,8 +450,7 @@ class LocalWorkspace(Workspace):
             return
         for start in range(0, len(items), WRITE_BATCH_FILES):
             batch = items[start : start + WRITE_BATCH_FILES]
-            big = sum(len(data) for _, data in batch) >= BIG_WRITE_BYTES
-            await self._call(big, self._write_many_sync, batch)
+            await asyncio.to_thread(self._write_many_sync, batch)
 
     def _write_many_sync(self, items: Sequence[tuple[str, bytes]]) -> None:
         """Every temporary file written first, then each waited for on disk, then each renamed
