@@ -25,9 +25,11 @@ commands (:mod:`.edit.commands`) all apply these rules.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -346,7 +348,7 @@ with `make check` first." are one entry; two fixes of one file in different func
 far less."""
 
 
-def _same_words(a: set[str], b: set[str]) -> bool:
+def _same_words(a: AbstractSet[str], b: AbstractSet[str]) -> bool:
     """One says all the other says, and little more: "deploy alpha with make deploy-alpha" and
     "deploy gamma ..." differ in the word that names their subject, so they are two."""
 
@@ -422,6 +424,19 @@ def _same_subject(kind: str, a: frozenset[str], b: frozenset[str]) -> bool:
     return a == b and len(a) >= SUBJECT_MIN_NAMES.get(kind, SUBJECT_DEFAULT_MIN_NAMES)
 
 
+KNOWN_TRAITS_CACHED = 4_096
+"""Known entries' contents whose words are kept between extractions (a close's extractions
+are shown mostly the same ones)."""
+
+
+@functools.lru_cache(maxsize=KNOWN_TRAITS_CACHED)
+def _known_traits(content: str) -> tuple[frozenset[str], frozenset[str]]:
+    """A known entry's words and what it names: the same few hundred known entries are met by
+    every extraction of a close."""
+
+    return frozenset(_words(content)), subject_names(content)
+
+
 def one_entry_per_subject(
     candidates: list[Candidate],
     known: Iterable[KnownEntry],
@@ -438,7 +453,11 @@ def one_entry_per_subject(
 
     Each fold is logged (INFO) and, when ``folds`` is given, said there for the change log."""
 
-    known_seen = [(k, _words(k.content), subject_names(k.content, k.subjects)) for k in known]
+    known_seen = [
+        (k, words, named if k.subjects is None else subject_names(k.content, k.subjects))
+        for k in known
+        for words, named in [_known_traits(k.content)]
+    ]
     out: list[Candidate] = []
     at: dict[str, int] = {}
     for cand in candidates:

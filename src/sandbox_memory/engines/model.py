@@ -197,15 +197,20 @@ def build_user_message(request: ExtractionRequest) -> str:
     return "\n\n".join(parts)
 
 
+@functools.lru_cache(maxsize=4_096)
+def _entry_words(key: str, content: str) -> frozenset[str]:
+    """A known entry's words as :func:`_known_for_prompt` compares them (its key and the start
+    of its content): a close's extractions are shown mostly the same entries."""
+
+    return frozenset(_WORD_RE.findall(f"{key} {content[:200]}".lower()))
+
+
 def _known_for_prompt(request: ExtractionRequest, transcript: str) -> list[dict[str, object]]:
     """Known entries within :data:`KNOWN_ENTRIES_MAX_CHARS`, most relevant to the transcript first."""
 
     words = set(_WORD_RE.findall(transcript.lower()))
     candidates = request.known_entries[:KNOWN_ENTRIES_SCANNED]
-    shared = [
-        len(words.intersection(_WORD_RE.findall(f"{e.key} {e.content[:200]}".lower())))
-        for e in candidates
-    ]
+    shared = [len(words.intersection(_entry_words(e.key, e.content))) for e in candidates]
     order = sorted(range(len(candidates)), key=lambda i: (-shared[i], i))
     known: list[dict[str, object]] = []
     used = 0
