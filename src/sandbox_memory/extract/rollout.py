@@ -833,8 +833,10 @@ async def _apply(
         f"session_id: {rt.session_id or '-'}\nupdated_at: {updated_at}\nrollout_path: {path}\n"
         f"terminal_state: {state}\n\n" + summary_text
     )
-    await rt.ws.write_text(raw_rel, raw_text)
-    await rt.ws.write_text(summary_rel, summary_text)
+    # Together, in this order: one wait for the disk for both.
+    await rt.ws.write_atomic_many(
+        [(raw_rel, raw_text.encode("utf-8")), (summary_rel, summary_text.encode("utf-8"))]
+    )
 
     tail = await _tail(rt, path, end_offset)
 
