@@ -211,3 +211,30 @@ async def test_two_phrasings_of_a_decision_file_alike() -> None:
     result = await extract([seg.build()])
 
     assert sorted(c.kind for c in result.candidates) == ["decision", "decision"]
+
+
+@pytest.mark.parametrize(
+    ("message", "speaker"),
+    [
+        ("Caroline: I went to the LGBTQ support group yesterday.", "Caroline"),
+        ("Mary Ann: We ship on Tuesdays.", "Mary Ann"),
+        ("Ana-Lucia: I prefer tabs.", "Ana-Lucia"),
+        ("McDonald: The build is green.", "McDonald"),
+        ("DeShawn: Let's meet at noon.", "DeShawn"),
+        ("O'Brien: I moved to Dublin.", "O'Brien"),
+        ("IndexError: tuple index out of range in identify_format (io.registry)", None),
+        ("TimeSeries: misleading exception when required column check fails", None),
+        ("SkyCoord: subclassed attribute access gives a misleading message", None),
+        ("OpenAI: the client times out", None),
+        ("Note: the tests are slow.", None),
+        ("Error: file not found", None),
+    ],
+)
+def test_a_label_names_a_speaker_only_when_it_is_written_as_a_name(
+    message: str, speaker: str | None
+) -> None:
+    from sandbox_memory.engines.conversation import split_speaker
+
+    turn = split_speaker(message)
+    assert turn.speaker == speaker
+    assert turn.text.strip() in message

@@ -117,13 +117,33 @@ class Turn:
     text: str
 
 
+_NAME_PREFIX_RE = re.compile(r"(?:Mc|Mac|O|D|De|Di|Da|Du|La|Le|Van|Von|St)[A-Z][a-z]")
+"""A name part whose inner capital follows a surname prefix (McDonald, DeShawn, O'Brien)."""
+
+_INNER_CAPITAL_RE = re.compile(r"[a-z][A-Z]")
+
+
+def _code_identifier(word: str) -> bool:
+    """Whether ``word`` is written as code (``IndexError``, ``TimeSeries``, ``OpenAI``): a
+    capital inside a part of it, other than after a surname prefix."""
+
+    return any(
+        _INNER_CAPITAL_RE.search(part) and not _NAME_PREFIX_RE.match(part)
+        for part in re.split(r"[-'.]", word)
+    )
+
+
 def split_speaker(text: str) -> Turn:
-    """The message's ``Name:`` label (when it names a person) and the text after it."""
+    """The message's ``Name:`` label (when it names a person) and the text after it.
+
+    A label word that introduces a kind of text (:data:`NOT_SPEAKERS`: "Note:", "Error:") or
+    is written as code (a bug report's "IndexError: tuple index out of range") names no one."""
 
     match = SPEAKER_LABEL_RE.match(text)
     if match:
         name = match.group("name").strip()
-        if not any(word.lower().strip(".") in NOT_SPEAKERS for word in name.split()):
+        words = name.split()
+        if not any(w.lower().strip(".") in NOT_SPEAKERS or _code_identifier(w) for w in words):
             return Turn(speaker=name, text=text[match.end() :])
     return Turn(speaker=None, text=text)
 
