@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import importlib.util
 import json
 import sys
 import time
@@ -182,6 +183,16 @@ def main(argv: list[str] | None = None) -> int:
         "results (docs/benchmarks.json, or a --save file), without running anything",
     )
     args = parser.parse_args(argv)
+    writes_docs = (args.report_from or not (args.quick or args.no_write)) and Path(
+        args.out
+    ).resolve() == RESULTS.with_suffix(".md")
+    if writes_docs and importlib.util.find_spec("matplotlib") is None:
+        # The project's report shows the plot (tests/test_bench_figures.py holds it to the
+        # results): refused before a run of many minutes, not after.
+        parser.error(
+            "writing docs/benchmarks.md needs matplotlib for its plot: "
+            "pip install -r bench/requirements.txt (or --no-write, or --out elsewhere)"
+        )
     if args.report_from:
         saved = load_results(Path(args.report_from))
         _write_report(saved, args)
