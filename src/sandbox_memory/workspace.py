@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextvars
 import errno
 import fcntl
+import functools
 import hashlib
 import io
 import json
@@ -35,6 +37,7 @@ import stat
 import time
 import weakref
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -355,6 +358,26 @@ def _write_all(fd: int, data: bytes) -> tuple[int, OSError | None]:
     return written, None
 
 
+_DISK_WRITER: tuple[int, ThreadPoolExecutor] | None = None
+
+
+async def _on_disk_writer(func: Callable[..., _T], *args: Any) -> _T:
+    """``func(*args)`` on this process's one disk-writer thread: writes that wait for the disk
+    leave the event loop, one at a time (the disk takes them one at a time anyway), on a single
+    thread rather than the loop's default pool, whose threads each hold a memory arena of their
+    own. A child made by fork starts its own writer (the parent's thread is not in it)."""
+
+    global _DISK_WRITER
+    if _DISK_WRITER is None or _DISK_WRITER[0] != os.getpid():
+        _DISK_WRITER = (
+            os.getpid(),
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-memory-write"),
+        )
+    ctx = contextvars.copy_context()
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_DISK_WRITER[1], functools.partial(ctx.run, func, *args))
+
+
 class LocalWorkspace(Workspace):
     """A workspace that is a folder on this machine."""
 
@@ -438,9 +461,9 @@ class LocalWorkspace(Workspace):
                 raise
 
     async def write_atomic(self, path: str, data: bytes) -> None:
-        # In a thread whatever its size: the wait for the disk (milliseconds) would stop every
+        # Off the loop whatever its size: the wait for the disk (milliseconds) would stop every
         # other task of the loop (a close's other extractions, a run's record) for its length.
-        await asyncio.to_thread(self._write_atomic_sync, path, data)
+        await _on_disk_writer(self._write_atomic_sync, path, data)
 
     async def write_atomic_many(self, items: Sequence[tuple[str, bytes]]) -> None:
         if type(self).write_atomic is not _LOCAL_WRITE_ATOMIC:
@@ -450,7 +473,7 @@ class LocalWorkspace(Workspace):
             return
         for start in range(0, len(items), WRITE_BATCH_FILES):
             batch = items[start : start + WRITE_BATCH_FILES]
-            await asyncio.to_thread(self._write_many_sync, batch)
+            await _on_disk_writer(self._write_many_sync, batch)
 
     def _write_many_sync(self, items: Sequence[tuple[str, bytes]]) -> None:
         """Every temporary file written first, then each waited for on disk, then each renamed
