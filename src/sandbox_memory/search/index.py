@@ -2193,43 +2193,23 @@ class SearchIndex:
         person: str | None,
         conversation: str | None,
     ) -> list[SearchHit]:
-        """Ranked hits with each statement once. A hit is one fact, named by its scope and key:
-        the same key in two conversations is two facts (three ``budget``s are three hits). The
-        exception is a copy of one statement: an entry promoted to layout memory from the same
-        items (it shares a source), or the same text learned in several conversations; the
-        copies are one hit, kept in its best place and citing the sources of every copy this
-        search may see."""
+        """:func:`one_per_key`, the copies read from this index."""
 
-        out: list[SearchHit] = []
-        shown: dict[str, list[tuple[set[tuple[str, str]], set[str]]]] = {}
-        for hit in ranked:
-            if hit.kind == "entry" and hit.key is not None:
-                refs = {(s.conversation, s.item) for s in hit.sources}
-                said = _plain(hit.text)
-                if any(refs & seen or said in texts for seen, texts in shown.get(hit.key, [])):
-                    continue
-                sql = (
-                    "SELECT sources, text FROM docs WHERE kind = 'entry' AND key = ? "
-                    "AND (person IS NULL OR person = ?)"
-                )
-                args: list[Any] = [hit.key, person]
-                if conversation is not None:
-                    sql += " AND conversation = ?"
-                    args.append(conversation)
-                cited = {(s.conversation, s.item): s for s in hit.sources}
-                texts = {said}
-                for sources, packed in db.execute(sql + " ORDER BY updated_at DESC, doc", args):
-                    copy = [Source(**raw) for raw in _sources_of(sources)]
-                    text = _plain(_unpack(packed))
-                    if not (refs & {(c.conversation, c.item) for c in copy} or text == said):
-                        continue  # another fact under the same key
-                    texts.add(text)
-                    for source in copy:
-                        cited.setdefault((source.conversation, source.item), source)
-                hit.sources = list(cited.values())
-                shown.setdefault(hit.key, []).append((set(cited), texts))
-            out.append(hit)
-        return out
+        def copies_of(key: str) -> list[tuple[list[Source], str]]:
+            sql = (
+                "SELECT sources, text FROM docs WHERE kind = 'entry' AND key = ? "
+                "AND (person IS NULL OR person = ?)"
+            )
+            args: list[Any] = [key, person]
+            if conversation is not None:
+                sql += " AND conversation = ?"
+                args.append(conversation)
+            return [
+                ([Source(**raw) for raw in _sources_of(sources)], _plain(_unpack(packed)))
+                for sources, packed in db.execute(sql + " ORDER BY updated_at DESC, doc", args)
+            ]
+
+        return one_per_key(ranked, copies_of)
 
     async def known_entries(
         self, text: str, *, scopes: Collection[str], limit: int = KNOWN_CANDIDATES
@@ -2393,6 +2373,41 @@ def says_the_same(text: str, said: Iterable[set[str]]) -> bool:
     if not words:
         return True
     return any(len(words & other) >= SAME_WORDS * len(words) for other in said)
+
+
+def one_per_key(
+    ranked: list[SearchHit], copies_of: Callable[[str], Iterable[tuple[list[Source], str]]]
+) -> list[SearchHit]:
+    """Ranked hits with each statement once. A hit is one fact, named by its scope and key:
+    the same key in two conversations is two facts (three ``budget``s are three hits). The
+    exception is a copy of one statement: an entry promoted to layout memory from the same
+    items (it shares a source), or the same text learned in several conversations; the
+    copies are one hit, kept in its best place and citing the sources of every copy this
+    search may see.
+
+    ``copies_of(key)``: the entries under ``key`` this search may see, newest first, as
+    (sources, plain text); each index (SQLite, PostgreSQL) reads them its own way."""
+
+    out: list[SearchHit] = []
+    shown: dict[str, list[tuple[set[tuple[str, str]], set[str]]]] = {}
+    for hit in ranked:
+        if hit.kind == "entry" and hit.key is not None:
+            refs = {(s.conversation, s.item) for s in hit.sources}
+            said = _plain(hit.text)
+            if any(refs & seen or said in texts for seen, texts in shown.get(hit.key, [])):
+                continue
+            cited = {(s.conversation, s.item): s for s in hit.sources}
+            texts = {said}
+            for copy, text in copies_of(hit.key):
+                if not (refs & {(c.conversation, c.item) for c in copy} or text == said):
+                    continue  # another fact under the same key
+                texts.add(text)
+                for source in copy:
+                    cited.setdefault((source.conversation, source.item), source)
+            hit.sources = list(cited.values())
+            shown.setdefault(hit.key, []).append((set(cited), texts))
+        out.append(hit)
+    return out
 
 
 def distinct(ranked: list[SearchHit], limit: int) -> list[SearchHit]:

@@ -63,6 +63,7 @@ from ..search.index import (
     all_words,
     distinct,
     excerpt_of,
+    one_per_key,
     search_expression,
     states_any,
 )
@@ -824,39 +825,26 @@ class PostgresSearch:
     async def _one_per_key(
         self, conn: psycopg.AsyncConnection[Any], ranked: list[SearchHit], args: dict[str, Any]
     ) -> list[SearchHit]:
-        """Each statement once, its copies' sources merged (``SearchIndex._one_per_key``)."""
+        """:func:`~sandbox_memory.search.index.one_per_key`, the copies of every entry key
+        shown read in one query."""
 
-        out: list[SearchHit] = []
-        shown: dict[str, list[tuple[set[tuple[str, str]], set[str]]]] = {}
-        for hit in ranked:
-            if hit.kind == "entry" and hit.key is not None:
-                refs = {(s.conversation, s.item) for s in hit.sources}
-                said = _plain(hit.text)
-                if any(refs & seen or said in texts for seen, texts in shown.get(hit.key, [])):
-                    continue
-                sql = (
-                    "SELECT d.sources, d.text, d.updated_at, d.doc FROM sbm_search_docs d "
-                    "WHERE d.namespace = %(ns)s AND d.kind = 'entry' AND d.key = %(key)s "
-                    "AND (d.person IS NULL OR d.person = %(person)s)"
-                )
-                if args["conv"] is not None:
-                    sql += " AND d.conversation = %(conv)s"
-                rows = await (await conn.execute(sql, {**args, "key": hit.key})).fetchall()
-                rows.sort(key=lambda r: (-int(r[2]), str(r[3]).encode()))
-                cited = {(s.conversation, s.item): s for s in hit.sources}
-                texts = {said}
-                for sources, text, _, _ in rows:
-                    copy = [Source(**raw) for raw in _sources_of(json.dumps(sources))]
-                    plain = _plain(str(text))
-                    if not (refs & {(c.conversation, c.item) for c in copy} or plain == said):
-                        continue
-                    texts.add(plain)
-                    for source in copy:
-                        cited.setdefault((source.conversation, source.item), source)
-                hit.sources = list(cited.values())
-                shown.setdefault(hit.key, []).append((set(cited), texts))
-            out.append(hit)
-        return out
+        keys = sorted({h.key for h in ranked if h.kind == "entry" and h.key is not None})
+        if not keys:
+            return ranked
+        sql = (
+            "SELECT d.key, d.sources, d.text, d.updated_at, d.doc FROM sbm_search_docs d "
+            "WHERE d.namespace = %(ns)s AND d.kind = 'entry' AND d.key = ANY(%(keys)s) "
+            "AND (d.person IS NULL OR d.person = %(person)s)"
+        )
+        if args["conv"] is not None:
+            sql += " AND d.conversation = %(conv)s"
+        rows = await (await conn.execute(sql, {**args, "keys": keys})).fetchall()
+        rows.sort(key=lambda r: (-int(r[3]), str(r[4]).encode()))  # newest, then as SQLite
+        copies: dict[str, list[tuple[list[Source], str]]] = {}
+        for key, sources, text, _, _ in rows:
+            copy = [Source(**raw) for raw in _sources_of(json.dumps(sources))]
+            copies.setdefault(str(key), []).append((copy, _plain(str(text))))
+        return one_per_key(ranked, lambda key: copies.get(key, []))
 
     async def _with_excerpts(
         self,
