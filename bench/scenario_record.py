@@ -36,6 +36,7 @@ from common import Progress, Row, make_memory, median, sandbox, temp_root
 from workload import conversation_id, segment_payload
 
 from sandbox_memory import _sdk
+from sandbox_memory.record import offload
 from sandbox_memory.record.segments import build_segment
 from sandbox_memory.runtime import LayoutRuntime
 from sandbox_memory.workspace import LocalWorkspace, SessionWorkspace
@@ -111,6 +112,21 @@ def _settle(path: Path) -> None:
         os.close(fd)
 
 
+def _offload_cpu() -> float:
+    """CPU seconds of the recording child (``record.offload``: payloads over 4 Mi characters
+    are built there), 0 when none runs (Linux: read from ``/proc``)."""
+
+    proc = offload._child._proc
+    if proc is None:
+        return 0.0
+    try:
+        with open(f"/proc/{proc.pid}/stat", encoding="ascii") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _load_average() -> str:
     """The 1-minute load average (the wall figures move with it on a shared machine)."""
 
@@ -137,6 +153,9 @@ async def run(config: dict[str, Any], progress: Progress) -> tuple[list[Row], di
     at: dict[tuple[str, int], Samples] = {(k, n): Samples() for k in SERIES for n in sizes}
     write_only: list[float] = []
     redact_us: list[float] = []
+    big_cpu: list[float] = []
+    big_raw: list[float] = []
+    big_bytes: list[int] = []
     line_bytes = 0
 
     load = [_load_average(), ""]
@@ -234,6 +253,23 @@ async def run(config: dict[str, Any], progress: Progress) -> tuple[list[Row], di
                     f"record: N={n}: "
                     + ", ".join(f"{k} {median(at[(k, n)].wall) * 1e6:,.0f} us" for k in SERIES)
                 )
+            # CPU per byte of a record minus a raw write of the same bytes, for a segment with
+            # one 1 MB tool output (the 9 KB figure comes from the N=top samples above).
+            for s in range(config.get("big_samples", 5)):
+                payload = segment_payload(0, top + samples + s, big_output_chars=1_000_000)
+                path = sessions_ours / "big.jsonl"
+                before = path.stat().st_size if path.exists() else 0
+                cpu = _cpu() + _offload_cpu()
+                await runtimes["ours"].record(payload, rollout_id="big")
+                big_cpu.append(_cpu() + _offload_cpu() - cpu)
+                _settle(path)
+                with open(path, "rb") as fh:
+                    fh.seek(before)
+                    line = fh.read()
+                big_bytes.append(len(line))
+                raw = Samples()
+                _raw_append(raw_dir / "raw-big.jsonl", line, raw)
+                big_raw.append(raw.cpu[0])
             manager._stopped = True  # record only: no phase 1/2 when the sandbox closes
     load[1] = _load_average()
 
@@ -319,6 +355,41 @@ async def run(config: dict[str, Any], progress: Progress) -> tuple[list[Row], di
             ),
         )
     )
+    raw_cpu_top = us("raw", top, cpu=True)
+    per_byte = [
+        (
+            "segment_9k",
+            f"an ordinary segment ({line_bytes:,} B) at N={top}",
+            (us("ours", top, cpu=True) - raw_cpu_top) * 1e3 / line_bytes,
+            40.0,
+            f"ours {us('ours', top, cpu=True):,.0f} us of CPU per append, raw append "
+            f"{raw_cpu_top:,.0f} us",
+        ),
+        (
+            "output_1m",
+            f"a segment with one 1 MB tool output ({median(big_bytes):,.0f} B)",
+            median(
+                [(c - r) * 1e9 / b for c, r, b in zip(big_cpu, big_raw, big_bytes, strict=True)]
+            ),
+            25.0,
+            f"ours {median(big_cpu) * 1e3:,.1f} ms of CPU per append (this process and the "
+            f"recording child, if one was used), raw append {median(big_raw) * 1e3:,.2f} ms; "
+            f"median of {len(big_cpu)}",
+        ),
+    ]
+    for name, what, ns, limit, note in per_byte:
+        rows.append(
+            Row(
+                name=f"record.cpu_per_byte.{name}",
+                metric=f"record's CPU per byte minus a raw write of the same bytes, {what}",
+                unit="ns/B",
+                ours=ns,
+                builtin=None,
+                target=f"<= {limit:.0f} ns/B",
+                met=ns <= limit,
+                note=note,
+            )
+        )
     extra = {
         "segment_bytes": line_bytes,
         "ours_build_segment_us": median(redact_us),

@@ -551,22 +551,41 @@ class LocalWorkspace(Workspace):
             os.close(fd)
         return end == 0
 
-    def _touch(self, path: str) -> bool:
-        try:
-            with self._walk(path, create=True) as walk:
+    def _touch(self, path: str, walk: _Walk | None = None) -> tuple[bool, _Walk | None]:
+        """Create ``path`` empty if absent: in the folder ``walk`` holds (no second walk from
+        the root), or from the root when that fails; returns the result and the walk to keep
+        (the caller closes it)."""
+
+        if walk is not None:
+            try:
                 os.close(walk.open(os.O_WRONLY | os.O_CREAT))
+                return True, walk
+            except OSError:  # its folder went away meanwhile: walk again
+                walk.close()
+        try:
+            walk = self._walk(path, create=True)
         except OSError:
-            return False
-        return True
+            return False, None
+        try:
+            os.close(walk.open(os.O_WRONLY | os.O_CREAT))
+        except OSError:
+            walk.close()
+            return False, None
+        return True, walk
 
     async def append_line(self, path: str, data: bytes, *, flag: str | None = None) -> bool:
-        flagged = flag is None or self._touch(flag)
         big = len(data) >= BIG_WRITE_BYTES
-        was_empty = await self._call(big, self._append_sync, path, data)
-        if flag is not None:
-            flagged = self._touch(flag) and flagged
-            if not flagged:
-                _flag_failed(path, flag)
+        if flag is None:
+            return await self._call(big, self._append_sync, path, data)
+        flagged, walk = self._touch(flag)
+        try:
+            was_empty = await self._call(big, self._append_sync, path, data)
+            touched, walk = self._touch(flag, walk)
+        finally:
+            if walk is not None:
+                walk.close()
+        if not (flagged and touched):
+            _flag_failed(path, flag)
         return was_empty
 
     async def check_paths(self, paths: list[str]) -> None:

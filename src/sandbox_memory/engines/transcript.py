@@ -28,7 +28,7 @@ from .. import bounded
 
 REPLAYED_ITEM_TYPE = "memory_replayed_item"
 """Type of the reference that stands for an input item the conversation already recorded (a
-history replayed with ``result.to_input_list()``, see ``record.segments.mark_replayed``): it keeps
+history replayed with ``result.to_input_list()``, see ``record.segments.EncodedSegment.mark_replayed``): it keeps
 the item's original ``memory_item_id`` and nothing else, so the item is neither stored again
 nor re-extracted, and never cited under a new id."""
 

@@ -969,7 +969,7 @@ async def note_items(rt: LayoutState, rollout_id: str, digests: list[tuple[str, 
     """Note the digests of a rollout's items (``ParsedSegments.item_digests``: taken before
     long strings were clipped) in ``store/items/<id>.txt`` (one line per segment: ``<segment
     id> <position>:<digest> ...``, some 15 bytes an item): a later run that replays them is
-    recognised (see ``record.segments.mark_replayed``). Best effort: a failure only costs a replay
+    recognised (see ``record.segments.EncodedSegment.mark_replayed``). Best effort: a failure only costs a replay
     recorded again."""
 
     by_segment: dict[str, list[str]] = {}

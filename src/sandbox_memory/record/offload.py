@@ -32,15 +32,11 @@ from typing import IO, TYPE_CHECKING, Any
 from ..datapolicy import exc_text
 from ..integrity import SegmentSeal
 from .segments import (
-    apply_replayed,
+    EncodedSegment,
     build_segment,
     display_id,
-    leading_digests,
-    mark_replayed,
-    new_item_digests,
     replay_plan,
     segment_fingerprint,
-    segment_line,
 )
 
 if TYPE_CHECKING:
@@ -109,11 +105,11 @@ def _child_build(
     segment = build_segment(
         payload, rollout_id=rollout_id, person=person, redactor=redactor, segment_id=segment_id
     )
-    _held["segment"] = segment
+    encoded = _held["segment"] = EncodedSegment(segment)
     return (
         str(segment["segment_id"]),
         segment_fingerprint(segment),
-        leading_digests(segment),
+        encoded.leading_digests(),
         (redactor.counts),
     )
 
@@ -126,11 +122,11 @@ def _child_finish(
 ) -> tuple[bytes, list[tuple[str, str]], str | None]:
     """Finish the held segment: its conversation, its replayed items; encode and seal it."""
 
-    segment = _held.pop("segment")
-    segment["rollout_id"] = rollout_id
-    apply_replayed(segment, replayed)
-    line = seal.seal(segment_line(segment), rollout_id, notes=notes)
-    return line, new_item_digests(segment), segment_fingerprint(segment)
+    encoded: EncodedSegment = _held.pop("segment")
+    encoded.segment["rollout_id"] = rollout_id
+    encoded.mark_replayed(replayed)
+    line = seal.seal(encoded.line(), rollout_id, notes=notes)
+    return line, encoded.new_item_digests(), segment_fingerprint(encoded.segment)
 
 
 _HEAD = struct.Struct("<Q")
@@ -387,7 +383,7 @@ class Recording:
         self.fingerprint: str | None = None
         """History fingerprint of the segment as built (before replayed items are marked)."""
         self.segment_id = ""
-        self._segment: dict[str, Any] | None = None
+        self._segment: EncodedSegment | None = None
         self._leading: list[str] = []
         self._counts: dict[str, int] = {}
         self._in_child = False
@@ -421,15 +417,16 @@ class Recording:
         self._build_here(None)
 
     def _build_here(self, segment_id: str | None) -> None:
-        self._segment = build_segment(
+        segment = build_segment(
             self.payload,
             rollout_id=self.rollout_id,
             person=self.person,
             redactor=self.redactor,
             segment_id=segment_id,
         )
-        self.segment_id = str(self._segment["segment_id"])
-        self.fingerprint = segment_fingerprint(self._segment)
+        self._segment = EncodedSegment(segment)
+        self.segment_id = str(segment["segment_id"])
+        self.fingerprint = segment_fingerprint(segment)
 
     def _fell_back(self, exc: BaseException) -> None:
         logger.warning(
@@ -466,15 +463,15 @@ class Recording:
                 return line, len(plan), digests, fp
             finally:
                 _child.lock.release()
-        segment = self._segment
-        assert segment is not None
-        segment["rollout_id"] = rollout_id
-        replayed = mark_replayed(segment, known)
+        encoded = self._segment
+        assert encoded is not None
+        encoded.segment["rollout_id"] = rollout_id
+        replayed = encoded.mark_replayed(replay_plan(encoded.leading_digests(), known))
         return (
-            seal.seal(segment_line(segment), rollout_id, notes=notes),
+            seal.seal(encoded.line(), rollout_id, notes=notes),
             replayed,
-            new_item_digests(segment),
-            segment_fingerprint(segment),
+            encoded.new_item_digests(),
+            segment_fingerprint(encoded.segment) if replayed else self.fingerprint,
         )
 
     def abandon(self) -> None:

@@ -205,36 +205,113 @@ DIGEST_CHARS = 12
 _NOT_DIGESTED = frozenset({ITEM_ID_FIELD, "id", "status", "provider_data"})
 
 
+_DIGEST_JSON = json.JSONEncoder(
+    sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str
+)
+"""The canonical form an item is hashed in (one encoder: ``json.dumps`` with options builds
+a new one per call, a fifth of a digest's time)."""
+
+_LINE_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)
+
+
 def item_digest(item: dict[str, Any]) -> str:
     """Content hash of a recorded item (ids and status left out): how a replay is recognised."""
 
     core = {k: v for k, v in item.items() if k not in _NOT_DIGESTED}
-    text = json.dumps(core, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    text = _DIGEST_JSON.encode(core)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:DIGEST_CHARS]
 
 
-def mark_replayed(segment: dict[str, Any], known: dict[str, list[str]]) -> int:
-    """Replace the leading input items the conversation already recorded (``known``: digest ->
-    original item ids) by references to them; return how many. The last input item is always
-    kept: a run brings something new, and a message sent twice is said twice."""
-
-    plan = replay_plan(leading_digests(segment), known)
-    apply_replayed(segment, plan)
-    return len(plan)
+_ITEM_LISTS = ("input", "generated_items")
 
 
-def leading_digests(segment: dict[str, Any]) -> list[str]:
-    """Digests of the input items a replay may cover: all but the last, up to a non-item."""
+class EncodedSegment:
+    """A segment being recorded, each item encoded once: the canonical JSON its digest hashes
+    (:func:`item_digest`) is also the item's text in the line, its ids and status appended,
+    so neither a big tool output nor any other item is encoded twice.
 
-    items = segment.get("input")
-    if not isinstance(items, list):
-        return []
-    out: list[str] = []
-    for item in items[:-1]:
-        if not isinstance(item, dict):
-            break
-        out.append(item_digest(item))
-    return out
+    The leading input items a replay may cover are all but the last, up to a non-item: the
+    last is always kept (a run brings something new, and a message sent twice is said twice).
+    """
+
+    def __init__(self, segment: dict[str, Any]) -> None:
+        self.segment = segment
+        self._items: dict[str, list[tuple[str, str] | None]] = {}
+        for key in _ITEM_LISTS:
+            items = segment.get(key)
+            if isinstance(items, list):
+                self._items[key] = [_encode_item(item) for item in items]
+        self._replayed: frozenset[int] = frozenset()
+
+    def leading_digests(self) -> list[str]:
+        """Digests of the input items a replay may cover."""
+
+        out: list[str] = []
+        for encoded in self._items.get("input", [])[:-1]:
+            if encoded is None:
+                break
+            out.append(encoded[1])
+        return out
+
+    def mark_replayed(self, plan: list[tuple[int, str]]) -> int:
+        """Replace the planned input items (see :func:`replay_plan`) by references to the items
+        they replay; return how many."""
+
+        apply_replayed(self.segment, plan)
+        self._replayed = frozenset(position for position, _ in plan)
+        return len(plan)
+
+    def line(self) -> bytes:
+        """The segment's JSON line: its keys in its order, each item's keys sorted with its
+        ids and status last (the item's digest text, extended), ending in ``\n``."""
+
+        parts: list[str] = []
+        for key, value in self.segment.items():
+            encoded = self._items.get(key)
+            if encoded is None:
+                text = _LINE_JSON.encode(value)
+            else:
+                text = "[" + ",".join(self._item_text(key, i, e) for i, e in enumerate(encoded))
+                text += "]"
+            parts.append(f"{_LINE_JSON.encode(key)}:{text}")
+        return ("{" + ",".join(parts) + "}\n").encode("utf-8")
+
+    def _item_text(self, key: str, position: int, encoded: tuple[str, str] | None) -> str:
+        item = self.segment[key][position]
+        if encoded is None or (key == "input" and position in self._replayed):
+            return _LINE_JSON.encode(item)
+        rest = ",".join(
+            f"{_LINE_JSON.encode(k)}:{_LINE_JSON.encode(v)}"
+            for k, v in item.items()
+            if k in _NOT_DIGESTED
+        )
+        core = encoded[0]
+        if not rest:
+            return core
+        return "{" + rest + "}" if core == "{}" else core[:-1] + "," + rest + "}"
+
+    def new_item_digests(self) -> list[tuple[str, str]]:
+        """``(digest, item id)`` of the items this segment records for the first time."""
+
+        out: list[tuple[str, str]] = []
+        for key, encoded in self._items.items():
+            for item, item_encoded in zip(self.segment[key], encoded, strict=True):
+                if item_encoded is None or item.get("type") == REPLAYED_ITEM_TYPE:
+                    continue  # a reference (see mark_replayed), as new_item_digests skips it
+                item_id = item.get(ITEM_ID_FIELD)
+                if isinstance(item_id, str):
+                    out.append((item_encoded[1], item_id))
+        return out
+
+
+def _encode_item(item: Any) -> tuple[str, str] | None:
+    """``(canonical JSON, digest)`` of an item (see :func:`item_digest`); ``None`` for a
+    value that is not an item."""
+
+    if not isinstance(item, dict):
+        return None
+    text = _DIGEST_JSON.encode({k: v for k, v in item.items() if k not in _NOT_DIGESTED})
+    return text, hashlib.sha256(text.encode("utf-8")).hexdigest()[:DIGEST_CHARS]
 
 
 def replay_plan(digests: list[str], known: dict[str, list[str]]) -> list[tuple[int, str]]:
@@ -375,8 +452,7 @@ async def append_segment(
 def segment_line(segment: dict[str, Any]) -> bytes:
     """A segment as the JSON line recorded for it (in the file and in a shared store)."""
 
-    line = json.dumps(segment, separators=(",", ":"), ensure_ascii=False, default=str) + "\n"
-    return line.encode("utf-8")
+    return EncodedSegment(segment).line()
 
 
 @dataclass
