@@ -358,66 +358,101 @@ async def prepared_store(root: Path, *, conversations: int, entries: int) -> flo
     return time.perf_counter() - start
 
 
-async def operations(root: Path, conversations: int, samples: int) -> dict[str, float]:
-    """Milliseconds of each operation on a prepared store (ours, local folder)."""
+class _Store:
+    """A prepared store the operations run on: one open client and runtime."""
 
-    out: dict[str, float] = {}
-    memories = make_memory("ours")
-    client = MemoryClient(root, generate=memories.capability.generate)
-    rt = client.runtime
-    live = conversation_id(conversations - 1)
-    out["record"] = await _timed(
-        samples * 3,
-        lambda i: rt.record(segment_payload(conversations - 1, 100 + i), rollout_id=live),
-    )
-    await rt.close()
+    def __init__(self, root: Path, conversations: int) -> None:
+        self.root = root
+        self.conversations = conversations
+        self.client = MemoryClient(root, generate=make_memory("ours").capability.generate)
+        self.rt = self.client.runtime
+        self.live = conversation_id(conversations - 1)
 
-    async def close_one(i: int) -> None:
-        rid = conversation_id(conversations + i)
-        await rt.record(segment_payload(conversations + i, 0), rollout_id=rid)
-        await rt.close()
 
-    out["close"] = await _timed(samples, close_one)
+async def operations(stores: list[tuple[Path, int]], samples: int) -> list[dict[str, float]]:
+    """Milliseconds of each operation on each prepared store (ours, local folder), the stores
+    taking turns sample by sample (the order turning each round): a growth ratio compares two
+    stores under the same load and the same disk state, not one measured minutes after the
+    other (the record row read 1.68x that way; side by side it is about 1.07x)."""
 
-    async def remember(i: int) -> None:
-        view = await client.view(None)
-        await client.apply(
+    opened = [_Store(root, conversations) for root, conversations in stores]
+    out: list[dict[str, float]] = [{} for _ in opened]
+
+    async def each(name: str, count: int, op: Any) -> None:
+        """``op(store, i)`` ``count`` times on each store in turn: the median of its wall time,
+        or of the milliseconds it returns when it times itself."""
+
+        values: list[list[float]] = [[] for _ in opened]
+        for i in range(count):
+            order = list(range(len(opened)))
+            if i % 2:
+                order.reverse()
+            for k in order:
+                start = time.perf_counter()
+                took = await op(opened[k], i)
+                values[k].append(took if took is not None else (time.perf_counter() - start) * 1e3)
+        for k, v in enumerate(values):
+            out[k][name] = median(v)
+
+    async def record(s: _Store, i: int) -> None:
+        await s.rt.record(segment_payload(s.conversations - 1, 100 + i), rollout_id=s.live)
+
+    await each("record", samples * 3, record)
+    for s in opened:
+        await s.rt.close()
+
+    async def close_one(s: _Store, i: int) -> None:
+        rid = conversation_id(s.conversations + i)
+        await s.rt.record(segment_payload(s.conversations + i, 0), rollout_id=rid)
+        await s.rt.close()
+
+    await each("close", samples, close_one)
+
+    async def remember(s: _Store, i: int) -> None:
+        view = await s.client.view(None)
+        await s.client.apply(
             Remember(key=f"bench-{i}", content=f"Bench fact {i}.", kind="fact"),
             expected=view.version,
         )
 
-    out["remember"] = await _timed(samples, remember)
+    await each("remember", samples, remember)
 
-    async def forget(i: int) -> None:
-        view = await client.view(None)
-        await client.apply(Forget(key=f"bench-{i}"), expected=view.version)
+    async def forget(s: _Store, i: int) -> None:
+        view = await s.client.view(None)
+        await s.client.apply(Forget(key=f"bench-{i}"), expected=view.version)
 
-    out["forget"] = await _timed(samples, forget)
+    await each("forget", samples, forget)
 
-    async def remember_user(i: int) -> None:
-        user = MemoryClient(root)
+    async def remember_user(s: _Store, i: int) -> None:
+        user = MemoryClient(s.root)
         view = await user.view(None)
         await user.apply(
             Remember(key=f"user-{i}", content=f"User fact {i}.", kind="fact"),
             expected=view.version,
         )
 
-    out["remember_user"] = await _timed(samples, remember_user)
+    await each("remember_user", samples, remember_user)
 
-    async def forget_user(i: int) -> None:
-        user = MemoryClient(root)
+    async def forget_user(s: _Store, i: int) -> None:
+        user = MemoryClient(s.root)
         view = await user.view(None)
         await user.apply(Forget(key=f"user-{i}"), expected=view.version)
 
-    out["forget_user"] = await _timed(samples, forget_user)
+    await each("forget_user", samples, forget_user)
 
-    async def idle(i: int) -> None:
-        async with rt.write_lock():
-            await rt.consolidate_layout()
+    async def idle(s: _Store, i: int) -> None:
+        async with s.rt.write_lock():
+            await s.rt.consolidate_layout()
 
-    out["phase2_idle"] = await _timed(samples, idle)
-    out["read_first_turn"] = await read_first_turn("ours", root, samples)
-    out.update(await read_relevant(root, samples))
+    await each("phase2_idle", samples, idle)
+
+    # The reads time themselves (``instructions()`` alone), each in a fresh sandbox.
+    for name, options in _reads().items():
+
+        async def read(s: _Store, i: int, options: dict[str, Any] = options) -> float:
+            return await read_first_turn("ours", s.root, 1, **options)
+
+        await each(name, samples, read)
     return out
 
 
@@ -426,16 +461,18 @@ LONG_TASK_CHARS = 6_000
 word of it is in thousands of entries: the relevant section's costliest lookup."""
 
 
-async def read_relevant(root: Path, samples: int) -> dict[str, float]:
-    """Milliseconds of the first-turn read prompt without the section "relevant to this task"
-    (the summary only: the read path before it), and with it, for the short task message of
-    :data:`READ_INPUT` and for a :data:`LONG_TASK_CHARS`-character one."""
+def _reads() -> dict[str, dict[str, Any]]:
+    """The first-turn reads measured (options of :func:`read_first_turn`): as a run starts;
+    without the section "relevant to this task" (the summary only: the read path before it);
+    with it for the short task message of :data:`READ_INPUT` and for a
+    :data:`LONG_TASK_CHARS`-character one."""
 
     long_input = [{"role": "user", "content": "Task 0: " + entry_text(7, LONG_TASK_CHARS)}]
     return {
-        "read_summary_only": await read_first_turn("ours", root, samples, relevant=False),
-        "read_relevant_short": await read_first_turn("ours", root, samples),
-        "read_relevant_long": await read_first_turn("ours", root, samples, history=long_input),
+        "read_first_turn": {},
+        "read_summary_only": {"relevant": False},
+        "read_relevant_short": {},
+        "read_relevant_long": {"history": long_input},
     }
 
 
@@ -576,9 +613,10 @@ async def run(sizes: dict[str, Any], progress: Progress) -> tuple[list[Row], dic
         with temp_root("scale-few") as few_root:
             await prepared_store(few_root, conversations=few, entries=2 * few)
             closes_few = await close_stored(few, few_root, progress)
-        ops_small = await operations(small_root, small // 2, samples)
+        ops_small, ops_large = await operations(
+            [(small_root, small // 2), (large_root, large // 2)], samples
+        )
         progress(f"scale: operations at {small:,} entries: {ops_small}")
-        ops_large = await operations(large_root, large // 2, samples)
         progress(f"scale: operations at {large:,} entries: {ops_large}")
     read_b = await read_builtin(large, samples)
     o, b = closes["ours"], closes["builtin"]
@@ -775,8 +813,10 @@ async def read_only(entries: int, samples: int) -> dict[str, float]:
 
     with temp_root("scale-read") as root:
         await prepared_store(root, conversations=entries // 2, entries=entries)
-        out = {"read_first_turn": await read_first_turn("ours", root, samples)}
-        out.update(await read_relevant(root, samples))
+        out = {
+            name: await read_first_turn("ours", root, samples, **options)
+            for name, options in _reads().items()
+        }
     with temp_root("scale-read-builtin"):
         out["builtin"] = await read_builtin(entries, samples)
     return out
