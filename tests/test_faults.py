@@ -1128,8 +1128,8 @@ def runs_learned(root: Path, name: str) -> list[str]:
     doc = json.loads((root / STORE / "conversations" / f"{name}.json").read_text())
     return sorted(
         s["item"].split(":")[0]
-        for key, e in doc["entries"].items()
-        if key.startswith("result-")
+        for e in doc["entries"].values()
+        if e["content"].startswith("Result: ")
         for s in e["sources"]
     )
 

@@ -12,7 +12,7 @@ from agents import Runner
 from agents.testing import ScriptedModel, assistant_message
 
 from sandbox_memory import for_person
-from sandbox_memory.engines.base import KnownEntry
+from sandbox_memory.engines.base import KnownEntry, Subjects
 from test_offline_engine import PATCH, Seg, extract
 from test_sandbox_memory import agent, memory_text, rc
 
@@ -124,6 +124,43 @@ async def test_a_terse_final_answer_is_not_quoted_and_the_change_is_not_the_task
         assert "reported: Done" not in candidate.content, candidate.content
         assert task not in candidate.content, candidate.content
         assert candidate.content != "Result: Done."
+
+
+def _investigation() -> Seg:
+    """A run that only looked: it read the invoice module, ran the tests, changed nothing."""
+
+    seg = Seg()
+    seg.user("Why do the invoice tests fail on the staging branch?")
+    seg.exec("cat acme_billing/invoice.py", 0, "def invoice_total(subtotal, tax_rate): ...")
+    seg.exec("python -m pytest -q", 1, "FAILED tests/test_invoice.py::test_total - KeyError: 'EUR'")
+    answer = (
+        "The staging config has no EUR rate, so invoice_total raises KeyError for EUR invoices."
+    )
+    seg.assistant(answer)
+    seg.final_output = answer
+    return seg
+
+
+async def test_a_run_that_only_looked_is_named_by_the_file_it_read_and_what_it_was_asked() -> None:
+    result = await extract([_investigation().build()])
+
+    [finding] = [c for c in result.candidates if c.content.startswith("Result: ")]
+    assert finding.key == "invoice-tests-fail"  # the file, then what the request asks about
+    assert "EUR rate" in finding.content
+
+
+async def test_a_later_look_at_a_fixed_file_does_not_take_the_fix_s_key() -> None:
+    fix = KnownEntry(
+        key="invoice-tests-fail",
+        kind="fact",
+        content="Symptom: KeyError. Fix: updated `acme_billing/invoice.py`.",
+        subjects=Subjects(files=["acme_billing/invoice.py"]),
+    )
+
+    result = await extract([_investigation().build()], [fix])
+
+    [finding] = [c for c in result.candidates if c.content.startswith("Result: ")]
+    assert finding.key == "invoice-tests-fail-findings"
 
 
 # --------------------------------------------------------------------- the change itself

@@ -84,6 +84,20 @@ def fix_key(paths: Sequence[str], failure: Sequence[str], fallback: Sequence[str
     return make_key(*fallback[:KEY_SUBJECT_WORDS], "fix")
 
 
+def findings_key(read: Sequence[str], subject: Sequence[str]) -> str:
+    """The name of what a run that changed nothing found: the file it looked into and what it
+    was asked about (``invoice-tests-fail`` for a run that read ``acme_billing/invoice.py`` when
+    asked why the invoice tests fail), as a fix about the same file would be named; the words of
+    the request alone when it read no file. ``None`` of the words: ``findings``."""
+
+    path = _subject_file(read)
+    named = file_name_words(path) if path else []
+    held = stems_of(named)
+    rest = [w for w in subject if stem_of(w) not in held]
+    words = [*named, *rest][:FIX_KEY_WORDS]
+    return make_key(*words) if words else "findings"
+
+
 def changes_key(paths: Sequence[str]) -> str:
     """The name of a run's changes without a fixed failure: its files' names, the changed
     files before the created ones (``test-invoice-regression`` for a run that added

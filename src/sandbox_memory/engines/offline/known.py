@@ -57,6 +57,18 @@ class KeyResolver:
 
         return (kind, key) in self._exact
 
+    def holds_changes(self, kind: str, key: str) -> bool:
+        """Whether a known entry of ``kind`` under ``key`` is the lesson of changed files (a
+        fix or a run's changes): a run that only looked is not its update."""
+
+        return any(
+            k.entry.kind == kind
+            and k.entry.key == key
+            and k.entry.subjects is not None
+            and bool(k.entry.subjects.files)
+            for k in self._known
+        )
+
     def about(self, kind: str, key: str, subjects: Subjects) -> str:
         """The key of the lesson about ``subjects``: a known entry of ``kind`` about the same
         subject keeps its key (the same failing test in a file it changed, for a fix; the

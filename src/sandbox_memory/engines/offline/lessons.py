@@ -13,7 +13,7 @@ from sandbox_memory.engines.text import shorten
 
 from .files import FileRecord, changed_paths, files_phrase_by_op
 from .fixes import Fix
-from .keys import changes_key, make_key
+from .keys import changes_key, findings_key, make_key
 from .known import KeyResolver
 from .limits import (
     CONTENT_CHARS,
@@ -24,7 +24,7 @@ from .limits import (
     USER_SCAN_CHARS,
 )
 from .walk import Rollout
-from .words import beyond, informative, sentences, subject_words
+from .words import QUESTION_WORDS, beyond, informative, sentences, subject_words
 
 REPORT_HEADLINE_CHARS = 160
 """Characters of a reported problem's headline (its title or first statement) kept in the
@@ -240,11 +240,18 @@ def work_lessons(
         return [changes.model_copy(update={"content": content, "sources": sources})]
     if conclusion is not None:
         text, item_ids, request_text = conclusion
-        words = subject_words(request_text)[:FAILURE_SUBJECT_WORDS] or subject_words(text)[:2]
+        words = (
+            subject_words(request_text, QUESTION_WORDS)[:FAILURE_SUBJECT_WORDS]
+            or subject_words(text)[:2]
+        )
+        read = [p for p in rollout.reads if p not in rollout.written]
+        key = findings_key(read, words)
+        if resolver.holds_changes("fact", key):
+            key = make_key(key, "findings")  # a later look at a fixed file: not the fix itself
         content, sources = _with_report(f"Result: {text}", item_ids[-MAX_SOURCES:], report)
         out.append(
             Candidate(
-                key=make_key("result", *words),
+                key=key,
                 content=content,
                 kind="fact",
                 sources=sources,

@@ -35,6 +35,9 @@ _STOPWORDS = frozenset(
 )
 """Words that carry no subject: dropped from keys and slugs."""
 
+QUESTION_WORDS = frozenset("what why how when where which who whom whose".split())
+"""Words that ask rather than name: a question's subject is what follows them."""
+
 
 PREF_TRIGGER_WORDS = frozenset(
     """prefer prefers preferred preference like likes love loves hate hates dislike dislikes
