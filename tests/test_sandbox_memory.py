@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -180,6 +181,22 @@ async def test_sdk_builtin_memory_models_are_never_called(client, manifest, work
         )
     assert sdk_phase_one.calls == () and sdk_phase_two.calls == ()
     assert (workspace_root / "memories" / "MEMORY.md").exists()
+
+
+async def test_a_registry_line_names_each_segment_of_its_sources_once(
+    client, manifest, workspace_root
+) -> None:
+    await run_bug_fix(client, manifest, "fix-1")
+    md = (workspace_root / "memories" / "MEMORY.md").read_text()
+    cited = re.findall(r"<!-- sources: (.*) -->", md)
+    several = [c for c in cited if "," in c]
+    assert several, md  # the fix cites the failure, the change and the passing run
+    for refs in cited:
+        segments = [ref.split(":")[0] for ref in refs.split(", ")]
+        assert len(segments) == len(set(segments)), refs
+        assert re.fullmatch(
+            r"[\w.-]+#[0-9a-f]+:\d+(?:,\d+)*(?:, [\w.-]+#[0-9a-f]+:\d+(?:,\d+)*)*", refs
+        )
 
 
 async def test_streamed_run_is_recorded(client, manifest, workspace_root) -> None:

@@ -450,6 +450,26 @@ async def test_hedges_and_intensifiers_are_left_out_of_what_a_person_said() -> N
     )
 
 
+async def test_a_note_on_a_shared_photo_says_once_that_it_is_a_photo() -> None:
+    """The caption stays word for word; only the note's own "a photo:" that the caption
+    repeats goes (a caption that does not say what it is keeps the note whole)."""
+
+    segment, _ = _chat(
+        [
+            "Jon: My studio opened! [shares a photo: a photo of a dance floor with 12 mirrors]",
+            "Jon: Ana painted it. [sent an image: a painting of a sunset over Lisbon]",
+        ]
+    )
+
+    result = await extract([segment])
+
+    [fact] = [c for c in result.candidates if c.kind == "fact"]
+    assert fact.content == (
+        "Jon (8 May 2023): My studio opened! [shares a photo of a dance floor with 12 mirrors] "
+        "Ana painted it. [sent an image: a painting of a sunset over Lisbon]"
+    )
+
+
 async def test_small_talk_and_requests_are_not_facts() -> None:
     segment, _ = _chat(
         [

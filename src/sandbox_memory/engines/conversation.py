@@ -332,6 +332,16 @@ _FILLER_RE = re.compile(
 just started yoga" says "I started yoga")."""
 
 
+_ATTACHMENT_RE = re.compile(
+    r"\[(?P<verb>(?:shares?|shared|sends?|sent|posts?|posted|attache[sd])\s+)(?:an?\s+)?"
+    r"(?:photo|picture|image|video|screenshot|drawing)s?:\s*"
+    r"(?=(?:(?:an?|the)\s+)?(?:photo(?:graph(?:y)?)?|picture|image|video|screenshot|drawing)s?"
+    r"\s+of\s)",
+    re.IGNORECASE,
+)
+"""A note on something shared whose caption says again what it is ("[shares a photo: a photo
+of a dog]"): the note says it once ("[shares a photo of a dog]"), the caption word for word."""
+
 _DETERMINERS = frozenset("a an the this that what any some one every no".split())
 
 
@@ -344,11 +354,13 @@ def _unfilled(match: re.Match[str]) -> str:
 
 
 def tighten(text: str) -> str:
-    """``text`` without hedges and intensifiers (:data:`_FILLER_RE`), as a note-taker writes
-    it; every other word, name, number and date stays as said. Text made only of filler is
-    returned unchanged."""
+    """``text`` without hedges and intensifiers (:data:`_FILLER_RE`) and with a note on
+    something shared said once (:data:`_ATTACHMENT_RE`), as a note-taker writes it; every other
+    word, name, number and date stays as said. Text made only of filler is returned
+    unchanged."""
 
-    out = _FILLER_RE.sub(_unfilled, text)
+    out = _ATTACHMENT_RE.sub(lambda m: f"[{m.group('verb')}", text)
+    out = _FILLER_RE.sub(_unfilled, out)
     out = re.sub(r",\s*(?=[,.!?]|$)", "", out)
     out = re.sub(r"\s+([,.!?;:])", r"\1", re.sub(r"[ \t]{2,}", " ", out)).strip()
     if not out or not any(c.isalnum() for c in out):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from ..stores.records import Entry, RolloutProgress
+from ..stores.records import Entry, RolloutProgress, Source
 
 PROMPTS_DIR = Path(__file__).parents[1] / "prompts"
 
@@ -49,11 +49,33 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+LINE_SOURCES = 6
+"""Sources cited on an entry's registry line: enough to find the run and its turns; the entry
+keeps them all (``memory-cli show <key>``)."""
+
+
+def cited(sources: Iterable[Source]) -> str:
+    """Sources as a registry line cites them: ``conversation#item``, and an item of the same
+    segment right after it by its number alone (``run-1#3f20710c:3,7``, for ``3f20710c:3`` and
+    ``3f20710c:7``): a segment's prefix is written once, not once per item."""
+
+    refs: list[str] = []
+    last: tuple[str, str] | None = None
+    for source in sources:
+        segment, colon, number = source.item.rpartition(":")
+        here = (source.conversation, segment)
+        if colon and segment and number.isdigit() and here == last:
+            refs[-1] += f",{number}"
+            continue
+        refs.append(f"{source.conversation}#{source.item}")
+        last = here if colon and segment and number.isdigit() else None
+    return ", ".join(refs)
+
+
 def entry_line(entry: Entry, *, with_sources: bool = True) -> str:
     line = f"- **{entry.key}** ({entry.kind}): {_one_line(entry.content)}"
     if with_sources:
-        refs = ", ".join(f"{s.conversation}#{s.item}" for s in entry.sources[:6])
-        line += f"  <!-- sources: {refs} -->"
+        line += f"  <!-- sources: {cited(entry.sources[:LINE_SOURCES])} -->"
     return line
 
 
@@ -296,8 +318,9 @@ MEMORY_MD_HEADER = (
     "# MEMORY",
     "",
     "Registry of what earlier runs learned. Search it with grep; each line cites the",
-    "conversation#item it rests on. Then each changed file with its lessons (grep a path for",
-    "its history of fixes) and the rollout summaries.",
+    "conversation#item it rests on (more items of one segment by number: `run#3f20710c:3,7`).",
+    "Then each changed file with its lessons (grep a path for its history of fixes) and the",
+    "rollout summaries.",
     "",
 )
 
