@@ -9,7 +9,10 @@ it after the cut. Rules measured:
 - ``only-reacts``: :func:`sandbox_memory.engines.conversation.only_reacts` (what the engine does);
 - ``only-reacts-broad``: its first conditions alone (no first person, no one named, no number,
   no past event or plan), so "They're doing great" and "It's about loss" are left out too;
-- ``repeats``: a sentence whose content words one earlier sentence of the same speaker holds.
+- ``repeats``: a sentence whose content words one earlier sentence of the same speaker holds;
+- ``unnamed``: a sentence that names no one (the people talking aside), holds no number and no
+  note in brackets (a shared photo's caption): what is left when only names, numbers and dates
+  are kept exactly and the rest is summarised away.
 
     .venv/bin/python bench/condense_cut.py
 """
@@ -49,6 +52,16 @@ def _broad(sentence: str, names: frozenset[str]) -> bool:
     return not named and not cv._PAST_RE.search(body)
 
 
+def _unnamed(sentence: str, names: frozenset[str]) -> bool:
+    body = cv._OPENER_RE.sub("", sentence.strip())
+    if re.search(r"\d|\[", body):
+        return False
+    return not any(
+        m.group(0).lower() not in names and m.group(0) != "I"
+        for m in re.finditer(r"(?<=\s)[A-Z][a-z]*", " " + body[1:])
+    )
+
+
 def _repeats(text: str, speaker: str, seen: dict[str, list[set[str]]]) -> bool:
     words = set(cv.content_words(text))
     earlier = seen.setdefault(speaker, [])
@@ -62,6 +75,7 @@ RULES: dict[str, Cut] = {
     "only-reacts": lambda s, t, n, seen: cv.only_reacts(s, names=n),
     "only-reacts-broad": lambda s, t, n, seen: _broad(s, n),
     "repeats": lambda s, t, n, seen: False,  # decided on the kept text, below
+    "unnamed": lambda s, t, n, seen: _unnamed(s, n),
 }
 
 
