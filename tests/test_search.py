@@ -94,6 +94,19 @@ async def test_hits_carry_text_kind_sources_time_and_score(tmp_path: Path) -> No
     assert not any(h.conversation == "work" for h in hits)
 
 
+async def test_a_summary_hit_shows_what_happened_not_its_file_header(tmp_path: Path) -> None:
+    c = client_for(tmp_path)
+    await record(c, "trip", "We booked the ferry to Naxos for Tuesday.", "Noted the ferry.")
+    await c.runtime.close()
+
+    summary = next(h for h in await c.search("ferry Naxos") if h.kind == "rollout_summary")
+
+    assert summary.path is not None and summary.path.startswith("memories/rollout_summaries/")
+    assert summary.conversation == "trip"
+    assert "rollout_path" not in summary.text and "terminal_state" not in summary.text
+    assert "Naxos" in summary.text
+
+
 async def test_an_entry_and_the_item_it_was_learned_from_take_one_place(tmp_path: Path) -> None:
     c = client_for(tmp_path)
     await record(c, "trip", "We decided to take the night ferry to Naxos.", "Noted.")

@@ -69,6 +69,29 @@ async def test_a_promoted_copy_and_its_origin_are_one_hit(tmp_path: Path) -> Non
     assert [h.key for h in hits] == ["test-command"]
 
 
+async def test_a_fact_updated_in_a_later_conversation_is_one_hit_in_its_newest_words(
+    tmp_path: Path,
+) -> None:
+    client = MemoryClient(tmp_path, generate=OFFLINE)
+    for rid, command in (("fix", "tox -e py311"), ("fix2", "tox -e py312 --parallel")):
+        view = await client.create(rid)
+        await client.apply(
+            Remember(
+                key="test-command", content=f"Run the tests with {command}.", kind="procedure"
+            ),
+            expected=view.version,
+            conversation=rid,
+        )
+    layout = (await client.view(None)).entries["test-command"]
+    assert "py312" in layout.content  # the layout entry was updated from the newer conversation
+
+    hits = [h for h in await client.search("tox tests py311") if h.kind == "entry"]
+
+    assert [h.key for h in hits] == ["test-command"]
+    assert "py312 --parallel" in hits[0].text and "py311" not in hits[0].text
+    assert {s.conversation for s in hits[0].sources} == {"fix", "fix2"}
+
+
 async def test_text_is_found_whatever_its_unicode_form(tmp_path: Path) -> None:
     client = MemoryClient(tmp_path, generate=OFFLINE)
     composed = "Send the résumé of Zoë to the café."

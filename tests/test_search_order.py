@@ -114,7 +114,8 @@ def test_what_differs_between_runs_is_neither_indexed_nor_shown() -> None:
     summary = (
         "session_id: 636a7d9b-7e96-4847-a1cc-060ff68e3a42\n"
         "updated_at: 2026-12-05T23:30:44.813386+00:00\n"
-        "rollout_path: sessions/fix.jsonl\n\n# fix\n\n"
+        "rollout_path: sessions/fix.jsonl\nterminal_state: completed\n\n# fix\n\n"
+        "conversation: fix\nrollout_path: sessions/fix.jsonl\n\n"
         "## Segment(s) up to 2026-12-05T23:30:44.813386+00:00\n"
         "<!-- segments from byte 0 -->\n\n## What happened\n"
         "- `python -m pytest -q` passed [28178a5d:5, 28178a5d:6]\n"
@@ -122,7 +123,10 @@ def test_what_differs_between_runs_is_neither_indexed_nor_shown() -> None:
     settled = settled_text(summary, "rollout_summary")
     assert "2026" not in settled and "636a7d9b" not in settled and "28178a5d" not in settled
     assert "- `python -m pytest -q` passed" in settled
-    assert "rollout_path: sessions/fix.jsonl" in settled
+    # The header lines naming the file and the conversation are the hit's path and
+    # conversation, not its text (the summary named its file twice).
+    assert "rollout_path" not in settled and "terminal_state" not in settled
+    assert "conversation: fix" not in settled and settled.startswith("# fix")
     # An entry's text is its own.
     assert settled_text("Wall time: 3 seconds", "entry") == "Wall time: 3 seconds"
 

@@ -62,7 +62,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import datetime
 from operator import mul
 from pathlib import Path
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Literal, NamedTuple, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -81,11 +81,12 @@ logger = logging.getLogger("sandbox_memory")
 INDEX_FILE = "search.sqlite"
 """Name of the index under ``<memories_dir>/store/``."""
 
-SCHEMA_VERSION = "6"
+SCHEMA_VERSION = "7"
 """Bumped when the index's tables or its tokens change; an index of another version is
 rebuilt (5: text is NFKC-normalised before it is tokenised; 6: what differs from one run of
 the same work to the next is left out, see :func:`settled_text`, and an entry's subjects are
-indexed with its text, see :func:`subject_terms`)."""
+indexed with its text, see :func:`subject_terms`; 7: a rollout summary without the header
+lines naming its file and conversation, see :data:`_SUMMARY_HEADER_LINE_RE`)."""
 
 UNICODE_FORM: Final = "NFKC"
 """Normal form of every text indexed and every query: a decomposed "résumé" (``e`` + a combining
@@ -652,10 +653,20 @@ _ITEM_REFS_RE = re.compile(
 by the recorder (``record/segments.py``); the hit's sources name them."""
 
 
+_SUMMARY_HEADER_LINE_RE = re.compile(
+    r"^(?:rollout_path|rollout_id|terminal_state|conversation): \S+[ \t]*(?:\n|$)", re.MULTILINE
+)
+"""A rollout summary's header lines (the SDK's front matter and the summary's own heading
+block, which both name the rollout file): the hit carries them as its ``path`` and
+``conversation``, and their words (``sessions``, ``jsonl``, ``completed``) say nothing the
+conversation did."""
+
+
 def settled_text(text: str, kind: HitKind) -> str:
     """The text of a document as it is indexed and shown: without what differs from one run of
     the same work to the next (random ids, clock times, durations: see
-    :data:`_RUN_STAMP_LINE_RE`, :data:`_ITEM_REFS_RE`). Such tokens match a query's numbers
+    :data:`_RUN_STAMP_LINE_RE`, :data:`_ITEM_REFS_RE`), and a rollout summary without the header
+    lines its hit carries as fields (:data:`_SUMMARY_HEADER_LINE_RE`). Such tokens match a query's numbers
     and versions by chance ("3.8.2" against ``23:30:44``), and they made the ranking of the
     same memory, built twice from the same work, differ (two documents' scores a few
     thousandths apart swapped places). An entry's text is its own and is kept as it is."""
@@ -664,7 +675,7 @@ def settled_text(text: str, kind: HitKind) -> str:
         return text
     text = _RUN_STAMP_LINE_RE.sub("", text)
     if kind == "rollout_summary":
-        text = _ITEM_REFS_RE.sub("", text)
+        text = _SUMMARY_HEADER_LINE_RE.sub("", _ITEM_REFS_RE.sub("", text))
     return text.strip()
 
 
@@ -1612,7 +1623,7 @@ class SearchIndex:
                     conversation=conversation,
                 )
         ranked += self._citing(db, ranked, query=query, person=person)
-        hits = distinct(self._one_per_key(db, ranked, person, conversation), limit)
+        hits = distinct(self._one_per_key(db, ranked, person, conversation, query=query), limit)
         return self._with_excerpts(db, hits, expression, query=query, person=person)
 
     @staticmethod
@@ -1979,7 +1990,7 @@ class SearchIndex:
                 whole=True,
                 table=KIND_TABLES[kind],
             )
-        return self._one_per_key(db, ranked, person, None)
+        return self._one_per_key(db, ranked, person, None, whole=True)
 
     @staticmethod
     def _held(db: sqlite3.Connection, words: list[str]) -> dict[str, int]:
@@ -2192,22 +2203,37 @@ class SearchIndex:
         ranked: list[SearchHit],
         person: str | None,
         conversation: str | None,
+        *,
+        query: str = "",
+        whole: bool = False,
     ) -> list[SearchHit]:
-        """:func:`one_per_key`, the copies read from this index."""
+        """:func:`one_per_key`, the copies read from this index (their text shown as
+        :func:`_hit_of` shows a hit's: ``whole``, or a window around ``query``)."""
 
-        def copies_of(key: str) -> list[tuple[list[Source], str]]:
+        def copies_of(key: str) -> list[EntryCopy]:
             sql = (
-                "SELECT sources, text FROM docs WHERE kind = 'entry' AND key = ? "
+                "SELECT sources, text, updated_at FROM docs WHERE kind = 'entry' AND key = ? "
                 "AND (person IS NULL OR person = ?)"
             )
             args: list[Any] = [key, person]
             if conversation is not None:
                 sql += " AND conversation = ?"
                 args.append(conversation)
-            return [
-                ([Source(**raw) for raw in _sources_of(sources)], _plain(_unpack(packed)))
-                for sources, packed in db.execute(sql + " ORDER BY updated_at DESC, doc", args)
-            ]
+            copies: list[EntryCopy] = []
+            for sources, packed, updated in db.execute(
+                sql + " ORDER BY updated_at DESC, doc", args
+            ):
+                text = _unpack(packed)
+                shown = text[len(key) + 2 :] if whole else _window(text, query)
+                copies.append(
+                    EntryCopy(
+                        [Source(**raw) for raw in _sources_of(sources)],
+                        _plain(text),
+                        shown,
+                        int(updated),
+                    )
+                )
+            return copies
 
         return one_per_key(ranked, copies_of)
 
@@ -2375,37 +2401,64 @@ def says_the_same(text: str, said: Iterable[set[str]]) -> bool:
     return any(len(words & other) >= SAME_WORDS * len(words) for other in said)
 
 
+class EntryCopy(NamedTuple):
+    """One copy of an entry key, as :func:`one_per_key` compares and shows it."""
+
+    sources: list[Source]
+    plain: str
+    """Its text as :func:`_plain` words, to compare."""
+    text: str
+    """Its text as a hit shows it."""
+    updated_at: int
+
+
 def one_per_key(
-    ranked: list[SearchHit], copies_of: Callable[[str], Iterable[tuple[list[Source], str]]]
+    ranked: list[SearchHit], copies_of: Callable[[str], Iterable[EntryCopy]]
 ) -> list[SearchHit]:
     """Ranked hits with each statement once. A hit is one fact, named by its scope and key:
     the same key in two conversations is two facts (three ``budget``s are three hits). The
     exception is a copy of one statement: an entry promoted to layout memory from the same
     items (it shares a source), or the same text learned in several conversations; the
     copies are one hit, kept in its best place and citing the sources of every copy this
-    search may see.
+    search may see. Copies join through each other (a conversation's entry, the layout entry
+    it was promoted to and later updated from another conversation, and that conversation's
+    own entry are one fact), and the hit says what the newest of them says: an older
+    conversation's wording is never shown beside, or instead of, the newer one.
 
-    ``copies_of(key)``: the entries under ``key`` this search may see, newest first, as
-    (sources, plain text); each index (SQLite, PostgreSQL) reads them its own way."""
+    ``copies_of(key)``: the entries under ``key`` this search may see, newest first; each
+    index (SQLite, PostgreSQL) reads them its own way."""
 
     out: list[SearchHit] = []
     shown: dict[str, list[tuple[set[tuple[str, str]], set[str]]]] = {}
     for hit in ranked:
-        if hit.kind == "entry" and hit.key is not None:
+        key = hit.key
+        if hit.kind == "entry" and key is not None:
             refs = {(s.conversation, s.item) for s in hit.sources}
             said = _plain(hit.text)
-            if any(refs & seen or said in texts for seen, texts in shown.get(hit.key, [])):
+            if any(refs & seen or said in texts for seen, texts in shown.get(key, [])):
                 continue
             cited = {(s.conversation, s.item): s for s in hit.sources}
             texts = {said}
-            for copy, text in copies_of(hit.key):
-                if not (refs & {(c.conversation, c.item) for c in copy} or text == said):
-                    continue  # another fact under the same key
-                texts.add(text)
-                for source in copy:
-                    cited.setdefault((source.conversation, source.item), source)
+            joined: list[EntryCopy] = []
+            rest = list(copies_of(key))
+            grew = True
+            while grew:  # copies join through each other: until none more joins
+                grew = False
+                for copy in list(rest):
+                    mine = {(c.conversation, c.item) for c in copy.sources}
+                    if not (mine & set(cited) or copy.plain in texts):
+                        continue  # another fact under the same key (so far)
+                    rest.remove(copy)
+                    joined.append(copy)
+                    texts.add(copy.plain)
+                    for source in copy.sources:
+                        cited.setdefault((source.conversation, source.item), source)
+                    grew = True
+            newest = max(joined, key=lambda c: c.updated_at, default=None)
+            if newest is not None and newest.plain != said and newest.updated_at > hit.updated_at:
+                hit = hit.model_copy(update={"text": newest.text, "updated_at": newest.updated_at})
             hit.sources = list(cited.values())
-            shown.setdefault(hit.key, []).append((set(cited), texts))
+            shown.setdefault(key, []).append((set(cited), texts))
         out.append(hit)
     return out
 

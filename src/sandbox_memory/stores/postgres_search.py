@@ -52,6 +52,7 @@ from ..search.index import (
     SCORE_SHOWN_MIN,
     STATED_MIN_CHARS,
     TOKENIZER,
+    EntryCopy,
     HitKind,
     SearchHit,
     SearchIndex,
@@ -546,7 +547,7 @@ class PostgresSearch:
                 conn, phrases, stats, held, query, args, limit * CANDIDATES_PER_HIT
             )
             ranked += await self._citing(conn, ranked, query, args)
-            hits = distinct(await self._one_per_key(conn, ranked, args), limit)
+            hits = distinct(await self._one_per_key(conn, ranked, args, query=query), limit)
             return await self._with_excerpts(conn, hits, phrases, stats, held, query, args)
 
     async def _stats(self, conn: psycopg.AsyncConnection[Any]) -> dict[str, _Stats]:
@@ -784,7 +785,7 @@ class PostgresSearch:
                     {},
                 ):
                     ranked.append(_hit(row, score, "", whole=True))
-            return await self._one_per_key(conn, ranked, args)
+            return await self._one_per_key(conn, ranked, args, whole=True)
 
     async def _citing(
         self,
@@ -823,10 +824,16 @@ class PostgresSearch:
         return found
 
     async def _one_per_key(
-        self, conn: psycopg.AsyncConnection[Any], ranked: list[SearchHit], args: dict[str, Any]
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        ranked: list[SearchHit],
+        args: dict[str, Any],
+        *,
+        query: str = "",
+        whole: bool = False,
     ) -> list[SearchHit]:
         """:func:`~sandbox_memory.search.index.one_per_key`, the copies of every entry key
-        shown read in one query."""
+        shown read in one query (their text shown as :func:`_hit` shows a hit's)."""
 
         keys = sorted({h.key for h in ranked if h.kind == "entry" and h.key is not None})
         if not keys:
@@ -840,10 +847,17 @@ class PostgresSearch:
             sql += " AND d.conversation = %(conv)s"
         rows = await (await conn.execute(sql, {**args, "keys": keys})).fetchall()
         rows.sort(key=lambda r: (-int(r[3]), str(r[4]).encode()))  # newest, then as SQLite
-        copies: dict[str, list[tuple[list[Source], str]]] = {}
-        for key, sources, text, _, _ in rows:
+        copies: dict[str, list[EntryCopy]] = {}
+        for key, sources, text, updated, _ in rows:
             copy = [Source(**raw) for raw in _sources_of(json.dumps(sources))]
-            copies.setdefault(str(key), []).append((copy, _plain(str(text))))
+            copies.setdefault(str(key), []).append(
+                EntryCopy(
+                    copy,
+                    _plain(str(text)),
+                    str(text)[len(str(key)) + 2 :] if whole else _window(str(text), query),
+                    int(updated),
+                )
+            )
         return one_per_key(ranked, lambda key: copies.get(key, []))
 
     async def _with_excerpts(
