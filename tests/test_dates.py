@@ -92,6 +92,69 @@ TABLE = [
     (MONDAY, "last year", "last year (2023)"),
     (MONDAY, "yesterday", "yesterday (31 December 2023)"),
     (MONDAY, "last Mon", "last Mon (the Monday before 1 January 2024, 25 December 2023)"),
+    # An approximate count: the day it points at is said to be approximate (a year at its month).
+    (
+        FRIDAY,
+        "about a year ago",
+        "about a year ago (about a year before 9 June 2023, around June 2022)",
+    ),
+    (
+        FRIDAY,
+        "almost two weeks ago",
+        "almost two weeks ago (almost two weeks before 9 June 2023, around 26 May 2023)",
+    ),
+    (
+        FRIDAY,
+        "over a month ago",
+        "over a month ago (over a month before 9 June 2023, around May 2023)",
+    ),
+    # A time up to the day said: since when.
+    (FRIDAY, "I've had them for 3 years!", "I've had them for 3 years (since 2020)!"),
+    (FRIDAY, "Seven years now, and", "Seven years now (since 2016), and"),
+    (FRIDAY, "5 years already!", "5 years already (since 2018)!"),
+    (
+        FRIDAY,
+        "I've been painting for the past six months",
+        "I've been painting for the past six months (since December 2022)",
+    ),
+    (
+        FRIDAY,
+        "We've lived here for a few years now",
+        "We've lived here for a few years now (since around 2020)",
+    ),
+    # How long, not since when or when: left as said.
+    (FRIDAY, "He was with us for 10 years.", "He was with us for 10 years."),
+    (FRIDAY, "We stayed for two weeks.", "We stayed for two weeks."),
+    (FRIDAY, "Rome wasn't built in a day.", "Rome wasn't built in a day."),
+    (FRIDAY, "We haven't talked in a few days.", "We haven't talked in a few days."),
+    (FRIDAY, "I finished the draft in 3 weeks.", "I finished the draft in 3 weeks."),
+    # "in" a count, ahead: a plan, a future, a present progressive.
+    (FRIDAY, "I'm leaving in 3 days.", "I'm leaving in 3 days (12 June 2023)."),
+    (
+        FRIDAY,
+        "We will finish it in two weeks.",
+        "We will finish it in two weeks (two weeks after 9 June 2023, around 23 June 2023).",
+    ),
+    # A weekday with "on" alone: before the day said for what was done, after it for a plan.
+    (
+        FRIDAY,
+        "On Monday, I got great news.",
+        "On Monday (the Monday before 9 June 2023, 5 June 2023), I got great news.",
+    ),
+    (
+        FRIDAY,
+        "We're meeting on Tuesday.",
+        "We're meeting on Tuesday (the Tuesday after 9 June 2023, 13 June 2023).",
+    ),
+    (FRIDAY, "See you on Monday.", "See you on Monday."),
+    # A day of the month alone: the nearest such date.
+    (
+        FRIDAY,
+        "I met them on the 7th after my trip.",
+        "I met them on the 7th (7 June 2023) after my trip.",
+    ),
+    (FRIDAY, "The party is on the 30th.", "The party is on the 30th (30 May 2023)."),
+    (FRIDAY, "We live on the 2nd floor.", "We live on the 2nd floor."),
     # Counted from an event the text names, not from the day said: left as said.
     (FRIDAY, "three days later she left", "three days later she left"),
     (FRIDAY, "the week before the wedding", "the week before the wedding"),

@@ -111,3 +111,19 @@ def test_of_windows_holding_every_word_the_one_holding_them_most_is_shown() -> N
     text = once + "filler " * 150 + dense + "more " * 150
     cut = excerpt_of(text, "ferry pier")
     assert "ferry leaves pier 7 at 23:40" in cut and "nobody waited" not in cut
+
+
+def test_a_question_asking_when_is_shown_the_part_with_a_date() -> None:
+    undated = "We went camping by the lake with the kids and loved the camping trip. "
+    dated = "Next month (June 2023) we are off camping again. "
+    text = undated + "filler " * 150 + dated + "more " * 150
+    assert "June 2023" in excerpt_of(text, "When is Melanie going camping?")
+    # Asked what, not when: the window with the most matches of the words asked about.
+    assert "June 2023" not in excerpt_of(text, "What did Melanie love about camping?")
+
+
+def test_a_window_never_cuts_a_resolved_date_in_half() -> None:
+    said = "we leave next week (the week after 9 June 2023) "
+    text = "ferry " + "word " * 52 + said + "more " * 200
+    assert text.index("(") < EXCERPT_CHARS < text.index(")")  # the window's end falls inside
+    assert "(the week after 9 June 2023)" in excerpt_of(text, "ferry")

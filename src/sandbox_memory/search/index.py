@@ -68,6 +68,7 @@ from pydantic import BaseModel, Field
 
 from .. import bounded, spans
 from ..datapolicy import exc_text
+from ..engines.dates import MONTHS
 from ..engines.transcript import item_text, output_call_id, segment_id_of, segment_items
 from ..errors import MemoryConfigError
 from ..record.segments import LineCheck, read_new_segments, rollout_path
@@ -463,19 +464,42 @@ def _window(text: str, query: str, size: int = HIT_TEXT_CHARS) -> str:
     return text if len(text) <= size else excerpt_of(text, query, size)
 
 
+_ASKS_WHEN_RE = re.compile(
+    r"\W*(?:\w+\W+){0,2}?(?:when|since when|how long|what (?:date|day|year|month|week)"
+    r"|which (?:date|day|year|month|week|weekend))\b",
+    re.IGNORECASE,
+)
+"""A question that asks for a time ("When did …", "How long has …", "And which year …"): its
+answer is a date, whatever words it shares with the text."""
+
+_DATE_RE = re.compile(
+    rf"\b(?:\d{{1,2}} )?(?:{'|'.join(MONTHS)})(?: \d{{1,2}},?)?(?: \d{{4}})?\b"
+    r"|\b(?:1[6-9]|20)\d\d\b"
+)
+"""A date as memory writes it (``7 May 2023``, ``May 2023``, ``2016``) or as people do
+(``May 7, 2023``)."""
+
+BRACKET_SLACK_CHARS = 40
+"""How far a window's end may move to close a bracket it opened: a resolved date in brackets
+("next month (June 2023)") is shown whole, not cut at "(June…"."""
+
+
 def excerpt_of(text: str, query: str, size: int = EXCERPT_CHARS) -> str:
     """``text`` whole when it fits in ``size`` characters, otherwise the ``size``-character
     window holding most of ``query``'s distinct words, of those the one holding the most
     matches (the first such window), widened to word boundaries inside it, marked ``…`` where
     cut. A query word matches where a word of the text starts with its first five letters
     ("ferry" in "ferries", not "art" in "started"); a CJK word by its first two characters
-    anywhere, as CJK text has no spaces."""
+    anywhere, as CJK text has no spaces. A question asking when (:data:`_ASKS_WHEN_RE`) counts
+    the text's dates as one more word of it: the window it wants holds a date. A bracket
+    opened in the window is closed in it (:data:`BRACKET_SLACK_CHARS`)."""
 
     text = " ".join(text.split())
     if len(text) <= size:
         return text
     lowered = text.lower()
-    places: list[tuple[int, str]] = []
+    places: list[tuple[int, int, str]] = []
+    """(where, how long, which query word) of each match."""
     for token in dict.fromkeys(t.lower() for t in _QUERY_TOKEN_RE.findall(query)):
         if token in QUERY_STOPWORDS:
             continue
@@ -484,22 +508,24 @@ def excerpt_of(text: str, query: str, size: int = EXCERPT_CHARS) -> str:
         at = lowered.find(probe)
         while at >= 0:
             if cjk or at == 0 or not lowered[at - 1].isalnum():
-                places.append((at, probe))
+                places.append((at, len(probe), probe))
             at = lowered.find(probe, at + 1)
+    if _ASKS_WHEN_RE.match(query):
+        places += [(m.start(), len(m.group(0)), "") for m in _DATE_RE.finditer(text)]
     places.sort()
     # A window sliding over the matches: the one starting at a match that holds the most
     # distinct words, then the most matches (linear in the matches).
     start, best = 0, (0, 0)
     inside: dict[str, int] = {}
     last = 0
-    for first, (at, _) in enumerate(places):
-        while last < len(places) and places[last][0] + len(places[last][1]) <= at + size:
-            inside[places[last][1]] = inside.get(places[last][1], 0) + 1
+    for first, (at, _, _) in enumerate(places):
+        while last < len(places) and places[last][0] + places[last][1] <= at + size:
+            inside[places[last][2]] = inside.get(places[last][2], 0) + 1
             last += 1
         if (len(inside), last - first) > best:
             start, best = at, (len(inside), last - first)
         if last > first:
-            word = places[first][1]
+            word = places[first][2]
             inside[word] -= 1
             if not inside[word]:
                 del inside[word]
@@ -510,8 +536,13 @@ def excerpt_of(text: str, query: str, size: int = EXCERPT_CHARS) -> str:
         space = text.find(" ", start, start + size // 6)
         start = space + 1 if space >= 0 else start
     if end < len(text):
-        space = text.rfind(" ", end - size // 6, end)
-        end = space if space > start else end
+        opened = text.rfind("(", start, end)
+        closed = text.find(")", end, end + BRACKET_SLACK_CHARS)
+        if opened > text.rfind(")", start, end) and closed >= 0:
+            end = closed + 1  # a bracket (a resolved date) is never cut in half
+        else:
+            space = text.rfind(" ", end - size // 6, end)
+            end = space if space > start else end
     return ("…" if start else "") + text[start:end] + ("…" if end < len(text) else "")
 
 
