@@ -272,3 +272,32 @@ async def test_the_lookup_at_run_start_answers_as_the_copys_index(
             ], (text, person)
             if text.startswith("Deploy charlie") and person is None:
                 assert any("charlie" in h.text for h in got)
+
+
+@pytest.mark.parametrize("backend", ["workspace", "postgres"])
+async def test_a_fact_updated_in_a_later_conversation_is_one_hit_in_its_newest_words(
+    backend: str, pg_dsn: str, tmp_path: Path
+) -> None:
+    store = PostgresStore(pg_dsn, namespace="newest") if backend == "postgres" else None
+    rt = runtime(tmp_path / "w", store)
+    client = MemoryClient(store=store) if store else MemoryClient(tmp_path / "w", generate=OFFLINE)
+    for rid, command in (("fix", "tox -e py311"), ("fix2", "tox -e py312 --parallel")):
+        view = await client.create(rid)
+        await client.apply(
+            Remember(
+                key="test-command", content=f"Run the tests with {command}.", kind="procedure"
+            ),
+            expected=view.version,
+            conversation=rid,
+        )
+    await rt.close()
+    searcher = (
+        MemoryClient(store=PostgresStore(pg_dsn, namespace="newest"), generate=OFFLINE)
+        if store
+        else client
+    )
+
+    hits = [h for h in await searcher.search("tox tests py311") if h.kind == "entry"]
+
+    assert [h.key for h in hits] == ["test-command"]
+    assert "py312 --parallel" in hits[0].text and "py311" not in hits[0].text
