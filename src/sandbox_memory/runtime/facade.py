@@ -89,9 +89,10 @@ class LayoutRuntime:
         self.shared: SharedCopy | None = None
         """With a shared store: keeps this workspace's copy in step with it (stores/sync.py)."""
         if store is not None:
+            from ..stores.postgres_search import store_search
             from ..stores.sync import SharedCopy
 
-            self.shared = SharedCopy(self, store)
+            self.shared = SharedCopy(self, store, store_search(store))
         st = self.state
         self.recorder = Recorder(st, shared=self.shared)
         self.renderer = Renderer(st)

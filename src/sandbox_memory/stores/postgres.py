@@ -504,6 +504,18 @@ class PostgresStore:
                         pass
                 raise self._unavailable(exc, doing) from None
 
+    @asynccontextmanager
+    async def search_tables(
+        self, doing: str, fence: Fence | None = None
+    ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """One transaction on the namespace's search tables (``sbm_search_*``, read and
+        written by ``stores/postgres_search.py``), checked against ``fence`` when given: the
+        store's side of :class:`~sandbox_memory.stores.postgres_search.SearchTables`."""
+
+        async with self._tx(doing) as conn:
+            await self._check_fence(conn, fence)
+            yield conn
+
     async def holds_memory(self) -> bool:
         """Whether the namespace holds any memory or recorded run."""
 

@@ -39,8 +39,9 @@ import logging
 import math
 import sqlite3
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 from ..errors import MemoryConfigError
 from ..search.index import (
@@ -73,9 +74,25 @@ from .records import Source
 if TYPE_CHECKING:
     import psycopg
 
-    from .postgres import Fence, PostgresStore
+    from .postgres import Fence
 
 logger = logging.getLogger("sandbox_memory")
+
+
+@runtime_checkable
+class SearchTables(Protocol):
+    """What a shared store offers to keep its namespace's search index in its own tables
+    (``sbm_search_*``, migration 6 of ``stores/postgres.py``): the namespace, and a
+    transaction on those tables checked against a lease's fence. A store that offers it is
+    searched through :class:`PostgresSearch` (see :func:`store_search`); one that does not
+    leaves each sandbox its copy's own index."""
+
+    namespace: str
+
+    def search_tables(
+        self, doing: str, fence: Fence | None = None
+    ) -> AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]: ...
+
 
 BM25_K1: Final = 1.2
 """FTS5's ``bm25()`` k1 (its default): how fast a term's weight saturates with its count."""
@@ -238,7 +255,7 @@ def _digest(row: Sequence[Any]) -> str:
 
 
 async def send_index(
-    index: SearchIndex, store: PostgresStore, fence: Fence | None
+    index: SearchIndex, store: SearchTables, fence: Fence | None
 ) -> tuple[int, int]:
     """Send what ``index`` wrote or dropped since it last sent to the namespace's search
     tables; returns ``(documents sent, documents removed)``.
@@ -403,7 +420,7 @@ async def _send_batch(
 
 
 async def _send(
-    store: PostgresStore,
+    store: SearchTables,
     fence: Fence | None,
     names: list[str],
     rows: dict[str, Any],
@@ -417,7 +434,7 @@ async def _send(
     tables = {"retracted": _digest(retracted), "usage": _digest(usage)}
     tokenizer = _Tokenizer()
     if whole is not None:
-        async with store._tx("reading the search index") as conn:  # noqa: SLF001
+        async with store.search_tables("reading the search index") as conn:
             stored = await (
                 await conn.execute("SELECT doc FROM sbm_search_docs WHERE namespace = %s", (ns,))
             ).fetchall()
@@ -427,14 +444,12 @@ async def _send(
     # renewed (the renewal waits for the store's connection), so a large first sending does
     # not outlive it. A batch's documents, statistics and term counts commit together.
     for start in range(0, len(names), SEND_BATCH):
-        async with store._tx("sending the search index") as conn:  # noqa: SLF001
-            await store._check_fence(conn, fence)  # noqa: SLF001
+        async with store.search_tables("sending the search index", fence) as conn:
             done = await _send_batch(
                 conn, ns, names[start : start + SEND_BATCH], rows, local, tokenizer
             )
         sent, removed = sent + done[0], removed + done[1]
-    async with store._tx("sending the search index") as conn:  # noqa: SLF001
-        await store._check_fence(conn, fence)  # noqa: SLF001
+    async with store.search_tables("sending the search index", fence) as conn:
         meta = dict(
             await (
                 await conn.execute(
@@ -493,10 +508,19 @@ def _hit(row: Sequence[Any], score: float, query: str, *, whole: bool = False) -
 _KIND_RANK: Final = {kind: n for n, kind in enumerate(KIND_ORDER)}
 
 
+def store_search(store: object) -> PostgresSearch | None:
+    """The search index a shared store keeps for its namespace: in its own tables when it
+    offers them (:class:`SearchTables`), else ``None`` (each sandbox searches its copy's).
+    Chosen by what the store offers, not by its class; the runtime, which builds a layout's
+    working copy of the store, passes it in."""
+
+    return PostgresSearch(store) if isinstance(store, SearchTables) else None
+
+
 class PostgresSearch:
     """Searches of one namespace, on its search tables; the SQLite index's contract."""
 
-    def __init__(self, store: PostgresStore) -> None:
+    def __init__(self, store: SearchTables) -> None:
         self.store = store
         self._tokenizer: _Tokenizer | None = None
 
@@ -506,10 +530,15 @@ class PostgresSearch:
             self._tokenizer = _Tokenizer()
         return self._tokenizer
 
+    async def send(self, index: SearchIndex, fence: Fence | None) -> tuple[int, int]:
+        """Send what ``index`` noted since it last sent (:func:`send_index`)."""
+
+        return await send_index(index, self.store, fence)
+
     async def ready(self) -> bool:
         """Whether a whole index of the namespace has been sent (until then: the copy's)."""
 
-        async with self.store._tx("reading the search index") as conn:  # noqa: SLF001
+        async with self.store.search_tables("reading the search index") as conn:
             row = await (
                 await conn.execute(
                     "SELECT 1 FROM sbm_search_meta WHERE namespace = %s AND name = 'complete'",
@@ -538,7 +567,7 @@ class PostgresSearch:
             raise MemoryConfigError("query", query, "has no words to search for")
         phrases = query_phrases(expression, self.tokenizer)
         args = {"ns": self.store.namespace, "person": person, "conv": conversation}
-        async with self.store._tx("searching") as conn:  # noqa: SLF001
+        async with self.store.search_tables("searching") as conn:
             if not phrases:
                 return []
             stats = await self._stats(conn)
@@ -746,7 +775,7 @@ class PostgresSearch:
             return []
         args = {"ns": self.store.namespace, "person": person, "conv": None}
         tokens = self.tokenizer.terms([w.strip('"') for w in words])
-        async with self.store._tx("looking up the run's input") as conn:  # noqa: SLF001
+        async with self.store.search_tables("looking up the run's input") as conn:
             stats = await self._stats(conn)
             wanted = sorted({t for toks in tokens for t in toks})
             counts = dict(

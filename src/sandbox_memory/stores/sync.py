@@ -45,12 +45,10 @@ from .postgres import (
     LAYOUT_SCOPE,
     SETTINGS_NOTE,
     Fence,
-    PostgresStore,
     RolloutState,
     ScopeState,
     conversation_scope,
 )
-from .postgres_search import PostgresSearch, send_index
 from .records import (
     ConversationMemory,
     Defaults,
@@ -169,6 +167,30 @@ class SharedStore(Protocol):
     async def save_defaults(self, defaults: Defaults, *, fence: Fence | None = None) -> None: ...
 
 
+class StoreSearch(Protocol):
+    """A shared store's own search index of its namespace (``stores/postgres_search.py``'s
+    :class:`~sandbox_memory.stores.postgres_search.PostgresSearch` is one): what the working
+    copy sends its index's changes to, and searches instead of the copy's once whole."""
+
+    async def ready(self) -> bool: ...
+
+    async def send(self, index: SearchIndex, fence: Fence | None) -> tuple[int, int]: ...
+
+    async def search(
+        self, query: str, *, conversation: str | None, limit: int, person: str | None
+    ) -> list[SearchHit]: ...
+
+    async def curated(
+        self,
+        phrases: list[str],
+        words: list[str],
+        *,
+        person: str | None,
+        limit: int,
+        max_terms: int,
+    ) -> list[SearchHit]: ...
+
+
 class CopyHost(Protocol):
     """What the working copy needs of the layout's runtime (``runtime.LayoutRuntime`` is one):
     its workspace and store, its settings, and the steps a send or a fetch runs."""
@@ -271,7 +293,9 @@ def _segment_id(line: bytes) -> str | None:
 class SharedCopy:
     """Keeps one layout's workspace copy in step with a shared store (:class:`SharedStore`)."""
 
-    def __init__(self, runtime: CopyHost, store: SharedStore) -> None:
+    def __init__(
+        self, runtime: CopyHost, store: SharedStore, search: StoreSearch | None = None
+    ) -> None:
         self.rt = runtime
         self.store = store
         self.mdir = runtime.layout.memories_dir
@@ -284,12 +308,11 @@ class SharedCopy:
         self.holder = f"{os.uname().nodename}:{os.getpid()}:{secrets.token_hex(4)}"
         """Who this copy is in the store's claims."""
         runtime.store.shared_copy = True  # records are noted before they change
-        self.store_search: PostgresSearch | None = None
+        self.store_search = search
         """The namespace's search index in the store, when the store holds one
         (``stores/postgres_search.py``): searches go there, and this copy's index notes what
         it writes so that its closes send it."""
-        if isinstance(store, PostgresStore):
-            self.store_search = PostgresSearch(store)
+        if search is not None:
             runtime.search_index.shared_out = True
             runtime.search_index.remote = self
 
@@ -510,7 +533,7 @@ class SharedCopy:
     async def send_search(self, fence: Fence) -> None:
         """Under the lease, after the copy is sent and brought up to date: send what its
         search index wrote or dropped to the store's search index
-        (:func:`~sandbox_memory.stores.postgres_search.send_index`). Derived data: a failure
+        (:meth:`StoreSearch.send`). Derived data: a failure
         is logged and never fails the close; the notes stay for the next one."""
 
         if self.store_search is None:
@@ -518,7 +541,7 @@ class SharedCopy:
         # What the close's (or command's) own syncs of the index noted: the index is not
         # synced again here (a copy whose index was never built would build it whole).
         try:
-            await send_index(self.rt.search_index, self.store_search.store, fence)
+            await self.store_search.send(self.rt.search_index, fence)
         except (MemoryStoreUnavailable, MemoryConflict) as exc:
             logger.warning(
                 "memory search index could not be sent to %s (%s); the next close sends it",
