@@ -148,6 +148,27 @@ async def test_log_records_carry_the_version_they_produced(pg_dsn: str) -> None:
     await store.aclose()
 
 
+async def test_a_lease_past_its_time_that_nobody_took_is_still_its_holders(
+    pg_dsn: str,
+) -> None:
+    """A holder that stalled past its lease (its event loop held) while no one wanted the
+    lease keeps it: the renewal and the fenced writes go through, and the lease holds others
+    off again."""
+
+    first = PostgresStore(pg_dsn, namespace="n", lease_seconds=0.3)
+    fence = await first.acquire(timeout=1)
+    await asyncio.sleep(0.4)  # no renewal: the lease's time is past
+    await first.renew(fence)
+    assert await first.write_scope("layout", entries={"a": entry("a")}, fence=fence) == 1
+    second = PostgresStore(pg_dsn, namespace="n", lease_seconds=30)
+    with pytest.raises(MemoryLockTimeout):
+        await second.acquire(timeout=0.1)
+    await first.release(fence)
+    await second.release(await second.acquire(timeout=1))
+    await first.aclose()
+    await second.aclose()
+
+
 async def test_a_lapsed_lease_is_taken_over_and_its_old_holder_cannot_write(
     pg_dsn: str,
 ) -> None:

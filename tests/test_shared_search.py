@@ -10,7 +10,10 @@ close that lost its lease sends nothing.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +23,9 @@ import pytest
 from sandbox_memory import Forget, MemoryClient, MemoryGenerateConfig, MemoryLayoutConfig, Remember
 from sandbox_memory.errors import MemoryConfigError, MemoryLeaseLost
 from sandbox_memory.runtime import LayoutRuntime
-from sandbox_memory.search.index import INDEX_FILE
+from sandbox_memory.search.index import INDEX_FILE, SearchIndex
 from sandbox_memory.stores import PostgresStore
-from sandbox_memory.stores.postgres_search import send_index
+from sandbox_memory.stores.postgres_search import send_index, store_search
 from sandbox_memory.workspace import LocalWorkspace
 from shared_flow import lesson, run_payload
 
@@ -248,6 +251,92 @@ async def test_a_close_that_lost_its_lease_sends_nothing(pg_dsn: str, tmp_path: 
         "SELECT doc FROM sbm_search_docs WHERE namespace = 'acme' AND conversation = 'conv-b'",
     )
     assert held == []
+
+
+async def joined(root: Path) -> None:
+    """A workspace with a history of its own, about to join a shared store: its search index
+    is built again, wholly, by its first close on the store."""
+
+    alone = runtime(root, None)
+    for i in range(10):
+        await alone.record(run_payload(lesson(f"topic{i}")), rollout_id=f"conv-{i}")
+    await alone.close()
+    alone.search_index.close()
+    index_file(root).unlink()
+
+
+def in_thread(work: Callable[[], Awaitable[None]]) -> threading.Thread:
+    """Another sandbox's process: ``work`` in an event loop of its own."""
+
+    return threading.Thread(target=lambda: asyncio.run(work()))  # type: ignore[arg-type]
+
+
+async def test_a_close_that_stalled_past_its_lease_still_sends_the_index(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The first close on the store holds its event loop longer than the lease in one piece
+    (building the index of a long history on a busy machine), so the lease's renewal comes
+    late; nobody took the lease over meanwhile, so it is still the close's, and the close
+    sends the whole index without a warning."""
+
+    await joined(tmp_path / "a")
+    real = SearchIndex._sync_items
+    stalls: list[float] = []
+
+    async def stalled(self: SearchIndex, *args: Any, **kwargs: Any) -> None:
+        if not stalls:
+            stalls.append(1.5)
+            time.sleep(1.5)  # longer than the lease, in one piece
+        await real(self, *args, **kwargs)
+
+    monkeypatch.setattr(SearchIndex, "_sync_items", stalled)
+    store = PostgresStore(pg_dsn, namespace="acme", lease_seconds=1.0)
+    with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
+        await runtime(tmp_path / "a", store).close()
+    assert stalls and [r.getMessage() for r in caplog.records] == []
+    monkeypatch.undo()
+    reader = MemoryClient(store=PostgresStore(pg_dsn, namespace="acme"), generate=OFFLINE)
+    assert reader.runtime.shared is not None and reader.runtime.shared.store_search is not None
+    assert await reader.runtime.shared.store_search.ready()
+    for i in (0, 9):
+        assert any(f"topic{i}" in h.text for h in await reader.search(f"topic{i} deploy"))
+
+
+async def test_an_index_a_close_could_not_send_is_sent_by_the_next(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A close stalls past its lease and another sandbox takes the lease over (then dies):
+    the close's sending of the index is refused and it says so once, and the next close
+    sends the whole index."""
+
+    await joined(tmp_path / "a")
+    real = SearchIndex._sync_items
+
+    async def take_over() -> None:
+        await PostgresStore(pg_dsn, namespace="acme", lease_seconds=1.0).acquire(timeout=10)
+
+    taker = in_thread(take_over)
+
+    async def stalled(self: SearchIndex, *args: Any, **kwargs: Any) -> None:
+        if taker.ident is None:
+            time.sleep(1.5)  # longer than the lease, in one piece; meanwhile it is taken
+            taker.start()
+            taker.join()
+        await real(self, *args, **kwargs)
+
+    monkeypatch.setattr(SearchIndex, "_sync_items", stalled)
+    store = PostgresStore(pg_dsn, namespace="acme", lease_seconds=1.0)
+    with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
+        await runtime(tmp_path / "a", store).close()
+    unsent = [r for r in caplog.records if "search index could not be sent" in r.getMessage()]
+    assert len(unsent) == 1 and unsent[0].levelno == logging.WARNING
+    search = store_search(PostgresStore(pg_dsn, namespace="acme"))
+    assert search is not None and not await search.ready()
+    monkeypatch.undo()
+    await runtime(tmp_path / "a", PostgresStore(pg_dsn, namespace="acme")).close()
+    assert await search.ready()
+    hits = await search.search("topic3 deploy", conversation=None, limit=10, person=None)
+    assert hits and "topic3" in hits[0].text
 
 
 async def test_the_lookup_at_run_start_answers_as_the_copys_index(

@@ -57,8 +57,10 @@ DEFAULT_CONNECT_TIMEOUT_SECONDS = 5.0
 that cannot reach the store goes on from its copy instead of hanging its run."""
 
 DEFAULT_LEASE_SECONDS = 30.0
-"""Lease of a layout's consolidation; renewed at a third of it while held, so only a holder
-that stopped (died, lost the network) loses it."""
+"""Lease of a layout's consolidation; renewed at a third of it while held. Past it, another
+holder may take the lease over (a dead holder's, or one that stalled that long); until one
+does, the lease stays its holder's: the fencing token, which every takeover changes, is what
+refuses an old holder's writes, not the clock."""
 
 LAYOUT_LEASE = "layout"
 """The one lease per namespace: one consolidation (or command) at a time."""
@@ -589,19 +591,20 @@ class PostgresStore:
             await asyncio.sleep(0.05)
 
     async def renew(self, fence: Fence) -> None:
-        """Extend the lease; :class:`MemoryLeaseLost` when it lapsed or was taken over."""
+        """Extend the lease; :class:`MemoryLeaseLost` when it was taken over (or released).
+        A lease that ran out while its holder stalled (its event loop held by a long piece of
+        work) and that nobody took over is still its holder's: it is extended."""
 
         async with self._tx("renewing the lease") as conn:
             cur = await conn.execute(
                 "UPDATE sbm_leases SET expires_at = clock_timestamp() + make_interval(secs => %s) "
-                "WHERE namespace = %s AND name = %s AND holder = %s AND token = %s "
-                "AND expires_at > clock_timestamp()",
+                "WHERE namespace = %s AND name = %s AND holder = %s AND token = %s",
                 (self.lease_seconds, self.namespace, LAYOUT_LEASE, fence.holder, fence.token),
             )
             if cur.rowcount != 1:
                 raise MemoryLeaseLost(
                     f"the memory lease of namespace {self.namespace} (token {fence.token}) ran "
-                    "out or was taken over; nothing more is written under it"
+                    "out and was taken over; nothing more is written under it"
                 )
 
     # ------------------------------------------------------------ extraction claims
@@ -666,18 +669,20 @@ class PostgresStore:
     async def _check_fence(self, conn: psycopg.AsyncConnection[Any], fence: Fence | None) -> None:
         if fence is None:
             return
-        # FOR SHARE: a takeover (an UPDATE of this row) waits until this write commits.
+        # FOR SHARE: a takeover (an UPDATE of this row) waits until this write commits. The
+        # token, not the clock, decides: a lease past its time that nobody took over is still
+        # this holder's (see DEFAULT_LEASE_SECONDS).
         row = await (
             await conn.execute(
                 "SELECT 1 FROM sbm_leases WHERE namespace = %s AND name = %s AND holder = %s "
-                "AND token = %s AND expires_at > clock_timestamp() FOR SHARE",
+                "AND token = %s FOR SHARE",
                 (self.namespace, LAYOUT_LEASE, fence.holder, fence.token),
             )
         ).fetchone()
         if row is None:
             raise MemoryLeaseLost(
                 f"the memory lease of namespace {self.namespace} (token {fence.token}) ran out "
-                "or was taken over; the write was refused and nothing changed"
+                "and was taken over; the write was refused and nothing changed"
             )
 
     # ------------------------------------------------------------ scopes and entries

@@ -430,7 +430,6 @@ async def _send(
     whole: set[str] | None,
 ) -> tuple[int, int]:
     ns = store.namespace
-    local = {name: _digest([*row[:10], _unpack(row[10]), row[11]]) for name, row in rows.items()}
     tables = {"retracted": _digest(retracted), "usage": _digest(usage)}
     tokenizer = _Tokenizer()
     if whole is not None:
@@ -443,11 +442,17 @@ async def _send(
     # One transaction per batch, each checked against the fence: between them the lease is
     # renewed (the renewal waits for the store's connection), so a large first sending does
     # not outlive it. A batch's documents, statistics and term counts commit together.
+    # The digests too are computed batch by batch: all at once would hold the event loop, and
+    # with it the lease's renewal, for seconds on a large first sending.
     for start in range(0, len(names), SEND_BATCH):
+        batch = names[start : start + SEND_BATCH]
+        local = {
+            n: _digest([*rows[n][:10], _unpack(rows[n][10]), rows[n][11]])
+            for n in batch
+            if n in rows
+        }
         async with store.search_tables("sending the search index", fence) as conn:
-            done = await _send_batch(
-                conn, ns, names[start : start + SEND_BATCH], rows, local, tokenizer
-            )
+            done = await _send_batch(conn, ns, batch, rows, local, tokenizer)
         sent, removed = sent + done[0], removed + done[1]
     async with store.search_tables("sending the search index", fence) as conn:
         meta = dict(
