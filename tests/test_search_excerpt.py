@@ -10,9 +10,15 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from sandbox_memory import Forget
+from sandbox_memory import Forget, Remember
 from sandbox_memory.cli import main
-from sandbox_memory.search.index import EXCERPT_CHARS, excerpt_of, format_hits
+from sandbox_memory.search.index import (
+    ENTRY_TEXT_CHARS,
+    EXCERPT_CHARS,
+    HIT_TEXT_CHARS,
+    excerpt_of,
+    format_hits,
+)
 from test_search import client_for, payload, record
 
 TURN = (
@@ -127,3 +133,25 @@ def test_a_window_never_cuts_a_resolved_date_in_half() -> None:
     text = "ferry " + "word " * 52 + said + "more " * 200
     assert text.index("(") < EXCERPT_CHARS < text.index(")")  # the window's end falls inside
     assert "(the week after 9 June 2023)" in excerpt_of(text, "ferry")
+
+
+async def test_an_entry_is_cut_only_when_long_and_less_tightly_than_a_recorded_item(
+    tmp_path: Path,
+) -> None:
+    # An entry of about 1,000 characters is shown whole (cut, it would hide a fact of the
+    # same subject); a recorded message as long is cut to the window around the query.
+    c = client_for(tmp_path)
+    facts = " ".join(f"Harbour note {n}: pier {n} serves the island line {n}." for n in range(20))
+    content = facts + " The night ferry to Naxos leaves from pier 7."
+    assert HIT_TEXT_CHARS < len(content) <= ENTRY_TEXT_CHARS
+    await record(c, "trip", content.replace("Harbour note", "Walk note"), "Ok.")
+    view = await c.view(None)
+    await c.apply(
+        Remember(key="harbour-piers", content=content, kind="fact"), expected=view.version
+    )
+    hits = await c.search("when does the night ferry to Naxos leave", limit=5)
+    entry = next(h for h in hits if h.kind == "entry")
+    assert entry.text.endswith(content)
+    item = next(h for h in hits if h.kind == "item")
+    assert "ferry to Naxos leaves from pier 7" in item.text
+    assert len(item.text) <= HIT_TEXT_CHARS + 2 < len(content)  # a window, with its "…"

@@ -160,8 +160,20 @@ since what is indexed leaves out what differs from one run to the next (see
 :func:`settled_text`), the same work recorded twice gives the same hits too."""
 
 HIT_TEXT_CHARS = 700
-"""Longest ``text`` of a hit; longer documents are cut to the window holding most of the query's
-content words (see :func:`excerpt_of`)."""
+"""Longest ``text`` of a summary or item hit; longer documents are cut to the window holding
+most of the query's content words (see :func:`excerpt_of`)."""
+
+ENTRY_TEXT_CHARS = 1_200
+"""Longest ``text`` of an entry hit. An entry is already what memory kept of a run, so it is cut
+only when it is long (a day of someone's statements), and less tightly than a transcript: a cut
+entry hides a fact of the same subject, where a cut item hides more of the same output."""
+
+
+def hit_text_chars(kind: str) -> int:
+    """Longest ``text`` of a hit of ``kind`` (see :data:`HIT_TEXT_CHARS`)."""
+
+    return ENTRY_TEXT_CHARS if kind == "entry" else HIT_TEXT_CHARS
+
 
 EXCERPT_CHARS = 300
 """Longest ``excerpt`` of an entry hit: about two sentences of the recorded item it cites, cut
@@ -557,7 +569,7 @@ def _hit_of(row: Any, query: str, *, whole: bool) -> SearchHit:
         plain = plain[len(key) + 2 :]
     return SearchHit(
         kind=kind,
-        text=plain if whole else _window(plain, query),
+        text=plain if whole else _window(plain, query, hit_text_chars(kind)),
         score=round(float(score), 4),
         updated_at=int(updated),
         conversation=conv,
@@ -2255,7 +2267,7 @@ class SearchIndex:
                 sql + " ORDER BY updated_at DESC, doc", args
             ):
                 text = _unpack(packed)
-                shown = text[len(key) + 2 :] if whole else _window(text, query)
+                shown = text[len(key) + 2 :] if whole else _window(text, query, ENTRY_TEXT_CHARS)
                 copies.append(
                     EntryCopy(
                         [Source(**raw) for raw in _sources_of(sources)],

@@ -47,6 +47,7 @@ from ..errors import MemoryConfigError
 from ..search.index import (
     CANDIDATES_PER_HIT,
     DEFAULT_LIMIT,
+    ENTRY_TEXT_CHARS,
     KIND_ORDER,
     MAX_LIMIT,
     RRF_K,
@@ -65,6 +66,7 @@ from ..search.index import (
     all_words,
     distinct,
     excerpt_of,
+    hit_text_chars,
     one_per_key,
     search_expression,
     states_any,
@@ -498,7 +500,7 @@ def _hit(row: Sequence[Any], score: float, query: str, *, whole: bool = False) -
         text = text[len(key) + 2 :]  # ``<key with spaces>: <content>``, see SearchIndex
     return SearchHit(
         kind=kind,
-        text=text if whole else _window(text, query),
+        text=text if whole else _window(text, query, hit_text_chars(kind)),
         score=round(float(score), 4),
         updated_at=int(updated),
         conversation=conv,
@@ -888,7 +890,9 @@ class PostgresSearch:
                 EntryCopy(
                     copy,
                     _plain(str(text)),
-                    str(text)[len(str(key)) + 2 :] if whole else _window(str(text), query),
+                    str(text)[len(str(key)) + 2 :]
+                    if whole
+                    else _window(str(text), query, ENTRY_TEXT_CHARS),
                     int(updated),
                 )
             )
