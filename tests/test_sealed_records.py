@@ -128,7 +128,7 @@ async def test_a_forged_record_in_a_shared_stores_copy_is_not_sent_to_the_store(
     pg_dsn: str, tmp_path: Path
 ) -> None:
     from sandbox_memory.stores import PostgresStore
-    from sandbox_memory.stores.postgres import conversation_scope
+    from sandbox_memory.stores.shared import conversation_scope
     from shared_flow import run_payload, store_runtime
 
     store = PostgresStore(pg_dsn, namespace="sealed")

@@ -24,7 +24,7 @@ from pgserver import PostgresServer
 from sandbox_memory import Forget, MemoryClient, MemoryConflict, Remember
 from sandbox_memory.errors import MemoryStoreUnavailable
 from sandbox_memory.stores import PostgresStore
-from sandbox_memory.stores.postgres import conversation_scope
+from sandbox_memory.stores.shared import conversation_scope
 from shared_flow import lesson, run_once, run_payload, store_runtime
 
 FLOW = str(Path(__file__).with_name("shared_flow.py"))

@@ -201,7 +201,7 @@ async def test_a_send_reads_only_the_records_noted_as_changed_even_by_a_runtime_
     """A copy's records are noted before they change, also by a runtime on the folder that has
     no shared store (a command on the copy): the send reads those, not every conversation."""
 
-    from sandbox_memory.stores.postgres import conversation_scope
+    from sandbox_memory.stores.shared import conversation_scope
 
     other = PostgresStore(pg_dsn, namespace="acme")
     for i in range(MANY):

@@ -131,7 +131,7 @@ class Memory(_SDKMemory):
                 "generate", self.generate, "must be a sandbox_memory.MemoryGenerateConfig or None"
             )
         if self.store is not None:
-            from .stores.sync import SharedStore
+            from .stores.shared import SharedStore
 
             if not isinstance(self.store, SharedStore):
                 raise MemoryConfigError(

@@ -46,7 +46,8 @@ if TYPE_CHECKING:
     from ..redact import Redactor
     from ..stores.files import Store
     from ..stores.seam import Lease
-    from ..stores.sync import SharedCopy, SharedStore
+    from ..stores.shared import SharedStore
+    from ..stores.sync import SharedCopy
     from ..workspace import Workspace
 
 

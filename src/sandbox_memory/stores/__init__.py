@@ -9,6 +9,7 @@ the workspace then holds a working copy (:mod:`sandbox_memory.stores.sync`).
 
 from __future__ import annotations
 
-from .postgres import Fence, PostgresStore, redact_dsn
+from .postgres import PostgresStore, redact_dsn
+from .shared import Fence
 
 __all__ = ["Fence", "PostgresStore", "redact_dsn"]

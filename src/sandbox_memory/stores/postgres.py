@@ -31,7 +31,6 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..datapolicy import exc_text
@@ -43,6 +42,7 @@ from ..errors import (
     MemoryStoreUnavailable,
 )
 from .records import Defaults, Entry, LogRecord, Overrides
+from .shared import CONVERSATION_PREFIX, SETTINGS_NOTE, Fence, RolloutState, ScopeState
 
 if TYPE_CHECKING:
     import psycopg
@@ -64,19 +64,6 @@ refuses an old holder's writes, not the clock."""
 
 LAYOUT_LEASE = "layout"
 """The one lease per namespace: one consolidation (or command) at a time."""
-
-LAYOUT_SCOPE = "layout"
-
-CONVERSATION_PREFIX = "conversation:"
-
-SETTINGS_NOTE = "store/settings.json"
-"""The switch defaults of the ``Memory`` configuration that last consolidated the namespace,
-kept as a note (like the registry): a copy sends and fetches it with the other notes."""
-
-
-def conversation_scope(rollout_id: str) -> str:
-    return f"{CONVERSATION_PREFIX}{rollout_id}"
-
 
 # --------------------------------------------------------------------------- credentials
 
@@ -335,42 +322,6 @@ def _entry(
         updated_at=int(updated_at),
         subjects=subjects,
     )
-
-
-@dataclass(frozen=True)
-class Fence:
-    """A lease held on a namespace: writes carrying it are refused once it is lost."""
-
-    holder: str
-    token: int
-    """Grows by one at every acquisition: a newer holder always has a larger token."""
-
-
-@dataclass
-class ScopeState:
-    """One scope (layout memory or one conversation's memory) as stored."""
-
-    scope: str
-    version: int
-    head: str | None
-    overrides: Overrides
-    entries: dict[str, Entry]
-    entry_versions: dict[str, int]
-    """The scope version at which each entry last changed: what a per-entry write expects."""
-    since: int = 0
-    """Read as changes after this version (:meth:`PostgresStore.read_changes`): ``entries``
-    holds those changed after it, ``removed`` those removed after it; 0: the whole scope."""
-    removed: list[str] = field(default_factory=list)
-
-
-@dataclass
-class RolloutState:
-    rollout_id: str
-    segments: int
-    """Segments recorded (they are numbered 1..segments, in the order they were stored)."""
-    watermark: int
-    """Segments 1..watermark are extracted; it never moves backwards."""
-    progress: dict[str, Any]
 
 
 class PostgresStore:

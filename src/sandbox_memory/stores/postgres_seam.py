@@ -28,7 +28,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .postgres import LAYOUT_SCOPE, Fence, PostgresStore, _entry, conversation_scope
+from .postgres import PostgresStore, _entry
 from .records import (
     TAIL_BYTES,
     ConversationMemory,
@@ -43,6 +43,7 @@ from .records import (
     RolloutProgress,
 )
 from .seam import Lease, MemoryStore
+from .shared import LAYOUT_SCOPE, Fence, conversation_scope
 
 REGISTRY_NOTE = "store/registry.json"
 """The registry phase 2 derives, kept as a note (as the working copy keeps it)."""

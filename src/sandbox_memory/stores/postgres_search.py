@@ -76,7 +76,7 @@ from .records import Source
 if TYPE_CHECKING:
     import psycopg
 
-    from .postgres import Fence
+    from .shared import Fence
 
 logger = logging.getLogger("sandbox_memory")
 

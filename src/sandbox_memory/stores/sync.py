@@ -32,8 +32,8 @@ import json
 import logging
 import os
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import bounded
 from ..datapolicy import exc_text
@@ -41,22 +41,21 @@ from ..errors import MemoryConflict, MemoryLockTimeout, MemoryStoreUnavailable
 from ..integrity import SegmentSeal, host_keys
 from ..record.segments import rollout_path
 from .files import SHARED_COPY_FILE
-from .postgres import (
+from .records import (
+    ConversationMemory,
+    Entry,
+    LayoutMemory,
+    LogRecord,
+    RolloutProgress,
+)
+from .shared import (
     LAYOUT_SCOPE,
     SETTINGS_NOTE,
     Fence,
     RolloutState,
     ScopeState,
+    SharedStore,
     conversation_scope,
-)
-from .records import (
-    ConversationMemory,
-    Defaults,
-    Entry,
-    LayoutMemory,
-    LogRecord,
-    Overrides,
-    RolloutProgress,
 )
 
 if TYPE_CHECKING:
@@ -73,98 +72,6 @@ class _SealedState(Protocol):
     seal: SegmentSeal
 
     def line_check(self, rollout_id: str) -> LineCheck: ...
-
-
-@runtime_checkable
-class SharedStore(Protocol):
-    """What the working copy needs of a shared store (:class:`~sandbox_memory.stores.
-    PostgresStore` is one): scopes written under versions and a fenced lease, recorded
-    segments, progress as a watermark, claims, notes, and what changed since a horizon. A
-    ``Memory(store=...)`` that lacks one of these is refused by name."""
-
-    namespace: str
-    lease_seconds: float
-
-    @property
-    def dsn(self) -> str: ...
-
-    def describe(self) -> str: ...
-
-    async def acquire(self, *, timeout: float, holder: str | None = None) -> Fence: ...
-
-    async def renew(self, fence: Fence) -> None: ...
-
-    async def release(self, fence: Fence) -> None: ...
-
-    async def claim(self, names: Sequence[str], *, holder: str) -> list[str]: ...
-
-    async def claimed_by_others(self, prefix: str, *, holder: str) -> list[str]: ...
-
-    async def unclaim(self, names: Sequence[str], *, holder: str) -> None: ...
-
-    async def horizon(self) -> int: ...
-
-    async def changed_since(
-        self, xid: int
-    ) -> tuple[dict[str, int], dict[str, RolloutState], dict[str, str]]: ...
-
-    async def read_scope(self, scope: str) -> ScopeState: ...
-
-    async def read_changes(self, since: dict[str, int]) -> dict[str, ScopeState]: ...
-
-    async def write_scope(
-        self,
-        scope: str,
-        *,
-        entries: dict[str, Entry] | None = None,
-        remove: Sequence[str] = (),
-        expected_version: int | None = None,
-        expected_entries: dict[str, int | None] | None = None,
-        head: str | None = None,
-        overrides: Overrides | None = None,
-        log: Sequence[LogRecord] = (),
-        fence: Fence | None = None,
-        bump: int = 1,
-    ) -> int: ...
-
-    async def read_log(self, *, after: int = 0) -> list[tuple[int, LogRecord]]: ...
-
-    async def append_segment(self, rollout_id: str, segment_id: str, line: str) -> int: ...
-
-    async def segment_key(self) -> bytes: ...
-
-    async def segment_ids(self, rollout_id: str) -> list[str]: ...
-
-    async def read_segments(
-        self, rollout_id: str, *, after: int = 0
-    ) -> list[tuple[int, str, str]]: ...
-
-    async def rollouts(self) -> dict[str, RolloutState]: ...
-
-    async def advance(
-        self,
-        rollout_id: str,
-        *,
-        watermark: int,
-        progress: dict[str, Any],
-        fence: Fence | None = None,
-    ) -> int: ...
-
-    async def map_threads(self, threads: dict[str, str]) -> None: ...
-
-    async def put_files(
-        self, files: dict[str, bytes | None], *, fence: Fence | None = None
-    ) -> None: ...
-
-    async def files(self, *, after: int = 0) -> tuple[dict[str, bytes | None], int]: ...
-
-    async def holds_memory(self) -> bool: ...
-
-    async def list_conversations(self) -> list[str]: ...
-
-    async def load_defaults(self) -> Defaults | None: ...
-
-    async def save_defaults(self, defaults: Defaults, *, fence: Fence | None = None) -> None: ...
 
 
 class StoreSearch(Protocol):
