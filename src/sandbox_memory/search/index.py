@@ -75,6 +75,7 @@ from ..record.segments import LineCheck, read_new_segments, rollout_path
 from ..stores.records import ConversationMemory, Entry, LayoutMemory, Source
 from ..stores.seam import MemoryStore
 from ..workspace import LocalWorkspace, Workspace
+from .bm25 import rank_few
 from .embedding import EMBED_BATCH, EMBED_CHARS, Embedder, EmbedderError, normalized
 
 logger = logging.getLogger("sandbox_memory")
@@ -82,12 +83,13 @@ logger = logging.getLogger("sandbox_memory")
 INDEX_FILE = "search.sqlite"
 """Name of the index under ``<memories_dir>/store/``."""
 
-SCHEMA_VERSION = "7"
+SCHEMA_VERSION = "8"
 """Bumped when the index's tables or its tokens change; an index of another version is
 rebuilt (5: text is NFKC-normalised before it is tokenised; 6: what differs from one run of
 the same work to the next is left out, see :func:`settled_text`, and an entry's subjects are
 indexed with its text, see :func:`subject_terms`; 7: a rollout summary without the header
-lines naming its file and conversation, see :data:`_SUMMARY_HEADER_LINE_RE`)."""
+lines naming its file and conversation, see :data:`_SUMMARY_HEADER_LINE_RE`; 8: the rollout
+summaries' tokens in a table of their own, see :data:`FEW_TABLES`)."""
 
 UNICODE_FORM: Final = "NFKC"
 """Normal form of every text indexed and every query: a decomposed "résumé" (``e`` + a combining
@@ -234,6 +236,9 @@ CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(body, content='', tokenize='{T
 CREATE VIRTUAL TABLE IF NOT EXISTS entry_fts USING fts5(
     body, content='', tokenize='{TOKENIZER}'
 );
+CREATE VIRTUAL TABLE IF NOT EXISTS summary_fts USING fts5(
+    body, content='', tokenize='{TOKENIZER}'
+);
 CREATE TABLE IF NOT EXISTS rollouts(
     rid TEXT PRIMARY KEY,
     items_offset INTEGER NOT NULL DEFAULT 0,
@@ -274,6 +279,13 @@ have a table of their own; ``fts`` holds every document, most of them items, so 
 are the items'. A table of summaries alone ranked them no differently on either dev data set
 (one summary per conversation; their words are the items'), and each FTS5 table costs the index
 a few pages however few its documents."""
+
+FEW_TABLES: Final[dict[HitKind, str]] = {"rollout_summary": "summary_fts"}
+"""The FTS5 table holding the tokens of each kind of few documents (at most
+``generate.max_raw_memories_for_consolidation`` rollout summaries) that is ranked in a large
+table's statistics (:data:`KIND_TABLES`): the run's first read scores them from here
+(:func:`.bm25.rank_few`), at a cost that follows their number, where a ranking in the large
+table scores every document of any kind that holds a word of the query."""
 
 KIND_ORDER: Final[tuple[HitKind, ...]] = ("entry", "rollout_summary", "item")
 """The order of the kinds on one rank: curated text (an entry, then a summary) before the raw
@@ -360,6 +372,13 @@ def _segment_cjk(text: str) -> str:
 
     text = _DURATION_RE.sub(" ", unicodedata.normalize(UNICODE_FORM, text))
     return _CJK_CHAR_RE.sub(r" \1 ", text)
+
+
+def _own_tables(kind: HitKind) -> list[str]:
+    """The FTS5 tables a document of ``kind`` is in besides ``fts`` (which holds every one)."""
+
+    tables = [KIND_TABLES.get(kind, "fts"), FEW_TABLES.get(kind, "fts")]
+    return [t for t in dict.fromkeys(tables) if t != "fts"]
 
 
 def _fts_body(text: str, terms: str) -> str:
@@ -1155,8 +1174,7 @@ class SearchIndex:
         )
         body = _fts_body(text, terms)
         db.execute("INSERT INTO fts(rowid, body) VALUES (?, ?)", (cur.lastrowid, body))
-        own = KIND_TABLES.get(doc["kind"], "fts")
-        if own != "fts":
+        for own in _own_tables(doc["kind"]):
             db.execute(f"INSERT INTO {own}(rowid, body) VALUES (?, ?)", (cur.lastrowid, body))
         if self.shared_out:
             db.execute("INSERT OR IGNORE INTO shared_out(doc) VALUES (?)", (doc["doc"],))
@@ -1172,8 +1190,7 @@ class SearchIndex:
             # A contentless FTS5 table forgets a row when given the text it indexed.
             body = _fts_body(_unpack(packed), terms)
             db.execute("INSERT INTO fts(fts, rowid, body) VALUES ('delete', ?, ?)", (row_id, body))
-            own = KIND_TABLES.get(kind, "fts")
-            if own != "fts":
+            for own in _own_tables(kind):
                 db.execute(
                     f"INSERT INTO {own}({own}, rowid, body) VALUES ('delete', ?, ?)",
                     (row_id, body),
@@ -2017,23 +2034,89 @@ class SearchIndex:
         total = int(db.execute("SELECT COUNT(*) FROM docs").fetchone()[0])
         useful = [w for w in words if 0 < held.get(w, 0) <= total // 2]
         useful.sort(key=lambda w: held[w])  # stable: the text's order on ties
-        expression = " OR ".join([*phrases, *useful[: max(0, max_terms - len(phrases))]])
+        terms = [*phrases, *useful[: max(0, max_terms - len(phrases))]]
+        expression = " OR ".join(terms)
         if not expression:
             return []
         ranked: list[SearchHit] = []
         for kind in ("entry", "rollout_summary"):  # each ranked among its kind (see _lexical)
-            ranked += self._ranked(
-                db,
-                expression,
-                query="",
-                person=person,
-                conversation=None,
-                kinds=(kind,),
-                limit=limit,
-                whole=True,
-                table=KIND_TABLES[kind],
-            )
+            if kind in FEW_TABLES:
+                ranked += self._ranked_few(db, terms, kind=kind, person=person, limit=limit)
+            else:
+                ranked += self._ranked(
+                    db,
+                    expression,
+                    query="",
+                    person=person,
+                    conversation=None,
+                    kinds=(kind,),
+                    limit=limit,
+                    whole=True,
+                    table=KIND_TABLES[kind],
+                )
         return self._one_per_key(db, ranked, person, None, whole=True)
+
+    @classmethod
+    def _ranked_few(
+        cls,
+        db: sqlite3.Connection,
+        terms: list[str],
+        *,
+        kind: HitKind,
+        person: str | None,
+        limit: int,
+    ) -> list[SearchHit]:
+        """The hits :meth:`_ranked` gives for ``kind`` (a kind of :data:`FEW_TABLES`), the
+        expression ``terms`` joined by ``OR``, in the table :data:`KIND_TABLES` names, their
+        text whole: the same documents, order and scores, found by scoring the documents of
+        this kind that hold a term (:func:`.bm25.rank_few`) instead of every document that
+        does."""
+
+        scores = rank_few(
+            db, terms, table=KIND_TABLES[kind], few=FEW_TABLES[kind], tokenizer=TOKENIZER
+        )
+        return cls._best(db, scores, kind=kind, person=person, limit=limit)
+
+    @classmethod
+    def _best(
+        cls,
+        db: sqlite3.Connection,
+        scores: dict[int, float],
+        *,
+        kind: HitKind,
+        person: str | None,
+        limit: int,
+    ) -> list[SearchHit]:
+        """The best ``limit`` of the documents ``scores`` gives a BM25 value (FTS5's: lower is
+        better) in :meth:`_ranked`'s order and under its filters, their text whole."""
+
+        if not scores:
+            return []
+        rows = db.execute(
+            "SELECT id, updated_at, doc FROM docs WHERE id IN (SELECT value FROM json_each(?)) "
+            "AND kind = ? AND (person IS NULL OR person = ?)",
+            (json.dumps(sorted(scores)), kind, person),
+        ).fetchall()
+        # As _ranked orders them: BM25, then newest, then by name (one kind).
+        rows.sort(key=lambda r: (scores[int(r[0])], -int(r[1]), str(r[2])))
+        ids = [int(r[0]) for r in rows[:limit]]
+        found: list[int] = []
+        hits = cls._ranked(
+            db,
+            "",
+            query="",
+            person=person,
+            conversation=None,
+            kinds=(kind,),
+            limit=limit,
+            whole=True,
+            ids=ids,
+            doc_ids=found,
+        )
+        return [
+            hit.model_copy(update={"score": round(-scores[doc], 4)})
+            for doc, hit in zip(found, hits, strict=True)
+        ]
 
     @staticmethod
     def _held(db: sqlite3.Connection, words: list[str]) -> dict[str, int]:

@@ -1,0 +1,200 @@
+"""FTS5's BM25 for a few documents, in the statistics of a large table.
+
+Ranking a kind of few documents (the rollout summaries: at most
+``generate.max_raw_memories_for_consolidation``) by BM25 among all documents costs SQLite a score for every document of any kind that holds a word of
+the query: at 20,000 entries, most of a long first message's words are in thousands of
+recorded items, and ranking the summaries alone took most of the first turn's read. Here the
+few documents are scored as FTS5's ``bm25()`` scores them, with the same formula, the same
+statistics (the large table's row count, its average length and how many of its rows hold each
+phrase) and the same per-document figures (how often each phrase occurs, the document's length),
+so the order and every score are the ones the SQL ranking gives; only where they are read from
+changes: the phrase counts from a table of the few documents' tokens, the statistics from the
+large table's totals record, its per-row sizes and its vocabulary, each a lookup.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from collections.abc import Iterable
+from typing import Final
+
+K1: Final = 1.2
+"""FTS5's ``bm25()`` term-frequency saturation (``k1`` in ``fts5_aux.c``)."""
+
+B: Final = 0.75
+"""FTS5's ``bm25()`` length normalisation (``b`` in ``fts5_aux.c``)."""
+
+MIN_IDF: Final = 1e-6
+"""The weight FTS5 gives a phrase held by half the rows or more (its IDF would be <= 0)."""
+
+AVERAGES_ROWID: Final = 1
+"""The ``<table>_data`` row holding an FTS5 table's totals: its row count, then the tokens of
+each column (``FTS5_AVERAGES_ROWID`` in ``fts5Int.h``)."""
+
+
+def _varints(blob: bytes) -> list[int]:
+    """The SQLite varints of ``blob`` in order (big-endian, 7 bits a byte, the ninth byte
+    whole), the format of FTS5's totals and sizes records."""
+
+    values: list[int] = []
+    at = 0
+    while at < len(blob):
+        value = 0
+        for n in range(9):
+            byte = blob[at]
+            at += 1
+            if n == 8:
+                value = (value << 8) | byte
+                break
+            value = (value << 7) | (byte & 0x7F)
+            if not byte & 0x80:
+                break
+        values.append(value)
+    return values
+
+
+def phrase_tokens(db: sqlite3.Connection, phrases: list[str], tokenizer: str) -> list[list[str]]:
+    """Each FTS5 phrase of ``phrases`` (``"src foo py"``, quotes included) as the index's tokens,
+    in order: tokenized by a temporary FTS5 table with ``tokenizer``, as a query is."""
+
+    db.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.bm25_phrases "
+        f"USING fts5(body, tokenize='{tokenizer}')"
+    )
+    db.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.bm25_phrase_tokens "
+        "USING fts5vocab(temp, bm25_phrases, instance)"
+    )
+    db.execute("DELETE FROM temp.bm25_phrases")
+    db.executemany(
+        "INSERT INTO temp.bm25_phrases(rowid, body) VALUES (?, ?)",
+        [
+            (n, p[1:-1].replace('""', '"') if p.startswith('"') else p)
+            for n, p in enumerate(phrases)
+        ],
+    )
+    placed: list[list[tuple[int, str]]] = [[] for _ in phrases]
+    for row, term, offset in db.execute("SELECT doc, term, offset FROM temp.bm25_phrase_tokens"):
+        placed[int(row)].append((int(offset), str(term)))
+    db.execute("DELETE FROM temp.bm25_phrases")
+    return [[term for _, term in sorted(tokens)] for tokens in placed]
+
+
+def rank_few(
+    db: sqlite3.Connection,
+    phrases: list[str],
+    *,
+    table: str,
+    few: str,
+    tokenizer: str,
+) -> dict[int, float]:
+    """``bm25(<table>)`` for each row of the FTS5 table ``few`` that holds any of ``phrases``
+    (the FTS5 expression ``phrases[0] OR phrases[1] OR ...``), by row id: the value
+    ``SELECT rowid, bm25(<table>) FROM <table> WHERE <table> MATCH <expression>`` gives for
+    those rows, where ``few`` indexes a subset of ``table``'s rows with the same text and
+    tokenizer. Its cost follows the phrases and the rows of ``few``, not the rows of ``table``.
+
+    ``table`` must keep its rows' sizes (FTS5's default ``columnsize=1``) and have one column.
+    """
+
+    if not phrases:
+        return {}
+    tokens = phrase_tokens(db, phrases, tokenizer)
+    row = db.execute(f"SELECT block FROM {table}_data WHERE id = ?", (AVERAGES_ROWID,)).fetchone()
+    totals = _varints(bytes(row[0])) if row is not None else [0]
+    n_row, n_token = totals[0], sum(totals[1:])
+    if n_row == 0:
+        return {}
+    avgdl = n_token / n_row
+
+    # How often each phrase occurs in each of the few rows: a one-token phrase counted by
+    # SQLite, a longer one from its tokens' offsets.
+    db.execute(
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.bm25_{few}_terms "
+        f"USING fts5vocab(main, {few}, instance)"
+    )
+    vocab = f"temp.bm25_{few}_terms"
+    freq: dict[int, list[int]] = {}
+    for i, phrase in enumerate(tokens):
+        if len(phrase) == 1:
+            counted = db.execute(
+                f"SELECT doc, count(*) FROM {vocab} WHERE term = ? GROUP BY doc", (phrase[0],)
+            ).fetchall()
+        else:
+            counted = list(_phrase_counts(db, vocab, phrase).items())
+        for doc, n in counted:
+            freq.setdefault(int(doc), [0] * len(tokens))[i] = int(n)
+    if not freq:
+        return {}
+
+    idf = [
+        _idf(db, table, phrase, text, n_row) for phrase, text in zip(tokens, phrases, strict=True)
+    ]
+    scores: dict[int, float] = {}
+    for doc, length in _sizes(db, table, freq).items():
+        # As fts5Bm25Function computes it, operation for operation: the same float as
+        # SQLite's, so the order and the ties are SQLite's.
+        norm = K1 * (1 - B + B * float(length) / avgdl)
+        score = 0.0
+        for weight, f in zip(idf, freq[doc], strict=True):
+            hits = float(f)
+            score += weight * ((hits * (K1 + 1.0)) / (hits + norm))
+        scores[doc] = -1.0 * score
+    return scores
+
+
+def _phrase_counts(db: sqlite3.Connection, vocab: str, phrase: list[str]) -> dict[int, int]:
+    """How many times the tokens of ``phrase`` occur one after another in each row of the
+    ``fts5vocab`` instance table ``vocab``."""
+
+    places: dict[int, dict[str, set[int]]] = {}
+    for term in dict.fromkeys(phrase):
+        for doc, offset in db.execute(f"SELECT doc, offset FROM {vocab} WHERE term = ?", (term,)):
+            places.setdefault(int(doc), {}).setdefault(term, set()).add(int(offset))
+    rest = list(enumerate(phrase))[1:]
+    counts: dict[int, int] = {}
+    for doc, where in places.items():
+        if all(t in where for t in phrase):
+            n = sum(1 for at in where[phrase[0]] if all(at + k in where[t] for k, t in rest))
+            if n:
+                counts[doc] = n
+    return counts
+
+
+def _idf(db: sqlite3.Connection, table: str, tokens: list[str], phrase: str, n_row: int) -> float:
+    """FTS5's IDF of a phrase in ``table``: from the rows holding it (one token: read from the
+    vocabulary; more: counted by a phrase query, whose posting lists are the rare ones)."""
+
+    if not tokens:
+        return 0.0  # matches nothing: FTS5 weighs it, but no row has it
+    if len(tokens) == 1:
+        db.execute(
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.bm25_{table}_rows "
+            f"USING fts5vocab(main, {table}, row)"
+        )
+        row = db.execute(
+            f"SELECT doc FROM temp.bm25_{table}_rows WHERE term = ?", (tokens[0],)
+        ).fetchone()
+        hits = int(row[0]) if row is not None else 0
+    else:
+        hits = int(
+            db.execute(f"SELECT count(*) FROM {table} WHERE {table} MATCH ?", (phrase,)).fetchone()[
+                0
+            ]
+        )
+    idf = math.log((n_row - hits + 0.5) / (hits + 0.5))
+    return idf if idf > 0.0 else MIN_IDF
+
+
+def _sizes(db: sqlite3.Connection, table: str, docs: Iterable[int]) -> dict[int, int]:
+    """The length in tokens of each of ``docs`` in ``table`` (its ``_docsize`` rows)."""
+
+    return {
+        int(doc): sum(_varints(bytes(sz)))
+        for doc, sz in db.execute(
+            f"SELECT id, sz FROM {table}_docsize WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps(sorted(docs)),),
+        )
+    }
