@@ -165,5 +165,10 @@ async def test_the_summaries_shown_are_the_ones_the_ranking_over_all_documents_g
                 db, terms, kind="rollout_summary", person=None, limit=limit
             )
             assert few == over_all, (task, limit)
+            # As the section calls it: with the words' counts read for choosing the terms.
+            held = SearchIndex._held(db, words)
+            assert few == SearchIndex._ranked_few(
+                db, terms, kind="rollout_summary", person=None, limit=limit, held=held
+            )
             ranked += len(few) > 1
     assert ranked

@@ -1,15 +1,16 @@
 """FTS5's BM25 for a few documents, in the statistics of a large table.
 
 Ranking a kind of few documents (the rollout summaries: at most
-``generate.max_raw_memories_for_consolidation``) by BM25 among all documents costs SQLite a score for every document of any kind that holds a word of
-the query: at 20,000 entries, most of a long first message's words are in thousands of
-recorded items, and ranking the summaries alone took most of the first turn's read. Here the
-few documents are scored as FTS5's ``bm25()`` scores them, with the same formula, the same
-statistics (the large table's row count, its average length and how many of its rows hold each
-phrase) and the same per-document figures (how often each phrase occurs, the document's length),
-so the order and every score are the ones the SQL ranking gives; only where they are read from
-changes: the phrase counts from a table of the few documents' tokens, the statistics from the
-large table's totals record, its per-row sizes and its vocabulary, each a lookup.
+``generate.max_raw_memories_for_consolidation``) by BM25 among all documents costs SQLite a
+score for every document of any kind that holds a word of the query: at 20,000 entries, most of
+a long first message's words are in thousands of recorded items, and ranking the summaries
+alone took most of the first turn's read. Here the few documents are scored as FTS5's
+``bm25()`` scores them, with the same formula, the same statistics (the large table's row
+count, its average length and how many of its rows hold each phrase) and the same per-document
+figures (how often each phrase occurs, the document's length), so the order and every score
+are the ones the SQL ranking gives; only where they are read from changes: the phrase counts
+from a table of the few documents' tokens, the statistics from the large table's totals
+record, its per-row sizes and its vocabulary, each a lookup.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Final
 
 K1: Final = 1.2
@@ -89,6 +90,7 @@ def rank_few(
     table: str,
     few: str,
     tokenizer: str,
+    held: Mapping[str, int] | None = None,
 ) -> dict[int, float]:
     """``bm25(<table>)`` for each row of the FTS5 table ``few`` that holds any of ``phrases``
     (the FTS5 expression ``phrases[0] OR phrases[1] OR ...``), by row id: the value
@@ -97,6 +99,8 @@ def rank_few(
     tokenizer. Its cost follows the phrases and the rows of ``few``, not the rows of ``table``.
 
     ``table`` must keep its rows' sizes (FTS5's default ``columnsize=1``) and have one column.
+    ``held`` may give, for phrases of one token, how many rows of ``table`` hold it (read by
+    the caller already); the others are looked up.
     """
 
     if not phrases:
@@ -130,7 +134,8 @@ def rank_few(
         return {}
 
     idf = [
-        _idf(db, table, phrase, text, n_row) for phrase, text in zip(tokens, phrases, strict=True)
+        _idf(db, table, phrase, text, n_row, (held or {}).get(text))
+        for phrase, text in zip(tokens, phrases, strict=True)
     ]
     scores: dict[int, float] = {}
     for doc, length in _sizes(db, table, freq).items():
@@ -163,13 +168,22 @@ def _phrase_counts(db: sqlite3.Connection, vocab: str, phrase: list[str]) -> dic
     return counts
 
 
-def _idf(db: sqlite3.Connection, table: str, tokens: list[str], phrase: str, n_row: int) -> float:
+def _idf(
+    db: sqlite3.Connection,
+    table: str,
+    tokens: list[str],
+    phrase: str,
+    n_row: int,
+    held: int | None,
+) -> float:
     """FTS5's IDF of a phrase in ``table``: from the rows holding it (one token: read from the
     vocabulary; more: counted by a phrase query, whose posting lists are the rare ones)."""
 
     if not tokens:
         return 0.0  # matches nothing: FTS5 weighs it, but no row has it
-    if len(tokens) == 1:
+    if len(tokens) == 1 and held is not None:
+        hits = held
+    elif len(tokens) == 1:
         db.execute(
             f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.bm25_{table}_rows "
             f"USING fts5vocab(main, {table}, row)"

@@ -2041,7 +2041,9 @@ class SearchIndex:
         ranked: list[SearchHit] = []
         for kind in ("entry", "rollout_summary"):  # each ranked among its kind (see _lexical)
             if kind in FEW_TABLES:
-                ranked += self._ranked_few(db, terms, kind=kind, person=person, limit=limit)
+                ranked += self._ranked_few(
+                    db, terms, kind=kind, person=person, limit=limit, held=held
+                )
             else:
                 ranked += self._ranked(
                     db,
@@ -2065,15 +2067,21 @@ class SearchIndex:
         kind: HitKind,
         person: str | None,
         limit: int,
+        held: Mapping[str, int] | None = None,
     ) -> list[SearchHit]:
         """The hits :meth:`_ranked` gives for ``kind`` (a kind of :data:`FEW_TABLES`), the
         expression ``terms`` joined by ``OR``, in the table :data:`KIND_TABLES` names, their
         text whole: the same documents, order and scores, found by scoring the documents of
         this kind that hold a term (:func:`.bm25.rank_few`) instead of every document that
-        does."""
+        does. ``held``: :meth:`_held` of the words among ``terms``, if read already."""
 
         scores = rank_few(
-            db, terms, table=KIND_TABLES[kind], few=FEW_TABLES[kind], tokenizer=TOKENIZER
+            db,
+            terms,
+            table=KIND_TABLES[kind],
+            few=FEW_TABLES[kind],
+            tokenizer=TOKENIZER,
+            held=held,
         )
         return cls._best(db, scores, kind=kind, person=person, limit=limit)
 
