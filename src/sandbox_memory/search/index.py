@@ -237,7 +237,7 @@ CREATE VIRTUAL TABLE IF NOT EXISTS entry_fts USING fts5(
     body, content='', tokenize='{TOKENIZER}'
 );
 CREATE VIRTUAL TABLE IF NOT EXISTS summary_fts USING fts5(
-    body, content='', tokenize='{TOKENIZER}'
+    body, content='', columnsize=0, tokenize='{TOKENIZER}'
 );
 CREATE TABLE IF NOT EXISTS rollouts(
     rid TEXT PRIMARY KEY,
