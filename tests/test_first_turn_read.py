@@ -79,6 +79,12 @@ def test_a_few_rows_score_as_fts5_scores_them_among_all_rows(query: list[str]) -
     assert (not expected) == (query == ['"nowhere"'])
 
 
+def test_a_phrase_not_in_quotes_is_refused_with_its_value() -> None:
+    db = _tables(random.Random(3), rows=20, every=2)
+    with pytest.raises(ValueError, match="double quotes, got 'parser OR deploy'"):
+        rank_few(db, ["parser OR deploy"], table="big", few="few", tokenizer=TOKENIZER)
+
+
 def test_rows_deleted_from_both_tables_leave_the_scores_as_fts5_gives_them() -> None:
     rng = random.Random(11)
     bodies = {rowid: _doc(rng) for rowid in range(1, 301)}

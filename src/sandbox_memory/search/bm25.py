@@ -68,13 +68,13 @@ def phrase_tokens(db: sqlite3.Connection, phrases: list[str], tokenizer: str) ->
         "CREATE VIRTUAL TABLE IF NOT EXISTS temp.bm25_phrase_tokens "
         "USING fts5vocab(temp, bm25_phrases, instance)"
     )
+    for phrase in phrases:
+        if len(phrase) < 2 or phrase[0] != '"' or phrase[-1] != '"':
+            raise ValueError(f"phrases must be FTS5 strings in double quotes, got {phrase!r}")
     db.execute("DELETE FROM temp.bm25_phrases")
     db.executemany(
         "INSERT INTO temp.bm25_phrases(rowid, body) VALUES (?, ?)",
-        [
-            (n, p[1:-1].replace('""', '"') if p.startswith('"') else p)
-            for n, p in enumerate(phrases)
-        ],
+        [(n, p[1:-1].replace('""', '"')) for n, p in enumerate(phrases)],
     )
     placed: list[list[tuple[int, str]]] = [[] for _ in phrases]
     for row, term, offset in db.execute("SELECT doc, term, offset FROM temp.bm25_phrase_tokens"):
