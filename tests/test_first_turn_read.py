@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from helpers import run_payload
+from helpers import run_payload, sealed_store
 from sandbox_memory import MemoryClient, MemoryGenerateConfig
 from sandbox_memory.render.relevant import QUERY_TERMS, task_terms
 from sandbox_memory.search.bm25 import rank_few
 from sandbox_memory.search.index import TOKENIZER, SearchIndex
+from sandbox_memory.stores.records import Entry, LayoutMemory, Source
 
 WORDS = ["parser", "parsing", "deploy", "ferry", "naxos", "port", "6543", "café", "cafe"]
 PATH = "src foo py"
@@ -179,3 +180,48 @@ async def test_the_summaries_shown_are_the_ones_the_ranking_over_all_documents_g
             )
             ranked += len(few) > 1
     assert ranked
+
+
+async def test_the_entries_shown_are_the_ones_the_ranking_of_every_entry_gives(
+    tmp_path: Path,
+) -> None:
+    # Entries of three people and shared ones, many tied (the same words, the same length):
+    # a person's best are often another's, so the read of the best few must look further.
+    rng = random.Random(5)
+    entries = {}
+    for i in range(300):
+        words = " ".join(rng.choice(WORDS) for _ in range(rng.choice([3, 3, 6, 12])))
+        entries[f"fact-{i:03d}"] = Entry(
+            key=f"fact-{i:03d}",
+            content=f"The {words} note.",
+            kind="fact",
+            person=[None, "ana", "bob", "cy"][i % 4 if i < 200 else 1],
+            sources=[Source(conversation="c", item=f"s:{i}")],
+            updated_at=1_000 + i % 7,
+        )
+    await sealed_store(tmp_path).save_layout(LayoutMemory(version=1, entries=entries))
+    index = MemoryClient(tmp_path, generate=OFFLINE).runtime.search_index
+    await index.sync()
+    db = await index._open()
+
+    compared = 0
+    for words in (['"parser"'], ['"ferry"', '"naxos"'], ['"cafe"', '"6543"', '"deploy"']):
+        for person in (None, "ana", "bob", "dee"):
+            for limit in (1, 2, 5, 40, 400):
+                every = SearchIndex._ranked(
+                    db,
+                    " OR ".join(words),
+                    query="",
+                    person=person,
+                    conversation=None,
+                    kinds=("entry",),
+                    limit=limit,
+                    whole=True,
+                    table="entry_fts",
+                )
+                best = SearchIndex._ranked_own(
+                    db, " OR ".join(words), kind="entry", person=person, limit=limit
+                )
+                assert best == every, (words, person, limit)
+                compared += len(best) >= limit
+    assert compared

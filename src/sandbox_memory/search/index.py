@@ -2045,18 +2045,49 @@ class SearchIndex:
                     db, terms, kind=kind, person=person, limit=limit, held=held
                 )
             else:
-                ranked += self._ranked(
-                    db,
-                    expression,
-                    query="",
-                    person=person,
-                    conversation=None,
-                    kinds=(kind,),
-                    limit=limit,
-                    whole=True,
-                    table=KIND_TABLES[kind],
-                )
+                ranked += self._ranked_own(db, expression, kind=kind, person=person, limit=limit)
         return self._one_per_key(db, ranked, person, None, whole=True)
+
+    @classmethod
+    def _ranked_own(
+        cls,
+        db: sqlite3.Connection,
+        expression: str,
+        *,
+        kind: HitKind,
+        person: str | None,
+        limit: int,
+    ) -> list[SearchHit]:
+        """The hits :meth:`_ranked` gives for ``kind`` (whose table in :data:`KIND_TABLES`
+        holds only its documents), their text whole: the same documents, order and scores,
+        with ``docs`` read for the documents FTS5 scores at least as well as its
+        ``2 * limit``-th best (ties included) instead of for every one holding a term; when
+        fewer than ``limit`` of those are this person's, for all of them."""
+
+        table = KIND_TABLES[kind]
+        rows = db.execute(
+            f"WITH r AS MATERIALIZED (SELECT rowid AS id, bm25({table}) AS s FROM {table} "
+            f"WHERE {table} MATCH ?) "
+            "SELECT r.id, r.s FROM r JOIN docs d ON d.id = r.id "
+            "WHERE r.s <= COALESCE((SELECT s FROM r ORDER BY s LIMIT 1 OFFSET ?), 1e308) "
+            "AND d.kind = ? AND (d.person IS NULL OR d.person = ?)",
+            (expression, 2 * limit - 1, kind, person),
+        ).fetchall()
+        if len(rows) >= limit:
+            return cls._best(
+                db, {int(r): float(b) for r, b in rows}, kind=kind, person=person, limit=limit
+            )
+        return cls._ranked(
+            db,
+            expression,
+            query="",
+            person=person,
+            conversation=None,
+            kinds=(kind,),
+            limit=limit,
+            whole=True,
+            table=table,
+        )
 
     @classmethod
     def _ranked_few(
