@@ -80,6 +80,22 @@ def test_a_few_rows_score_as_fts5_scores_them_among_all_rows(query: list[str]) -
     assert (not expected) == (query == ['"nowhere"'])
 
 
+def test_tables_of_no_rows_score_nothing() -> None:
+    db = _tables(random.Random(3), rows=0, every=2)
+    assert (
+        rank_few(db, ['"src foo py"', '"parser"'], table="big", few="few", tokenizer=TOKENIZER)
+        == {}
+    )
+
+
+async def test_a_task_naming_a_file_reads_a_new_empty_index(tmp_path: Path) -> None:
+    index = MemoryClient(tmp_path, generate=OFFLINE).runtime.search_index
+    phrases, words = task_terms("Fix the crash in src/foo.py")
+    assert phrases  # searched as a phrase whatever the index holds
+
+    assert await index.curated(phrases, words, person=None, limit=40, max_terms=QUERY_TERMS) == []
+
+
 def test_a_phrase_not_in_quotes_is_refused_with_its_value() -> None:
     db = _tables(random.Random(3), rows=20, every=2)
     with pytest.raises(ValueError, match="double quotes, got 'parser OR deploy'"):

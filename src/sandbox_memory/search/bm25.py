@@ -107,7 +107,8 @@ def rank_few(
         return {}
     tokens = phrase_tokens(db, phrases, tokenizer)
     row = db.execute(f"SELECT block FROM {table}_data WHERE id = ?", (AVERAGES_ROWID,)).fetchone()
-    totals = _varints(bytes(row[0])) if row is not None else [0]
+    # An empty record (as a new table writes it) is a table of no rows.
+    totals = (_varints(bytes(row[0])) if row is not None else []) or [0]
     n_row, n_token = totals[0], sum(totals[1:])
     if n_row == 0:
         return {}
