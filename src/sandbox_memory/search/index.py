@@ -2065,8 +2065,10 @@ class SearchIndex:
         fewer than ``limit`` of those are this person's, for all of them."""
 
         table = KIND_TABLES[kind]
+        # r is read twice: SQLite 3.35 and later compute it once (older ones twice, slower
+        # but the same rows).
         rows = db.execute(
-            f"WITH r AS MATERIALIZED (SELECT rowid AS id, bm25({table}) AS s FROM {table} "
+            f"WITH r AS (SELECT rowid AS id, bm25({table}) AS s FROM {table} "
             f"WHERE {table} MATCH ?) "
             "SELECT r.id, r.s FROM r JOIN docs d ON d.id = r.id "
             "WHERE r.s <= COALESCE((SELECT s FROM r ORDER BY s LIMIT 1 OFFSET ?), 1e308) "
