@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Final
 
 K1: Final = 1.2
@@ -33,6 +33,39 @@ MIN_IDF: Final = 1e-6
 AVERAGES_ROWID: Final = 1
 """The ``<table>_data`` row holding an FTS5 table's totals: its row count, then the tokens of
 each column (``FTS5_AVERAGES_ROWID`` in ``fts5Int.h``)."""
+
+
+def idf(rows: int, holding: int) -> float:
+    """FTS5's IDF of a phrase held by ``holding`` of ``rows`` rows (floored at
+    :data:`MIN_IDF`)."""
+
+    value = math.log((rows - holding + 0.5) / (holding + 0.5))
+    return value if value > 0.0 else MIN_IDF
+
+
+def score(counts: Sequence[int], length: int, weights: Sequence[float], avgdl: float) -> float:
+    """FTS5's BM25 of one document (``-bm25()``: higher is better) of ``length`` tokens holding
+    each phrase ``counts[i]`` times, each phrase weighing ``weights[i]`` (its :func:`idf`):
+    ``fts5Bm25Function``'s operations in its order, so the float is SQLite's and so are the
+    ties. The one formula of both indexes (the PostgreSQL index scores with it too)."""
+
+    norm = K1 * (1 - B + B * float(length) / avgdl)
+    total = 0.0
+    for weight, count in zip(weights, counts, strict=True):
+        hits = float(count)
+        total += weight * ((hits * (K1 + 1.0)) / (hits + norm))
+    return total
+
+
+def phrase_count(offsets: Mapping[str, Collection[int]], phrase: Sequence[str]) -> int:
+    """How often the tokens of ``phrase`` occur one after another, given each token's
+    ``offsets`` in a document."""
+
+    first = offsets.get(phrase[0], ())
+    if len(phrase) == 1:
+        return len(first)
+    rest = [set(offsets.get(token, ())) for token in phrase[1:]]
+    return sum(1 for at in first if all(at + k in later for k, later in enumerate(rest, 1)))
 
 
 def _varints(blob: bytes) -> list[int]:
@@ -134,21 +167,14 @@ def rank_few(
     if not freq:
         return {}
 
-    idf = [
-        _idf(db, table, phrase, text, n_row, (held or {}).get(text))
+    weights = [
+        _weight(db, table, phrase, text, n_row, (held or {}).get(text))
         for phrase, text in zip(tokens, phrases, strict=True)
     ]
-    scores: dict[int, float] = {}
-    for doc, length in _sizes(db, table, freq).items():
-        # As fts5Bm25Function computes it, operation for operation: the same float as
-        # SQLite's, so the order and the ties are SQLite's.
-        norm = K1 * (1 - B + B * float(length) / avgdl)
-        score = 0.0
-        for weight, f in zip(idf, freq[doc], strict=True):
-            hits = float(f)
-            score += weight * ((hits * (K1 + 1.0)) / (hits + norm))
-        scores[doc] = -1.0 * score
-    return scores
+    return {
+        doc: -1.0 * score(freq[doc], length, weights, avgdl)
+        for doc, length in _sizes(db, table, freq).items()
+    }
 
 
 def _phrase_counts(db: sqlite3.Connection, vocab: str, phrase: list[str]) -> dict[int, int]:
@@ -159,17 +185,16 @@ def _phrase_counts(db: sqlite3.Connection, vocab: str, phrase: list[str]) -> dic
     for term in dict.fromkeys(phrase):
         for doc, offset in db.execute(f"SELECT doc, offset FROM {vocab} WHERE term = ?", (term,)):
             places.setdefault(int(doc), {}).setdefault(term, set()).add(int(offset))
-    rest = list(enumerate(phrase))[1:]
     counts: dict[int, int] = {}
     for doc, where in places.items():
         if all(t in where for t in phrase):
-            n = sum(1 for at in where[phrase[0]] if all(at + k in where[t] for k, t in rest))
+            n = phrase_count(where, phrase)
             if n:
                 counts[doc] = n
     return counts
 
 
-def _idf(
+def _weight(
     db: sqlite3.Connection,
     table: str,
     tokens: list[str],
@@ -199,8 +224,7 @@ def _idf(
                 0
             ]
         )
-    idf = math.log((n_row - hits + 0.5) / (hits + 0.5))
-    return idf if idf > 0.0 else MIN_IDF
+    return idf(n_row, hits)
 
 
 def _sizes(db: sqlite3.Connection, table: str, docs: Iterable[int]) -> dict[int, int]:

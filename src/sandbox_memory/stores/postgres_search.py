@@ -36,7 +36,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import math
 import sqlite3
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -44,6 +43,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 from ..errors import MemoryConfigError
+from ..search import bm25
 from ..search.index import (
     CANDIDATES_PER_HIT,
     DEFAULT_LIMIT,
@@ -95,15 +95,6 @@ class SearchTables(Protocol):
         self, doing: str, fence: Fence | None = None
     ) -> AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]: ...
 
-
-BM25_K1: Final = 1.2
-"""FTS5's ``bm25()`` k1 (its default): how fast a term's weight saturates with its count."""
-
-BM25_B: Final = 0.75
-"""FTS5's ``bm25()`` b: how much a document's length discounts its counts."""
-
-IDF_FLOOR: Final = 1e-6
-"""FTS5's IDF for a term held by half the documents or more."""
 
 MAX_LEXEME_BYTES: Final = 2_047
 """Longest term a ``tsvector`` holds; a longer token (a long hash) counts in the length only."""
@@ -209,16 +200,6 @@ def query_phrases(expression: str, tokenizer: _Tokenizer) -> list[list[str]]:
     return phrases
 
 
-def _count(positions: dict[str, list[int]], phrase: list[str]) -> int:
-    """How often ``phrase`` occurs among a document's term ``positions``."""
-
-    first = positions.get(phrase[0], [])
-    if len(phrase) == 1:
-        return len(first)
-    rest = [set(positions.get(t, ())) for t in phrase[1:]]
-    return sum(1 for p in first if all(p + i in s for i, s in enumerate(rest, 1)))
-
-
 @dataclass
 class _Stats:
     docs: int
@@ -232,21 +213,11 @@ def _bm25(
     idf: list[float],
     stats: _Stats,
 ) -> float:
-    """FTS5's ``-bm25()`` of one document (the same operations in the same order)."""
+    """FTS5's ``-bm25()`` of one document (:func:`~sandbox_memory.search.bm25.score`)."""
 
     avgdl = stats.tokens / stats.docs if stats.docs else 1.0
-    score = 0.0
-    for phrase, weight in zip(phrases, idf, strict=True):
-        tf = float(_count(positions, phrase))
-        score += weight * (
-            (tf * (BM25_K1 + 1.0)) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * length / avgdl))
-        )
-    return score
-
-
-def _idf(docs: int, hit: int) -> float:
-    value = math.log((docs - hit + 0.5) / (hit + 0.5))
-    return IDF_FLOOR if value <= 0.0 else value
+    counts = [bm25.phrase_count(positions, phrase) for phrase in phrases]
+    return bm25.score(counts, length, idf, avgdl)
 
 
 # --------------------------------------------------------------------------- sending
@@ -664,7 +635,7 @@ class PostgresSearch:
         stats: _Stats,
         held: list[int],
     ) -> list[tuple[float, Sequence[Any], dict[str, list[int]]]]:
-        idf = [_idf(stats.docs, n) for n in held]
+        idf = [bm25.idf(stats.docs, n) for n in held]
         scored = [(_bm25(pos, int(row[3]), phrases, idf, stats), row, pos) for row, pos in found]
         # Best first, then HIT_ORDER's ties: newest, kind, the document's name.
         scored.sort(
@@ -755,7 +726,7 @@ class PostgresSearch:
                 shown = score >= SCORE_SHOWN_MIN
                 if not shown and grp != "all":
                     # A kind of few documents floors every IDF: judged among all documents.
-                    idf = [_idf(stats["all"].docs, n) for n in held["all"]]
+                    idf = [bm25.idf(stats["all"].docs, n) for n in held["all"]]
                     shown = _bm25(pos, int(light[3]), phrases, idf, stats["all"]) >= SCORE_SHOWN_MIN
                 fused_score = RRF_K / (RRF_K + rank) if shown else 0.0
                 fused.append((fused_score, order, -score, _hit(row, score, query)))
