@@ -32,7 +32,6 @@ from .files import (
     SavedRows,
     entry_line,
     newest_first,
-    no_collection,
     render_skill,
 )
 
@@ -199,13 +198,10 @@ class Renderer:
             return ""
         try:
             bounded.check_size(raw, limit=bounded.MAX_STATE_BYTES, what=self.saved_path)
-            # About seven strings an entry, all kept: at 20,000 entries the collections set
-            # off while parsing took five times the parse itself in a process holding more.
-            with no_collection():
-                saved = SavedRendering.model_validate_json(raw)
-                if saved.format != SAVED_FORMAT:
-                    return ""
-                self.model.restore(saved.rows, registry.conversations)
+            saved = SavedRendering.model_validate_json(raw)
+            if saved.format != SAVED_FORMAT:
+                return ""
+            self.model.restore(saved.rows, registry.conversations)
         except ValueError as exc:  # pydantic's ValidationError included
             logger.warning(
                 "memory could not take up %s (%s); every entry is rendered again",
