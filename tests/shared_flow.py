@@ -21,8 +21,28 @@ from agents.testing import ScriptedModel, assistant_message
 
 import helpers
 from helpers import layout_runtime
-from sandbox_memory import Memory, MemoryGenerateConfig
+from sandbox_memory import Forget, Memory, MemoryGenerateConfig, Remember
 from sandbox_memory.stores import PostgresStore
+
+
+async def remember_ann_and_forget_bravo(client: Any, rt: Any) -> None:
+    """The shared-search scenarios' last steps: a close, Ann's private preference remembered
+    (``ann-editor``), the ``bravo`` lesson forgotten, another close."""
+
+    await rt.close()
+    view = await client.view()
+    view = await client.apply(
+        Remember(
+            key="ann-editor",
+            content="Ann prefers vim keybindings.",
+            kind="preference",
+            person="ann",
+        ),
+        expected=view.version,
+    )
+    bravo = next(k for k in view.entries if "bravo" in k)
+    await client.apply(Forget(key=bravo), expected=view.version)
+    await rt.close()
 
 
 def store_runtime(root: Path, store: Any, engine: Any = None) -> Any:

@@ -22,18 +22,16 @@ from click.testing import CliRunner
 
 from helpers import layout_runtime
 from sandbox_memory import (
-    Forget,
     MemoryClient,
     MemoryGenerateConfig,
     MemoryReadConfig,
-    Remember,
 )
 from sandbox_memory.cli import main
 from sandbox_memory.runtime import LayoutRuntime
 from sandbox_memory.search.index import SearchHit
 from sandbox_memory.stores import PostgresStore
 from sandbox_memory.stores.records import Defaults
-from shared_flow import agent, lesson, run_payload
+from shared_flow import agent, lesson, remember_ann_and_forget_bravo, run_payload
 
 OFFLINE = MemoryGenerateConfig(engine="offline")
 
@@ -130,20 +128,7 @@ async def play(rt: LayoutRuntime, client: MemoryClient) -> None:
         rollout_id="ann-chat",
         person="ann",
     )
-    await rt.close()
-    view = await client.view()
-    view = await client.apply(
-        Remember(
-            key="ann-editor",
-            content="Ann prefers vim keybindings.",
-            kind="preference",
-            person="ann",
-        ),
-        expected=view.version,
-    )
-    bravo = next(k for k in view.entries if "bravo" in k)
-    await client.apply(Forget(key=bravo), expected=view.version)
-    await rt.close()
+    await remember_ann_and_forget_bravo(client, rt)
 
 
 QUERIES: list[tuple[str, dict[str, Any]]] = [

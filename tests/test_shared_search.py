@@ -27,7 +27,7 @@ from sandbox_memory.search.index import INDEX_FILE, SearchIndex
 from sandbox_memory.stores import PostgresStore
 from sandbox_memory.stores.postgres_search import send_index, store_search
 from sandbox_memory.workspace import LocalWorkspace
-from shared_flow import lesson, run_payload
+from shared_flow import lesson, remember_ann_and_forget_bravo, run_payload
 
 OFFLINE = MemoryGenerateConfig(engine="offline")
 
@@ -55,20 +55,7 @@ async def history(rt: LayoutRuntime, client: MemoryClient) -> None:
         rollout_id="ann-chat",
         person="ann",
     )
-    await rt.close()
-    view = await client.view()
-    view = await client.apply(
-        Remember(
-            key="ann-editor",
-            content="Ann prefers vim keybindings.",
-            kind="preference",
-            person="ann",
-        ),
-        expected=view.version,
-    )
-    bravo = next(k for k in view.entries if "bravo" in k)
-    await client.apply(Forget(key=bravo), expected=view.version)
-    await rt.close()
+    await remember_ann_and_forget_bravo(client, rt)
 
 
 @pytest.fixture(params=["workspace", "postgres"])
