@@ -233,3 +233,64 @@ async def test_a_send_reads_only_the_records_noted_as_changed_even_by_a_runtime_
     assert not await rt.shared.has_unsent_changes()  # sent, and the notes start afresh
     await other.aclose()
     await spy.aclose()
+
+
+class SegmentReads(PostgresStore):
+    """Counts how the copy reads recorded runs from the store."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.one: list[str] = []
+        self.many: list[list[str]] = []
+
+    async def read_segments(self, rollout_id: str, *, after: int = 0) -> list[tuple[int, str, str]]:
+        self.one.append(rollout_id)
+        return await super().read_segments(rollout_id, after=after)
+
+    async def read_segments_many(self, after: Any) -> dict[str, list[tuple[int, str, str]]]:
+        self.many.append(sorted(after))
+        return dict(await super().read_segments_many(after))
+
+
+async def test_a_new_copy_fetches_the_runs_in_batches_and_gets_what_one_batch_gets(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sandbox_memory.stores import sync
+    from shared_flow import lesson, run_payload
+
+    seed = PostgresStore(pg_dsn, namespace="acme")
+    rt = store_runtime(tmp_path / "a", seed)
+    rollouts = [f"conv-{i}" for i in range(5)]
+    for rid in rollouts:
+        await rt.record(run_payload(lesson(rid.replace("-", ""))), rollout_id=rid)
+    await rt.close()  # sends the runs and what the close learned
+
+    copies = {}
+    for name, batch in (("b", 2), ("c", sync.PULL_BATCH)):
+        monkeypatch.setattr(sync, "PULL_BATCH", batch)
+        spy = SegmentReads(pg_dsn, namespace="acme")
+        copy = store_runtime(tmp_path / name, spy)
+        await copy.start_run()
+        assert spy.one == []
+        # One statement a batch (in the store's order), every run once.
+        assert [len(ids) for ids in spy.many] == [
+            len(rollouts[i : i + batch]) for i in range(0, len(rollouts), batch)
+        ]
+        assert sorted(rid for ids in spy.many for rid in ids) == rollouts
+        copies[name] = copy
+        await spy.aclose()
+    b, c = tmp_path / "b", tmp_path / "c"
+    for rid in rollouts:
+        session = f"sessions/{rid}.jsonl"
+        assert (b / session).read_bytes() == (c / session).read_bytes() != b""
+        assert (b / session).read_bytes() == (tmp_path / "a" / session).read_bytes()
+        got = [await copies[n].store.get_progress(rid) for n in ("b", "c")]
+        assert got[0] == got[1] and got[0] is not None
+        held = [(await copies[n].store.load_conversation(rid)).entries for n in ("b", "c")]
+        assert held[0] == held[1] and held[0]
+    # The same records, flags and held lists: file for file.
+    names = [sorted(p.relative_to(r).as_posix() for p in r.rglob("*")) for r in (b, c)]
+    assert names[0] == names[1]
+    assert any(n.startswith("memories/store/held/") for n in names[0])
+    assert (b / "memories" / "MEMORY.md").read_text() == (c / "memories" / "MEMORY.md").read_text()
+    await seed.aclose()

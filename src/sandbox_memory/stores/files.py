@@ -1489,6 +1489,29 @@ class Store(MemoryStore):
         self._refused_conversations.discard(memory.rollout_id)
         await self._hold(memory.rollout_id, memory.entries)
 
+    async def save_conversations(self, memories: Sequence[ConversationMemory]) -> None:
+        """Every conversation's record written, waiting for the disk once for them all (a copy
+        fetching thousands from a shared store), then the ``held/`` lines, one append a key."""
+
+        items: list[tuple[str, bytes]] = []
+        for memory in memories:
+            memory.updated_at = now_ms()
+            path = self.conversation_path(memory.rollout_id)
+            data = memory.model_dump_json(indent=1).encode("utf-8")
+            items.append((path, self._sealed(path, data)))
+        await self.write_states(items)
+        by_key: dict[str, list[str]] = {}
+        for memory in memories:
+            self._refused_conversations.discard(memory.rollout_id)
+            for key in memory.entries:
+                if (memory.rollout_id, key) in self._held or not KEY_RE.fullmatch(key):
+                    continue
+                if ".." not in key:
+                    by_key.setdefault(key, []).append(memory.rollout_id)
+        for key, rids in by_key.items():
+            await self.ws.append_line(self.held_path(key), "".join(f"{r}\n" for r in rids).encode())
+            self._held.update((rid, key) for rid in rids)
+
     def conversation_refused(self, rollout_id: str) -> bool:
         return rollout_id in self._refused_conversations
 
@@ -1656,6 +1679,9 @@ class Store(MemoryStore):
 
     async def mark_pending(self, rollout_id: str) -> None:
         await self.write_state(self.pending_flag(rollout_id), b"")
+
+    async def mark_pending_many(self, rollout_ids: Iterable[str]) -> None:
+        await self.write_states([(self.pending_flag(rid), b"") for rid in rollout_ids])
 
     def unindexed_flag(self, rollout_id: str) -> str:
         """The empty file set when ``rollout_id``'s pending flag is cleared, until the search

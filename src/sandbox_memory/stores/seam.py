@@ -14,6 +14,7 @@ from collections.abc import (
     AsyncIterator,
     Iterable,
     Mapping,
+    Sequence,
 )
 from dataclasses import dataclass
 from typing import Any, Protocol, Self
@@ -185,6 +186,13 @@ class MemoryStore(abc.ABC):
     async def save_conversation(self, memory: ConversationMemory) -> None:
         """Replace one conversation's memory."""
 
+    async def save_conversations(self, memories: Sequence[ConversationMemory]) -> None:
+        """:meth:`save_conversation` of each, in order; a store may write them together (this
+        default saves them one by one)."""
+
+        for memory in memories:
+            await self.save_conversation(memory)
+
     def conversation_refused(self, rollout_id: str) -> bool:
         """Whether the conversation's record was last read refused (no valid seal) and not
         saved since: what it held is to be learned again from its recorded runs."""
@@ -297,6 +305,13 @@ class MemoryStore(abc.ABC):
     @abc.abstractmethod
     async def mark_pending(self, rollout_id: str) -> None:
         """Have the next :meth:`pending_rollouts` look at this rollout again (``Refresh``)."""
+
+    async def mark_pending_many(self, rollout_ids: Iterable[str]) -> None:
+        """:meth:`mark_pending` of each rollout; a store may write the flags together (this
+        default marks them one by one)."""
+
+        for rid in rollout_ids:
+            await self.mark_pending(rid)
 
     async def changed_rollouts(self) -> RolloutFlags | None:
         """Rollouts flagged as changed since the search index last took them in: pending

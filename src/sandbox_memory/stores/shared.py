@@ -8,7 +8,7 @@ store package). The working copy (``stores/sync.py``) is written against these a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -126,6 +126,10 @@ class SharedStore(Protocol):
     async def read_segments(
         self, rollout_id: str, *, after: int = 0
     ) -> list[tuple[int, str, str]]: ...
+
+    async def read_segments_many(
+        self, after: Mapping[str, int]
+    ) -> dict[str, list[tuple[int, str, str]]]: ...
 
     async def rollouts(self) -> dict[str, RolloutState]: ...
 

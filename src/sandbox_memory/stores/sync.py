@@ -156,6 +156,10 @@ REFRESH_LEASE_WAIT_SECONDS = 2.0
 """How long a run start waits for the lease to send its copy's changes: a run never waits long
 for memory; past it, the run starts from the copy and the changes go at the close."""
 
+PULL_BATCH = 256
+"""Rollouts (and conversations) a fetch from the store takes at a time: one statement for their
+new segments, one wait for the disk for each kind of file they write."""
+
 
 def _h(data: bytes | str) -> str:
     raw = data.encode("utf-8") if isinstance(data, str) else data
@@ -889,6 +893,7 @@ class SharedCopy:
             for scope, v in versions.items()
             if base["scopes"].get(scope, {}).get("version") != v
         }
+        conversations: list[ConversationMemory] = []
         for scope, state in (await self.store.read_changes(since)).items():
             b = base["scopes"].get(scope) if state.since else None
             known: dict[str, list[Any]] = dict(b["entries"]) if b else {}
@@ -913,14 +918,18 @@ class SharedCopy:
                     for k in state.removed:
                         conv_entries.pop(k, None)
                     entries = conv_entries
-                conv = ConversationMemory(
-                    rollout_id=rid,
-                    version=state.version,
-                    head=state.head,
-                    entries=entries,
-                    overrides=state.overrides,
+                conversations.append(
+                    ConversationMemory(
+                        rollout_id=rid,
+                        version=state.version,
+                        head=state.head,
+                        entries=entries,
+                        overrides=state.overrides,
+                    )
                 )
-                await st.save_conversation(conv)
+                if len(conversations) == PULL_BATCH:
+                    await st.save_conversations(conversations)
+                    conversations = []
             base["scopes"][scope] = {
                 "version": state.version,
                 "entries": known,
@@ -928,6 +937,7 @@ class SharedCopy:
             }
             self.rt.search_index.mark_scope(scope)
             changed = True
+        await st.save_conversations(conversations)
 
         local_lines = len(await st.read_log())
         log_replaced = False
@@ -985,29 +995,58 @@ class SharedCopy:
     async def _pull_rollouts(self, base: dict[str, Any], rollouts: dict[str, RolloutState]) -> bool:
         """Sessions files in the store's order (runs only the copy has after them); progress.
 
-        ``rollouts``: those written since the copy last looked."""
+        ``rollouts``: those written since the copy last looked. Taken :data:`PULL_BATCH` at a
+        time: one statement reads a batch's new segments and each kind of file of a batch is
+        written waiting for the disk once (a new sandbox on a store of 10,000 conversations
+        fetches them all)."""
 
-        changed = False
-        sdir = self.rt.layout.sessions_dir
-        st = self.rt.store
+        todo: list[tuple[str, RolloutState]] = []
         for rid, state in rollouts.items():
-            known = base["rollouts"].get(rid) or {"n": 0, "offset": 0}
-            meta_hash = _h(json.dumps(state.progress, sort_keys=True))
+            known = base["rollouts"].get(rid) or {}
             if (
                 state.segments == known.get("n")
                 and state.watermark == known.get("wm")
-                and meta_hash == known.get("meta")
+                and _h(json.dumps(state.progress, sort_keys=True)) == known.get("meta")
             ):
                 continue
-            path = rollout_path(sdir, rid)
-            async with self.rt.session_file_lock(rid):
-                data = await self.rt.ws.read_bytes(path) or b""
+            todo.append((rid, state))
+        changed = False
+        for first in range(0, len(todo), PULL_BATCH):
+            if await self._pull_rollout_batch(base, todo[first : first + PULL_BATCH]):
+                changed = True
+        return changed
+
+    async def _pull_rollout_batch(
+        self, base: dict[str, Any], batch: list[tuple[str, RolloutState]]
+    ) -> bool:
+        changed = False
+        sdir = self.rt.layout.sessions_dir
+        st = self.rt.store
+        fetched: dict[str, dict[str, Any]] = {}
+        async with contextlib.AsyncExitStack() as held:
+            # Each lock is otherwise taken alone (an append to one rollout's file), so taking
+            # a batch's in turn cannot deadlock.
+            for rid, _ in batch:
+                await held.enter_async_context(self.rt.session_file_lock(rid))
+            datas: dict[str, bytes] = {}
+            prefixes: dict[str, bytes] = {}
+            knowns: dict[str, dict[str, Any]] = {}
+            for rid, _ in batch:
+                known = base["rollouts"].get(rid) or {"n": 0, "offset": 0}
+                data = await self.rt.ws.read_bytes(rollout_path(sdir, rid)) or b""
                 prefix = data[: int(known["offset"])]
                 if _lines_with_ends(prefix) and len(_lines_with_ends(prefix)) != known["n"]:
                     prefix = b""  # the copy's file is not what it was: rebuild it whole
                     known = {"n": 0, "offset": 0}
+                datas[rid], prefixes[rid], knowns[rid] = data, prefix, known
+            news = await self.store.read_segments_many(
+                {rid: int(knowns[rid]["n"]) for rid, _ in batch}
+            )
+            writes: list[tuple[str, bytes]] = []
+            for rid, state in batch:
+                data, prefix = datas[rid], prefixes[rid]
+                new = news.get(rid, [])
                 rest = data[len(prefix) :]
-                new = await self.store.read_segments(rid, after=int(known["n"]))
                 new_lines = [line.encode("utf-8") for _, _, line in new]
                 new_ids = [sid for _, sid, _ in new]
                 local = _lines_with_ends(rest)
@@ -1018,31 +1057,37 @@ class SharedCopy:
                     # only this copy has (not lost, sent at the next catch-up).
                     theirs = set(new_ids)
                     mine = [x for x, sid in zip(local, local_ids, strict=True) if sid not in theirs]
-                    body = prefix + b"".join(new_lines) + b"".join(mine) + torn
-                    await self.rt.ws.write_atomic(path, body)
-                    data = body
-                    changed = True
-                head_len = len(prefix) + sum(len(x) for x in new_lines)
+                    data = prefix + b"".join(new_lines) + b"".join(mine) + torn
+                    writes.append((rollout_path(sdir, rid), data))
                 lines = _lines_with_ends(data)
-                wm_offset = sum(len(x) for x in lines[: state.watermark])
-            known = {
-                "n": state.segments,
-                "offset": head_len,
-                "wm": state.watermark,
-                "meta": meta_hash,
-            }
+                fetched[rid] = {
+                    "n": state.segments,
+                    "offset": len(prefix) + sum(len(x) for x in new_lines),
+                    "wm": state.watermark,
+                    "meta": _h(json.dumps(state.progress, sort_keys=True)),
+                    "wm_offset": sum(len(x) for x in lines[: state.watermark]),
+                }
+            if writes:
+                await self.rt.ws.write_atomic_many(writes)
+                changed = True
+        live: dict[str, RolloutProgress] = {}
+        gone: dict[str, RolloutProgress] = {}
+        for rid, state in batch:
+            known = fetched[rid]
+            wm_offset = known.pop("wm_offset")
             if state.progress or state.watermark:
                 prog = RolloutProgress.model_validate({**state.progress, "offset": wm_offset})
                 known["progress"] = _h(prog.model_dump_json())
                 if await st.get_progress(rid) != prog:
-                    if prog.forgotten:
-                        await st.forget_progress(rid, prog)
-                    else:
-                        await st.put_progress(rid, prog)
-                    changed = True
-            # The rollout may hold segments past its progress now: the next close looks, and
-            # the search index takes in the runs other sandboxes recorded.
-            await st.mark_pending(rid)
+                    (gone if prog.forgotten else live)[rid] = prog
+        if live or gone:
+            await st.put_progress_many(live)
+            await st.forget_progress_many(gone)
+            changed = True
+        # The rollouts may hold segments past their progress now: the next close looks, and
+        # the search index takes in the runs other sandboxes recorded.
+        await st.mark_pending_many(rid for rid, _ in batch)
+        for rid, _ in batch:
             self.rt.search_index.mark(rid)
-            base["rollouts"][rid] = known
+            base["rollouts"][rid] = fetched[rid]
         return changed
