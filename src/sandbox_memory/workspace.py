@@ -174,6 +174,14 @@ class Workspace(abc.ABC):
         reader sizing every file (a crash after the append still leaves the first).
         """
 
+    async def append_lines(self, items: Sequence[tuple[str, bytes]]) -> None:
+        """:meth:`append_line` of each ``(path, data)``, in order; a backend may do them in one
+        go (:class:`LocalWorkspace` does, off the event loop); this default appends one by one.
+        """
+
+        for path, data in items:
+            await self.append_line(path, data)
+
     @abc.abstractmethod
     async def check_paths(self, paths: list[str]) -> None:
         """Raise :class:`~sandbox_memory.errors.MemoryPathError` when any of ``paths`` (a
@@ -551,6 +559,10 @@ class LocalWorkspace(Workspace):
             os.close(fd)
         return end == 0
 
+    def _append_many_sync(self, items: Sequence[tuple[str, bytes]]) -> None:
+        for path, data in items:
+            self._append_sync(path, data)
+
     def _touch(self, path: str, walk: _Walk | None = None) -> tuple[bool, _Walk | None]:
         """Create ``path`` empty if absent: in the folder ``walk`` holds (no second walk from
         the root), or from the root when that fails; returns the result and the walk to keep
@@ -587,6 +599,14 @@ class LocalWorkspace(Workspace):
         if not (flagged and touched):
             _flag_failed(path, flag)
         return was_empty
+
+    async def append_lines(self, items: Sequence[tuple[str, bytes]]) -> None:
+        if type(self).append_line is not LocalWorkspace.append_line:
+            await super().append_lines(items)  # a subclass changing one append sees each
+            return
+        # In a thread: thousands of small appends (a copy fetching every conversation's
+        # ``held/`` lines) would hold the event loop for seconds.
+        await asyncio.to_thread(self._append_many_sync, items)
 
     async def check_paths(self, paths: list[str]) -> None:
         for path in paths:

@@ -1508,8 +1508,13 @@ class Store(MemoryStore):
                     continue
                 if ".." not in key:
                     by_key.setdefault(key, []).append(memory.rollout_id)
+        await self.ws.append_lines(
+            [
+                (self.held_path(key), "".join(f"{r}\n" for r in rids).encode())
+                for key, rids in by_key.items()
+            ]
+        )
         for key, rids in by_key.items():
-            await self.ws.append_line(self.held_path(key), "".join(f"{r}\n" for r in rids).encode())
             self._held.update((rid, key) for rid in rids)
 
     def conversation_refused(self, rollout_id: str) -> bool:
