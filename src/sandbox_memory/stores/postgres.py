@@ -824,18 +824,7 @@ class PostgresStore:
         entries = entries or {}
         async with self._tx(f"writing {scope}") as conn:
             await self._check_fence(conn, fence)
-            await conn.execute(
-                "INSERT INTO sbm_scopes (namespace, scope) VALUES (%s, %s) ON CONFLICT DO NOTHING",
-                (self.namespace, scope),
-            )
-            row = await (
-                await conn.execute(
-                    "SELECT version FROM sbm_scopes WHERE namespace = %s AND scope = %s FOR UPDATE",
-                    (self.namespace, scope),
-                )
-            ).fetchone()
-            assert row is not None
-            current = int(row[0])
+            current = await self._lock_scope(conn, scope)
             if expected_version is not None and current != expected_version:
                 raise self._conflict(
                     f"{scope} memory is at version {current}, not {expected_version}: re-read "
@@ -843,40 +832,9 @@ class PostgresStore:
                     current,
                 )
             if expected_entries:
-                found: dict[str, tuple[int, Entry]] = {}
-                for row in await (
-                    await conn.execute(
-                        "SELECT key, version, kind, content, sources, status, person, "
-                        "keywords, updated_at, subjects FROM sbm_entries WHERE namespace = %s AND "
-                        "scope = %s AND key = ANY(%s)",
-                        (self.namespace, scope, list(expected_entries)),
-                    )
-                ).fetchall():
-                    found[row[0]] = (int(row[1]), _entry(row[0], *row[2:]))
-                stale: list[str] = []
-                done: set[str] = set()
-                for k, want in sorted(expected_entries.items()):
-                    have = found.get(k)
-                    if (None if have is None else have[0]) == want:
-                        continue
-                    if (have is not None and entries.get(k) == have[1]) or (
-                        have is None and k in remove
-                    ):
-                        # Already as this write would leave it: the same write, sent again by
-                        # a copy that died before it noted the reply. Done, not a conflict.
-                        done.add(k)
-                    else:
-                        stale.append(k)
-                if done:
-                    entries = {k: e for k, e in entries.items() if k not in done}
-                    remove = [k for k in remove if k not in done]
-                if stale:
-                    raise self._conflict(
-                        f"{scope}: entr{'y' if len(stale) == 1 else 'ies'} "
-                        f"{', '.join(map(repr, stale[:10]))} changed since read (scope now at "
-                        f"version {current}): re-read and retry",
-                        current,
-                    )
+                entries, remove = await self._unchanged_since_read(
+                    conn, scope, current, expected_entries, entries, remove
+                )
             log = await self._new_log_records(conn, scope, log)
             if (
                 expected_entries
@@ -890,23 +848,7 @@ class PostgresStore:
             if entries or remove:
                 bump = max(1, bump)  # a changed entry's version is above every reader's base
             new = current + max(0, bump)
-            if remove:
-                await conn.execute(
-                    "DELETE FROM sbm_entries WHERE namespace = %s AND scope = %s AND key = ANY(%s)",
-                    (self.namespace, scope, list(remove)),
-                )
-                # Kept as the scope version that removed it: a copy reads it as a change.
-                await conn.execute(
-                    "INSERT INTO sbm_removed (namespace, scope, key, version) "
-                    "SELECT %s, %s, k, %s FROM unnest(%s::text[]) AS k "
-                    "ON CONFLICT (namespace, scope, key) DO UPDATE SET version = EXCLUDED.version",
-                    (self.namespace, scope, new, list(remove)),
-                )
-            if entries:
-                await conn.execute(
-                    "DELETE FROM sbm_removed WHERE namespace = %s AND scope = %s AND key = ANY(%s)",
-                    (self.namespace, scope, list(entries)),
-                )
+            await self._remove_entries(conn, scope, new, remove)
             await conn.execute(
                 "UPDATE sbm_scopes SET version = %s, updated_at = %s, xid = txid_current(), "
                 "head = COALESCE(%s, head), overrides = COALESCE(%s::jsonb, overrides) "
@@ -920,57 +862,161 @@ class PostgresStore:
                     scope,
                 ),
             )
-            if entries:
-                cur = conn.cursor()
-                await cur.executemany(
-                    """
-                    INSERT INTO sbm_entries (namespace, scope, key, version, kind, content,
-                        sources, status, person, keywords, updated_at, subjects)
-                    VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s::jsonb, %s, %s::jsonb)
-                    ON CONFLICT (namespace, scope, key) DO UPDATE SET
-                        version = EXCLUDED.version, kind = EXCLUDED.kind,
-                        content = EXCLUDED.content, sources = EXCLUDED.sources,
-                        status = EXCLUDED.status, person = EXCLUDED.person,
-                        keywords = EXCLUDED.keywords, updated_at = EXCLUDED.updated_at,
-                        subjects = EXCLUDED.subjects
-                    """,
-                    [
-                        (
-                            self.namespace,
-                            scope,
-                            e.key,
-                            new,
-                            e.kind,
-                            e.content,
-                            json.dumps([s.model_dump() for s in e.sources]),
-                            e.status,
-                            e.person,
-                            json.dumps(e.keywords),
-                            e.updated_at,
-                            None if e.subjects is None else e.subjects.model_dump_json(),
-                        )
-                        for e in entries.values()
-                    ],
-                )
-            if log:
-                cur = conn.cursor()
-                await cur.executemany(
-                    "INSERT INTO sbm_log (namespace, version, at, cause, scope, keys, detail) "
-                    "VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s)",
-                    [
-                        (
-                            self.namespace,
-                            new,
-                            r.at,
-                            r.cause,
-                            scope,
-                            json.dumps(r.keys),
-                            r.detail,
-                        )
-                        for r in log
-                    ],
-                )
+            await self._put_entries(conn, scope, new, entries)
+            await self._append_log(conn, scope, new, log)
         return new
+
+    async def _lock_scope(self, conn: psycopg.AsyncConnection[Any], scope: str) -> int:
+        """The scope's version, its row created if absent and locked until the transaction
+        ends (writers of one scope take turns)."""
+
+        await conn.execute(
+            "INSERT INTO sbm_scopes (namespace, scope) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+            (self.namespace, scope),
+        )
+        row = await (
+            await conn.execute(
+                "SELECT version FROM sbm_scopes WHERE namespace = %s AND scope = %s FOR UPDATE",
+                (self.namespace, scope),
+            )
+        ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    async def _unchanged_since_read(
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        scope: str,
+        current: int,
+        expected: dict[str, int | None],
+        entries: dict[str, Entry],
+        remove: Sequence[str],
+    ) -> tuple[dict[str, Entry], Sequence[str]]:
+        """Check each key of ``expected`` is at the entry version its writer read (``None``:
+        absent); a key already as this write would leave it is dropped from ``entries`` and
+        ``remove`` (the same write sent again by a copy that died before it noted the reply),
+        any other difference raises :class:`MemoryConflict`. Returns what is left to write."""
+
+        found: dict[str, tuple[int, Entry]] = {}
+        for row in await (
+            await conn.execute(
+                "SELECT key, version, kind, content, sources, status, person, "
+                "keywords, updated_at, subjects FROM sbm_entries WHERE namespace = %s AND "
+                "scope = %s AND key = ANY(%s)",
+                (self.namespace, scope, list(expected)),
+            )
+        ).fetchall():
+            found[row[0]] = (int(row[1]), _entry(row[0], *row[2:]))
+        stale: list[str] = []
+        done: set[str] = set()
+        for k, want in sorted(expected.items()):
+            have = found.get(k)
+            if (None if have is None else have[0]) == want:
+                continue
+            if (have is not None and entries.get(k) == have[1]) or (have is None and k in remove):
+                done.add(k)
+            else:
+                stale.append(k)
+        if stale:
+            raise self._conflict(
+                f"{scope}: entr{'y' if len(stale) == 1 else 'ies'} "
+                f"{', '.join(map(repr, stale[:10]))} changed since read (scope now at "
+                f"version {current}): re-read and retry",
+                current,
+            )
+        if not done:
+            return entries, remove
+        return {k: e for k, e in entries.items() if k not in done}, [
+            k for k in remove if k not in done
+        ]
+
+    async def _remove_entries(
+        self, conn: psycopg.AsyncConnection[Any], scope: str, version: int, remove: Sequence[str]
+    ) -> None:
+        """Delete ``remove``'s entries, each kept as a removal at ``version`` (a copy reads it as
+        a change)."""
+
+        if not remove:
+            return
+        await conn.execute(
+            "DELETE FROM sbm_entries WHERE namespace = %s AND scope = %s AND key = ANY(%s)",
+            (self.namespace, scope, list(remove)),
+        )
+        await conn.execute(
+            "INSERT INTO sbm_removed (namespace, scope, key, version) "
+            "SELECT %s, %s, k, %s FROM unnest(%s::text[]) AS k "
+            "ON CONFLICT (namespace, scope, key) DO UPDATE SET version = EXCLUDED.version",
+            (self.namespace, scope, version, list(remove)),
+        )
+
+    async def _put_entries(
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        scope: str,
+        version: int,
+        entries: dict[str, Entry],
+    ) -> None:
+        """Insert or replace ``entries`` at ``version`` (a key written again is no longer a
+        removal)."""
+
+        if not entries:
+            return
+        await conn.execute(
+            "DELETE FROM sbm_removed WHERE namespace = %s AND scope = %s AND key = ANY(%s)",
+            (self.namespace, scope, list(entries)),
+        )
+        cur = conn.cursor()
+        await cur.executemany(
+            """
+            INSERT INTO sbm_entries (namespace, scope, key, version, kind, content,
+                sources, status, person, keywords, updated_at, subjects)
+            VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s::jsonb, %s, %s::jsonb)
+            ON CONFLICT (namespace, scope, key) DO UPDATE SET
+                version = EXCLUDED.version, kind = EXCLUDED.kind,
+                content = EXCLUDED.content, sources = EXCLUDED.sources,
+                status = EXCLUDED.status, person = EXCLUDED.person,
+                keywords = EXCLUDED.keywords, updated_at = EXCLUDED.updated_at,
+                subjects = EXCLUDED.subjects
+            """,
+            [
+                (
+                    self.namespace,
+                    scope,
+                    e.key,
+                    version,
+                    e.kind,
+                    e.content,
+                    json.dumps([s.model_dump() for s in e.sources]),
+                    e.status,
+                    e.person,
+                    json.dumps(e.keywords),
+                    e.updated_at,
+                    None if e.subjects is None else e.subjects.model_dump_json(),
+                )
+                for e in entries.values()
+            ],
+        )
+
+    async def _append_log(
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        scope: str,
+        version: int,
+        log: Sequence[LogRecord],
+    ) -> None:
+        """Append ``log``'s records to the namespace's log at ``version``."""
+
+        if not log:
+            return
+        cur = conn.cursor()
+        await cur.executemany(
+            "INSERT INTO sbm_log (namespace, version, at, cause, scope, keys, detail) "
+            "VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s)",
+            [
+                (self.namespace, version, r.at, r.cause, scope, json.dumps(r.keys), r.detail)
+                for r in log
+            ],
+        )
 
     async def _new_log_records(
         self, conn: psycopg.AsyncConnection[Any], scope: str, log: Sequence[LogRecord]
