@@ -75,6 +75,63 @@ async def test_writing_many_files_where_one_cannot_be_written_leaves_no_temporar
     assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["a.json", "b.json"]
 
 
+async def test_many_files_are_each_on_disk_before_any_replaces_its_old_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    from sandbox_memory import workspace
+
+    ws = LocalWorkspace(tmp_path)
+    names = [f"d/f{i:02d}.json" for i in range(3 * workspace.PARALLEL_SYNC_FILES)]
+    await ws.write_atomic_many([(n, b"old") for n in names])
+    events: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        real_fsync(fd)
+        events.append("sync")
+
+    def replace(*args: Any, **kwargs: Any) -> None:
+        events.append("replace")
+        real_replace(*args, **kwargs)
+
+    monkeypatch.setattr(workspace.os, "fsync", fsync)
+    monkeypatch.setattr(workspace.os, "replace", replace)
+    await ws.write_atomic_many([(n, b"new") for n in names])
+    assert events == ["sync"] * len(names) + ["replace"] * len(names)
+    assert all((tmp_path / n).read_bytes() == b"new" for n in names)
+
+
+async def test_a_failed_wait_for_the_disk_among_many_files_replaces_none_of_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    from sandbox_memory import workspace
+
+    ws = LocalWorkspace(tmp_path)
+    names = [f"d/f{i:02d}.json" for i in range(2 * workspace.PARALLEL_SYNC_FILES)]
+    await ws.write_atomic_many([(n, b"old") for n in names])
+    real_fsync = os.fsync
+    calls: list[int] = []
+
+    def fsync(fd: int) -> None:
+        calls.append(fd)
+        if len(calls) == 5:
+            raise OSError(5, "Input/output error")
+        real_fsync(fd)
+
+    monkeypatch.setattr(workspace.os, "fsync", fsync)
+    with pytest.raises(OSError, match="Input/output"):
+        await ws.write_atomic_many([(n, b"new") for n in names])
+    assert len(calls) == len(names)  # every wait finished before the error came back
+    assert all((tmp_path / n).read_bytes() == b"old" for n in names)
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == sorted(
+        n.split("/")[1] for n in names
+    )
+
+
 async def test_a_workspace_that_changes_one_write_sees_each_file_of_many(tmp_path: Path) -> None:
     class Counting(LocalWorkspace):
         written: list[str] = []
