@@ -75,6 +75,17 @@ async def test_writing_many_files_where_one_cannot_be_written_leaves_no_temporar
     assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["a.json", "b.json"]
 
 
+async def _old_files(root: Path, batches: int) -> tuple[LocalWorkspace, list[str]]:
+    """A folder of files holding ``old``, enough for waits side by side ``batches`` times over."""
+
+    from sandbox_memory import workspace
+
+    ws = LocalWorkspace(root)
+    names = [f"d/f{i:02d}.json" for i in range(batches * workspace.PARALLEL_SYNC_FILES)]
+    await ws.write_atomic_many([(n, b"old") for n in names])
+    return ws, names
+
+
 async def test_many_files_are_each_on_disk_before_any_replaces_its_old_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -82,9 +93,7 @@ async def test_many_files_are_each_on_disk_before_any_replaces_its_old_one(
 
     from sandbox_memory import workspace
 
-    ws = LocalWorkspace(tmp_path)
-    names = [f"d/f{i:02d}.json" for i in range(3 * workspace.PARALLEL_SYNC_FILES)]
-    await ws.write_atomic_many([(n, b"old") for n in names])
+    ws, names = await _old_files(tmp_path, 3)
     events: list[str] = []
     real_fsync, real_replace = os.fsync, os.replace
 
@@ -110,9 +119,7 @@ async def test_a_failed_wait_for_the_disk_among_many_files_replaces_none_of_them
 
     from sandbox_memory import workspace
 
-    ws = LocalWorkspace(tmp_path)
-    names = [f"d/f{i:02d}.json" for i in range(2 * workspace.PARALLEL_SYNC_FILES)]
-    await ws.write_atomic_many([(n, b"old") for n in names])
+    ws, names = await _old_files(tmp_path, 2)
     real_fsync = os.fsync
     calls: list[int] = []
 
