@@ -232,6 +232,75 @@ async def test_the_known_entries_lookup_does_not_grow_with_the_entries(tmp_path:
     assert large <= 1.5 * small + 50, (small, large)
 
 
+async def save_conversation(rt: LayoutRuntime, rid: str, *entries: Entry) -> None:
+    """Conversation ``rid`` holding ``entries``, saved and logged as an extraction would."""
+
+    store = rt.state.store
+    memory = await store.load_conversation(rid)
+    memory.entries.update({e.key: e for e in entries})
+    memory.version += 1
+    await store.append_log(
+        LogRecord(
+            version=memory.version,
+            at=now_ms(),
+            cause="consolidation",
+            scope=f"conversation:{rid}",
+            keys=[e.key for e in entries],
+        )
+    )
+    await store.save_conversation(memory)
+
+
+async def test_known_entries_lookups_share_word_lists_until_an_entry_of_their_scopes_changes(
+    tmp_path: Path,
+) -> None:
+    rt = layout_runtime(tmp_path)
+    many = [entry(f"note-{i:05d}", filler(i), 1_000 + i) for i in range(60)]
+    about = entry("ferry-to-zanzibar", "The ferry to Zanzibar leaves from pier 9.", 500)
+    await seed_layout(rt, [*many, about])
+    index = rt.search_index
+    scopes = {"layout", "conversation:c1"}
+    text = "Which pier does the Zanzibar ferry leave from?"
+    first = await index.known_entries(text, scopes=scopes)
+    assert first[0].key == "ferry-to-zanzibar"
+    db = await index._open()
+    statements: list[str] = []
+    db.set_trace_callback(statements.append)
+
+    def read_postings() -> bool:
+        """Whether a per-word list was read since the last call."""
+
+        read = any("json_group_array" in s for s in statements)
+        statements.clear()
+        return read
+
+    assert await index.known_entries(text, scopes=scopes) == first
+    assert not read_postings()  # the word lists of the first lookup, reused
+    # A change to a scope not looked in (a conversation phase 2 has not taken in) keeps them.
+    await save_conversation(rt, "c2", entry("zanzibar-pier", "Zanzibar ferry pier: 9.", 2_000))
+    found = [e.key for e in await index.known_entries(text, scopes=scopes)]
+    assert not read_postings()
+    assert "zanzibar-pier" not in found and found[0] == "ferry-to-zanzibar"
+    # A change to one that is looked in is found.
+    await save_conversation(
+        rt, "c1", entry("zanzibar-ferry-pier", "Zanzibar ferry: pier 9.", 3_000)
+    )
+    found = [e.key for e in await index.known_entries(text, scopes=scopes)]
+    assert read_postings()
+    assert found[:2] == ["ferry-to-zanzibar", "zanzibar-ferry-pier"]
+    # So is one another process's index took in (this one's sync then finds nothing new).
+    other = layout_runtime(tmp_path)
+    await save_conversation(
+        other, "c1", entry("pier-of-zanzibar-ferry", "Zanzibar ferry pier 9.", 4_000)
+    )
+    await other.search_index.known_entries("anything", scopes=scopes)
+    statements.clear()
+    found = [e.key for e in await index.known_entries(text, scopes=scopes)]
+    assert read_postings()
+    assert found[:3] == ["ferry-to-zanzibar", "pier-of-zanzibar-ferry", "zanzibar-ferry-pier"]
+    other.search_index.close()
+
+
 class ListingCounter(LocalWorkspace):
     """A local folder that counts folder listings (``sizes``), by folder."""
 

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import json
 import logging
 import re
@@ -58,9 +59,10 @@ import unicodedata
 import weakref
 import zlib
 from array import array
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import datetime
-from operator import mul
+from operator import itemgetter, mul
 from pathlib import Path
 from typing import Any, Final, Literal, NamedTuple, Protocol
 
@@ -125,6 +127,10 @@ KNOWN_QUERY_TERMS = 32
 
 KNOWN_PER_WORD = 200
 """Entries read per word searched (the newest holding it)."""
+
+KNOWN_SCOPE_SETS = 4
+"""Sets of wanted scopes whose per-word lookups :meth:`SearchIndex.known_entries` keeps for
+the next lookups (see :meth:`SearchIndex._known_words_of`)."""
 
 KNOWN_NEWEST = 50
 """Newest entries added to those sharing words with a transcript, so that a prompt whose
@@ -934,6 +940,13 @@ class SearchIndex:
         self.rows_indexed = 0
         """Documents written since this object was made (a cost figure for tests and bench)."""
         self.known_fallback_logged = False
+        self._known_words: dict[str, tuple[frozenset[str], dict[str, list[int]]]] = {}
+        """Per set of wanted scopes (as JSON): those scopes, and per word the newest of their
+        entries holding it, as :meth:`known_entries` found them (see :meth:`_known_words_of`)."""
+        self._known_version: int | None = None
+        """SQLite's ``data_version`` when :attr:`_known_words` was last checked."""
+        self._entry_scopes_written: set[str] = set()
+        """Scopes whose entries this object wrote or dropped since that check."""
         """Whether an extraction already warned that it read every entry (the index failed)."""
         self.remote: RemoteIndex | None = None
         """A shared store's index, asked first by :meth:`curated` (``None``: this one only)."""
@@ -1022,6 +1035,7 @@ class SearchIndex:
                 await self._flags_taken_in(self._db, taken)
 
     def close(self) -> None:
+        self._known_words.clear()
         if self._db is not None:
             self._db.close()
             self._db = None
@@ -1179,12 +1193,16 @@ class SearchIndex:
         if self.shared_out:
             db.execute("INSERT OR IGNORE INTO shared_out(doc) VALUES (?)", (doc["doc"],))
         self.rows_indexed += 1
+        if doc["kind"] == "entry":
+            self._entry_scopes_written.add(doc["scope"])
 
     def _drop(self, db: sqlite3.Connection, where: str, args: tuple[Any, ...]) -> int:
         rows = db.execute(
-            f"SELECT id, kind, text, terms, doc FROM docs WHERE {where}", args
+            f"SELECT id, kind, text, terms, doc, scope FROM docs WHERE {where}", args
         ).fetchall()
-        for row_id, kind, packed, terms, name in rows:
+        for row_id, kind, packed, terms, name, scope in rows:
+            if kind == "entry":
+                self._entry_scopes_written.add(scope)
             if self.shared_out:
                 db.execute("INSERT OR IGNORE INTO shared_out(doc) VALUES (?)", (name,))
             # A contentless FTS5 table forgets a row when given the text it indexed.
@@ -2414,8 +2432,10 @@ class SearchIndex:
 
         The words searched are the text's :data:`KNOWN_QUERY_TERMS` rarest among entries
         (looked up in an entries-only FTS5 table); for each, the newest
-        :data:`KNOWN_PER_WORD` entries holding it count. The cost follows the transcript,
-        not the number of entries.
+        :data:`KNOWN_PER_WORD` entries holding it count. A word's list is read once for the
+        lookups of one set of scopes while none of their entries changes (the rollouts of a
+        close share it): see :meth:`_known_words_of`. The cost follows the transcript and
+        the length of its words' posting lists, not the number of entries.
 
         The entries are brought up to date first (the log's new records only: one size call
         when nothing changed). An entry comes back with its key, kind, content, person and
@@ -2452,27 +2472,41 @@ class SearchIndex:
                     held[part[int(n)]] = int(count)
             chosen = sorted((t for t in terms if held[t]), key=lambda t: held[t])
             chosen = chosen[:KNOWN_QUERY_TERMS]
-            wanted = json.dumps(sorted(set(scopes)))
-            shared: dict[int, int] = {}
-            if chosen:
-                # For each word, the newest entries of these scopes holding it (rowids grow
-                # with every change written: a common word costs no more than a rare one);
-                # counted and ranked in one statement, not row by row here.
+            in_scopes = sorted(set(scopes))
+            wanted = json.dumps(in_scopes)
+            # For each word, the newest entries of these scopes holding it (rowids grow with
+            # every change written), as an earlier lookup of the same scopes found them while
+            # no entry of theirs changed (the rollouts of one close share many words).
+            found = self._known_words_of(db, wanted, in_scopes)
+            missing = [t for t in chosen if t not in found]
+            if missing:
+                # The entries of the other scopes, few (the conversations phase 2 has not
+                # taken in yet), found in the gaps the wanted scopes leave in the scope
+                # index: the postings are filtered by them, not each looked up in ``docs``.
+                others = [
+                    int(r)
+                    for (r,) in db.execute(
+                        _KNOWN_OTHER_SCOPES_SQL, (json.dumps(_other_entry_scopes(in_scopes)),)
+                    )
+                ]
+                # One row per word (its entries as a JSON array), in one statement.
                 per_word = " UNION ALL ".join(
-                    ["SELECT * FROM (" + _KNOWN_PER_WORD_SQL + ")"] * len(chosen)
+                    f"SELECT {n}, json_group_array(id) FROM ({_KNOWN_PER_WORD_SQL})"
+                    for n in range(len(missing))
                 )
-                args = [wanted]
-                for term in chosen:
+                args = [json.dumps(others)]
+                for term in missing:
                     args += [term, KNOWN_PER_WORD]
-                shared = dict(
-                    db.execute(
-                        "WITH wanted(scope) AS (SELECT value FROM json_each(?)) "
-                        f"SELECT id, count(*) FROM ({per_word}) GROUP BY id "
-                        "ORDER BY count(*) DESC, id DESC",
-                        args,
-                    ).fetchall()
-                )
-            best = list(shared)[:limit]
+                for n, ids in db.execute(
+                    f"WITH others(id) AS (SELECT value FROM json_each(?)) {per_word}", args
+                ):
+                    found[missing[n]] = json.loads(ids)
+            # Ranked by the words shared, then newest first.
+            shared: Counter[int] = Counter()
+            for term in chosen:
+                shared.update(found[term])
+            ranked = sorted(shared.items(), key=itemgetter(1, 0), reverse=True)
+            best = [row_id for row_id, _ in ranked[:limit]]
             # Walked newest first along the time index, stopping at the limit (by the scope
             # index, every entry of the scopes was sorted: most of the lookup at 20,000).
             newest = db.execute(
@@ -2502,6 +2536,33 @@ class SearchIndex:
             )
             for _, key, kind, packed, updated_at, person in rows
         ]
+
+    def _known_words_of(
+        self, db: sqlite3.Connection, wanted: str, scopes: Iterable[str]
+    ) -> dict[str, list[int]]:
+        """The words :meth:`known_entries` looked up earlier for the scopes ``wanted`` (JSON
+        of the sorted ``scopes``), each with the newest entries of those scopes holding it:
+        kept while no entry of these scopes was written or dropped, here (noted by ``_put``
+        and ``_drop``) or by another connection (SQLite's ``data_version``). Entries of other
+        scopes may change meanwhile (the conversations a close extracts before phase 2 takes
+        them in): they are never among these. At most :data:`KNOWN_SCOPE_SETS` sets of
+        scopes are kept (each rollout of a conversation already taken in looks up all
+        scopes but its own)."""
+
+        (version,) = db.execute("PRAGMA data_version").fetchone()
+        written, self._entry_scopes_written = self._entry_scopes_written, set()
+        if version != self._known_version:
+            self._known_words.clear()
+            self._known_version = version
+        for key, (held, _) in list(self._known_words.items()):
+            if not held.isdisjoint(written):
+                del self._known_words[key]
+        kept = self._known_words.pop(wanted, None)
+        words = kept[1] if kept is not None else {}
+        self._known_words[wanted] = (frozenset(scopes), words)
+        while len(self._known_words) > KNOWN_SCOPE_SETS:
+            del self._known_words[next(iter(self._known_words))]
+        return words
 
     async def usage(self) -> dict[str, tuple[int, int]]:
         """Per conversation: ``(uses, last use in ms)`` by later runs, from the synced index.
@@ -2546,10 +2607,36 @@ _ALL_WORDS_RE = re.compile(r"[^\W_]+")
 
 
 _KNOWN_PER_WORD_SQL = (
-    "SELECT f.rowid AS id FROM entry_fts f JOIN docs d ON d.id = f.rowid "
-    "WHERE entry_fts MATCH ? AND d.scope IN wanted ORDER BY f.rowid DESC LIMIT ?"
+    "SELECT rowid AS id FROM entry_fts WHERE entry_fts MATCH ? AND rowid NOT IN others "
+    "ORDER BY rowid DESC LIMIT ?"
 )
-"""The newest entries of the wanted scopes holding one word (:meth:`SearchIndex.known_entries`)."""
+"""The newest entries of the wanted scopes holding one word (:meth:`SearchIndex.known_entries`):
+those of the other scopes (``others``) left out as the postings are read, with no look-up in
+``docs`` per posting (which took most of the lookup)."""
+
+_KNOWN_OTHER_SCOPES_SQL = (
+    "SELECT d.id FROM json_each(?) g JOIN docs d INDEXED BY docs_scope "
+    "ON d.scope > g.value ->> 0 AND d.scope < g.value ->> 1 WHERE d.kind = 'entry'"
+)
+"""The entries whose scope lies strictly inside one of the ranges given (``[[low, high], ...]``,
+see :func:`_other_entry_scopes`), read from the scope index."""
+
+
+def _other_entry_scopes(wanted: list[str]) -> list[tuple[str, str]]:
+    """Open ranges of scopes holding every entry scope but the sorted ``wanted`` ones: the
+    gaps between the wanted conversations among ``conversation:<id>``, and ``layout`` unless
+    wanted (entries have no other scope; see ``_sync_scope``). A range may hold documents of
+    other kinds, which are passed over."""
+
+    bounds = [
+        "conversation",
+        *(s for s in wanted if s.startswith("conversation:")),
+        "conversation;",
+    ]
+    ranges = list(itertools.pairwise(bounds))
+    if "layout" not in wanted:
+        ranges.append(("layou", "layout:"))
+    return ranges
 
 
 def all_words(text: str) -> set[str]:
