@@ -19,6 +19,7 @@ from sandbox_memory.engines.offline import OfflineEngine
 from sandbox_memory.runtime import LayoutRuntime
 from sandbox_memory.search.index import INDEX_FILE, KNOWN_CANDIDATES, KNOWN_NEWEST
 from sandbox_memory.stores.records import Entry, LayoutMemory, LogRecord, Source, now_ms
+from sandbox_memory.stores.seam import MemoryStore
 from sandbox_memory.workspace import LocalWorkspace
 
 WORDS = (
@@ -54,6 +55,18 @@ async def seed_layout(rt: LayoutRuntime, entries: list[Entry]) -> None:
     layout = LayoutMemory(version=1, entries={e.key: e for e in entries})
     await store.append_log(
         LogRecord(version=1, at=now_ms(), cause="promotion", scope="layout", keys=[])
+    )
+    await store.save_layout(layout)
+
+
+async def save_layout_change(store: MemoryStore, layout: LayoutMemory, keys: list[str]) -> None:
+    """``layout`` changed at ``keys``: its next version, logged and saved as phase 2 would."""
+
+    layout.version += 1
+    await store.append_log(
+        LogRecord(
+            version=layout.version, at=now_ms(), cause="consolidation", scope="layout", keys=keys
+        )
     )
     await store.save_layout(layout)
 
@@ -116,17 +129,7 @@ async def test_known_entries_follow_changes_made_since_the_index_was_synced(
     layout = await store.load_layout()
     layout.entries["zanzibar-hotel"].status = "retracted"
     layout.entries["zanzibar-visa"] = entry("zanzibar-visa", "A Zanzibar visa is needed.", 3_000)
-    layout.version += 1
-    await store.append_log(
-        LogRecord(
-            version=layout.version,
-            at=now_ms(),
-            cause="consolidation",
-            scope="layout",
-            keys=["zanzibar-hotel", "zanzibar-visa"],
-        )
-    )
-    await store.save_layout(layout)
+    await save_layout_change(store, layout, ["zanzibar-hotel", "zanzibar-visa"])
 
     await rt.record(
         run_payload("More Zanzibar plans: the ferry, the hotel, the visa."), rollout_id="b"
@@ -299,6 +302,42 @@ async def test_known_entries_lookups_share_word_lists_until_an_entry_of_their_sc
     assert read_postings()
     assert found[:3] == ["ferry-to-zanzibar", "pier-of-zanzibar-ferry", "zanzibar-ferry-pier"]
     other.search_index.close()
+
+
+async def test_a_word_held_by_many_entries_is_not_counted_again_until_an_entry_is_dropped(
+    tmp_path: Path,
+) -> None:
+    rt = layout_runtime(tmp_path)
+    many = [entry(f"zanzibar-{i:03d}", f"Zanzibar note {i}.", 1_000 + i) for i in range(210)]
+    pier = entry("ferry-pier", "The ferry leaves from pier 9.", 500)
+    await seed_layout(rt, [*many, pier])
+    index = rt.search_index
+    text = "Zanzibar pier"
+    first = [e.key for e in await index.known_entries(text, scopes={"layout"})]
+    db = await index._open()
+    statements: list[str] = []
+    db.set_trace_callback(statements.append)
+
+    def words_counted() -> int:
+        counted = sum(s.count("count(*) FROM (SELECT rowid FROM entry_fts") for s in statements)
+        statements.clear()
+        return counted
+
+    # "zanzibar" is at the cap: only "pier" is counted again, and the same entries come back.
+    assert [e.key for e in await index.known_entries(text, scopes={"layout"})] == first
+    assert words_counted() == 1
+    # An entry dropped (retracted) may leave the word under the cap: both are counted again.
+    store = rt.state.store
+    layout = await store.load_layout()
+    layout.entries["zanzibar-000"].status = "retracted"
+    await save_layout_change(store, layout, ["zanzibar-000"])
+    found = [e.key for e in await index.known_entries(text, scopes={"layout"})]
+    assert words_counted() == 2
+    # What an index with nothing kept from earlier lookups finds.
+    fresh = layout_runtime(tmp_path).search_index
+    assert found == [e.key for e in await fresh.known_entries(text, scopes={"layout"})]
+    assert "ferry-pier" in found
+    fresh.close()
 
 
 class ListingCounter(LocalWorkspace):

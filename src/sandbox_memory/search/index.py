@@ -943,10 +943,16 @@ class SearchIndex:
         self._known_words: dict[str, tuple[frozenset[str], dict[str, list[int]]]] = {}
         """Per set of wanted scopes (as JSON): those scopes, and per word the newest of their
         entries holding it, as :meth:`known_entries` found them (see :meth:`_known_words_of`)."""
+        self._common_words: set[str] = set()
+        """Words :meth:`known_entries` found held by more than :data:`KNOWN_PER_WORD`
+        entries (their count is not taken again while no entry is dropped)."""
         self._known_version: int | None = None
-        """SQLite's ``data_version`` when :attr:`_known_words` was last checked."""
+        """SQLite's ``data_version`` when these were last checked
+        (:meth:`_check_known_lookups`)."""
         self._entry_scopes_written: set[str] = set()
         """Scopes whose entries this object wrote or dropped since that check."""
+        self._entry_dropped = False
+        """Whether this object dropped an entry since that check."""
         """Whether an extraction already warned that it read every entry (the index failed)."""
         self.remote: RemoteIndex | None = None
         """A shared store's index, asked first by :meth:`curated` (``None``: this one only)."""
@@ -1036,6 +1042,7 @@ class SearchIndex:
 
     def close(self) -> None:
         self._known_words.clear()
+        self._common_words.clear()
         if self._db is not None:
             self._db.close()
             self._db = None
@@ -1203,6 +1210,7 @@ class SearchIndex:
         for row_id, kind, packed, terms, name, scope in rows:
             if kind == "entry":
                 self._entry_scopes_written.add(scope)
+                self._entry_dropped = True
             if self.shared_out:
                 db.execute("INSERT OR IGNORE INTO shared_out(doc) VALUES (?)", (name,))
             # A contentless FTS5 table forgets a row when given the text it indexed.
@@ -2457,19 +2465,25 @@ class SearchIndex:
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
+            self._check_known_lookups(db)
             # How many entries hold each word (counted up to a cap: a few postings each), so
-            # the rarest words, which tell most, are the ones searched.
-            held: dict[str, int] = {}
-            for first in range(0, len(terms), KNOWN_TERMS_PER_STATEMENT):
-                part = terms[first : first + KNOWN_TERMS_PER_STATEMENT]
+            # the rarest words, which tell most, are the ones searched. A word an earlier
+            # lookup found at the cap is still there while no entry was dropped.
+            cap = KNOWN_PER_WORD + 1
+            held: dict[str, int] = dict.fromkeys(self._common_words.intersection(terms), cap)
+            counted = [t for t in terms if t not in held]
+            for first in range(0, len(counted), KNOWN_TERMS_PER_STATEMENT):
+                part = counted[first : first + KNOWN_TERMS_PER_STATEMENT]
                 counts = " UNION ALL ".join(
                     f"SELECT {n}, count(*) FROM (SELECT rowid FROM entry_fts "
                     "WHERE entry_fts MATCH ? LIMIT ?)"
                     for n in range(len(part))
                 )
-                args: list[str | int] = [a for t in part for a in (t, KNOWN_PER_WORD + 1)]
+                args: list[str | int] = [a for t in part for a in (t, cap)]
                 for n, count in db.execute(counts, args):
                     held[part[int(n)]] = int(count)
+                    if count >= cap:
+                        self._common_words.add(part[int(n)])
             chosen = sorted((t for t in terms if held[t]), key=lambda t: held[t])
             chosen = chosen[:KNOWN_QUERY_TERMS]
             in_scopes = sorted(set(scopes))
@@ -2477,7 +2491,7 @@ class SearchIndex:
             # For each word, the newest entries of these scopes holding it (rowids grow with
             # every change written), as an earlier lookup of the same scopes found them while
             # no entry of theirs changed (the rollouts of one close share many words).
-            found = self._known_words_of(db, wanted, in_scopes)
+            found = self._known_words_of(wanted, in_scopes)
             missing = [t for t in chosen if t not in found]
             if missing:
                 # The entries of the other scopes, few (the conversations phase 2 has not
@@ -2537,26 +2551,34 @@ class SearchIndex:
             for _, key, kind, packed, updated_at, person in rows
         ]
 
-    def _known_words_of(
-        self, db: sqlite3.Connection, wanted: str, scopes: Iterable[str]
-    ) -> dict[str, list[int]]:
-        """The words :meth:`known_entries` looked up earlier for the scopes ``wanted`` (JSON
-        of the sorted ``scopes``), each with the newest entries of those scopes holding it:
-        kept while no entry of these scopes was written or dropped, here (noted by ``_put``
-        and ``_drop``) or by another connection (SQLite's ``data_version``). Entries of other
-        scopes may change meanwhile (the conversations a close extracts before phase 2 takes
-        them in): they are never among these. At most :data:`KNOWN_SCOPE_SETS` sets of
-        scopes are kept (each rollout of a conversation already taken in looks up all
-        scopes but its own)."""
+    def _check_known_lookups(self, db: sqlite3.Connection) -> None:
+        """Drop what earlier lookups of :meth:`known_entries` found that may have changed
+        since: everything when another connection wrote (SQLite's ``data_version``), the
+        words found common when an entry was dropped (adding entries only makes a word
+        more common), and the per-word lists of a set of scopes when an entry of one of
+        them was written or dropped here (noted by ``_put`` and ``_drop``)."""
 
         (version,) = db.execute("PRAGMA data_version").fetchone()
         written, self._entry_scopes_written = self._entry_scopes_written, set()
+        dropped, self._entry_dropped = self._entry_dropped, False
         if version != self._known_version:
             self._known_words.clear()
+            self._common_words.clear()
             self._known_version = version
+        if dropped:
+            self._common_words.clear()
         for key, (held, _) in list(self._known_words.items()):
             if not held.isdisjoint(written):
                 del self._known_words[key]
+
+    def _known_words_of(self, wanted: str, scopes: Iterable[str]) -> dict[str, list[int]]:
+        """The words :meth:`known_entries` looked up earlier for the scopes ``wanted`` (JSON
+        of the sorted ``scopes``), each with the newest entries of those scopes holding it,
+        as :meth:`_check_known_lookups` kept them. Entries of other scopes may change
+        meanwhile (the conversations a close extracts before phase 2 takes them in): they
+        are never among these. At most :data:`KNOWN_SCOPE_SETS` sets of scopes are kept
+        (each rollout of a conversation already taken in looks up all scopes but its own)."""
+
         kept = self._known_words.pop(wanted, None)
         words = kept[1] if kept is not None else {}
         self._known_words[wanted] = (frozenset(scopes), words)
