@@ -62,7 +62,7 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import datetime
-from operator import itemgetter, mul
+from operator import mul
 from pathlib import Path
 from typing import Any, Final, Literal, NamedTuple, Protocol
 
@@ -2519,8 +2519,7 @@ class SearchIndex:
             shared: Counter[int] = Counter()
             for term in chosen:
                 shared.update(found[term])
-            ranked = sorted(shared.items(), key=itemgetter(1, 0), reverse=True)
-            best = [row_id for row_id, _ in ranked[:limit]]
+            best = _most_shared(shared, limit)
             # Walked newest first along the time index, stopping at the limit (by the scope
             # index, every entry of the scopes was sorted: most of the lookup at 20,000).
             newest = db.execute(
@@ -2642,6 +2641,22 @@ _KNOWN_OTHER_SCOPES_SQL = (
 )
 """The entries whose scope lies strictly inside one of the ranges given (``[[low, high], ...]``,
 see :func:`_other_entry_scopes`), read from the scope index."""
+
+
+def _most_shared(shared: Mapping[int, int], limit: int) -> list[int]:
+    """The ``limit`` entries sharing the most words (``shared``: words per entry id), newest
+    (highest id) first among equals: taken by number of words, from the most, so the
+    thousands sharing one word are not all sorted."""
+
+    by_words: dict[int, list[int]] = {}
+    for row_id, words in shared.items():
+        by_words.setdefault(words, []).append(row_id)
+    best: list[int] = []
+    for words in sorted(by_words, reverse=True):
+        best += sorted(by_words[words], reverse=True)
+        if len(best) >= limit:
+            break
+    return best[:limit]
 
 
 def _other_entry_scopes(wanted: list[str]) -> list[tuple[str, str]]:
