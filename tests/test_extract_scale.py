@@ -301,6 +301,9 @@ async def test_known_entries_lookups_share_word_lists_until_an_entry_of_their_sc
     found = [e.key for e in await index.known_entries(text, scopes=scopes)]
     assert read_postings()
     assert found[:3] == ["ferry-to-zanzibar", "pier-of-zanzibar-ferry", "zanzibar-ferry-pier"]
+    # Without layout memory among the scopes, its entries are left out too.
+    found = [e.key for e in await index.known_entries(text, scopes={"conversation:c1"})]
+    assert sorted(found) == ["pier-of-zanzibar-ferry", "zanzibar-ferry-pier"]
     other.search_index.close()
 
 
