@@ -689,6 +689,132 @@ async def test_a_new_process_takes_up_the_saved_rendering_and_renders_what_a_ful
     assert b"entry-0007" not in rendered["MEMORY.md"] and b"entry-0008" in rendered["MEMORY.md"]
 
 
+async def test_the_saved_rendering_is_brought_up_to_date_by_a_delta_of_the_changed_rows(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Past :data:`SAVE_AFTER_KEYS` changed entries the saved rendering is brought up to date
+    by ``store/rendering-delta.json`` (the rows of the entries changed since it was written
+    whole), not written whole, until the delta holds one in :data:`DELTA_SHARE` of its rows; a
+    new process takes up both, and the files are those of rendering every entry again. A
+    delta left on an earlier base (a process cut short after writing the base whole) is not
+    read."""
+
+    import sandbox_memory.render.step as render_module
+    from sandbox_memory import Forget, MemoryClient, MemoryGenerateConfig, Remember
+    from sandbox_memory.render.step import Renderer, SavedDelta, SavedRendering
+    from sandbox_memory.stores.files import unsealed
+
+    monkeypatch.setattr(render_module, "SAVE_FROM_ENTRIES", 10)
+    monkeypatch.setattr(render_module, "SAVE_AFTER_KEYS", 2)
+    monkeypatch.setattr(render_module, "DELTA_SHARE", 6)  # 60 entries: up to 10 rows
+    _old_store(tmp_path, 60, version=1)
+    await adopt_store(tmp_path)
+    config = MemoryGenerateConfig(engine="offline")
+    mem = tmp_path / "memories"
+    base, delta = mem / "store" / "rendering.json", mem / "store" / "rendering-delta.json"
+    restored: list[str] = []
+    take_up = Renderer._restore
+
+    async def counting(self: Renderer, registry: Registry) -> str:
+        stamp = await take_up(self, registry)
+        restored.append(stamp)
+        return stamp
+
+    monkeypatch.setattr(Renderer, "_restore", counting)
+
+    async def apply(command: Remember | Forget) -> None:
+        client = MemoryClient(tmp_path, generate=config)
+        view = await client.view()
+        await client.apply(command, expected=view.version)
+
+    await apply(Remember(key="saved-0", content="Fact 0 kept between processes.", kind="fact"))
+    whole = base.read_bytes()
+    assert not delta.exists()
+    deltas: list[bytes] = []
+    for i in range(1, 5):
+        await apply(Remember(key=f"saved-{i}", content=f"Fact {i} kept.", kind="fact"))
+        if i > 1:
+            deltas.append(delta.read_bytes())
+    await apply(Forget(key="entry-0007"))
+    assert restored[-1] == SavedDelta.model_validate_json(unsealed(deltas[-1]) or b"").layout_stamp
+    await apply(Forget(key="entry-0008"))  # two changed since the delta: written again
+    assert base.read_bytes() == whole  # not written whole again
+    last = SavedDelta.model_validate_json(unsealed(delta.read_bytes()) or b"")
+    assert {"saved-1", "saved-4", "entry-0007", "entry-0008"} <= set(last.changed)
+    assert "entry-0007" not in last.rows.keys and "saved-4" in last.rows.keys
+
+    # Past its share the rendering is written whole again and the delta goes; an old delta put
+    # back (its base is not this one) is not read.
+    for i in range(5, 12):
+        await apply(Remember(key=f"saved-{i}", content=f"Fact {i} kept.", kind="fact"))
+    assert base.read_bytes() != whole and not delta.exists()
+    now = SavedRendering.model_validate_json(unsealed(base.read_bytes()) or b"").layout_stamp
+    delta.write_bytes(deltas[0])
+    await apply(Forget(key="saved-3"))
+    assert restored[-1] == now
+    rendered = {name: (mem / name).read_bytes() for name in ("MEMORY.md", "memory_summary.md")}
+    prompt = (mem / "store" / "prompt.json").read_bytes()
+    for name in ("store/rendering.json", "store/rendered.json", "MEMORY.md", "memory_summary.md"):
+        (mem / name).unlink()
+    delta.unlink(missing_ok=True)
+    monkeypatch.setattr(Renderer, "_restore", take_up)
+    await MemoryClient(tmp_path, generate=config).runtime.render_current()
+    for name, data in rendered.items():
+        assert (mem / name).read_bytes() == data, name
+    assert (mem / "store" / "prompt.json").read_bytes() == prompt
+    assert b"saved-3" not in rendered["MEMORY.md"] and b"saved-11" in rendered["MEMORY.md"]
+    assert b"entry-0007" not in rendered["MEMORY.md"] and b"entry-0009" in rendered["MEMORY.md"]
+
+
+async def test_a_rendering_delta_edited_in_the_workspace_is_refused_and_the_changes_read_again(
+    tmp_path: Path, caplog, monkeypatch
+) -> None:
+    """``store/rendering-delta.json`` is sealed like the saved rendering: one whose seal does
+    not verify is set aside (WARNING) and read as missing; the entries changed since the
+    saved rendering are read from their shards, and the files are those of a full render."""
+
+    import sandbox_memory.render.step as render_module
+    from sandbox_memory import MemoryClient, MemoryGenerateConfig, Remember
+
+    monkeypatch.setattr(render_module, "SAVE_FROM_ENTRIES", 10)
+    monkeypatch.setattr(render_module, "SAVE_AFTER_KEYS", 1)
+    _old_store(tmp_path, 40, version=1)
+    await adopt_store(tmp_path)
+    config = MemoryGenerateConfig(engine="offline")
+    for i in range(2):
+        client = MemoryClient(tmp_path, generate=config)
+        view = await client.view()
+        await client.apply(
+            Remember(key=f"kept-{i}", content=f"A fact {i}.", kind="fact"), expected=view.version
+        )
+    await _edited_record_is_set_aside(
+        tmp_path, caplog, "rendering-delta.json", b"A fact 1.", b"A forged fact."
+    )
+
+
+async def _edited_record_is_set_aside(
+    root: Path, caplog, name: str, text: bytes, edited: bytes
+) -> None:
+    """``store/<name>`` with ``text`` changed to ``edited`` (its seal left as it was): the
+    next render sets it aside (WARNING) and writes the ``MEMORY.md`` it wrote before."""
+
+    from sandbox_memory import MemoryClient, MemoryGenerateConfig
+
+    mem = root / "memories"
+    record = mem / "store" / name
+    expected = (mem / "MEMORY.md").read_bytes()
+    forged = record.read_bytes().replace(text, edited)
+    assert forged != record.read_bytes()
+    record.write_bytes(forged)
+    (mem / "MEMORY.md").unlink()
+    await MemoryClient(
+        root, generate=MemoryGenerateConfig(engine="offline")
+    ).runtime.render_current()
+    assert (mem / "MEMORY.md").read_bytes() == expected
+    assert any(p.name.startswith(f"{name}.unsealed-") for p in record.parent.iterdir())
+    assert name in caplog.text
+
+
 async def test_a_saved_rendering_edited_in_the_workspace_is_refused_and_everything_rendered(
     tmp_path: Path, caplog, monkeypatch
 ) -> None:
@@ -705,18 +831,10 @@ async def test_a_saved_rendering_edited_in_the_workspace_is_refused_and_everythi
     client = MemoryClient(tmp_path, generate=config)
     view = await client.view()
     await client.apply(Remember(key="kept", content="A fact.", kind="fact"), expected=view.version)
-    mem = tmp_path / "memories"
-    saved = mem / "store" / "rendering.json"
-    expected = (mem / "MEMORY.md").read_bytes()
     # The line of entry-0003 says something else, the seal left as it was.
-    forged = saved.read_bytes().replace(b"Fact 3 about the parser.", b"Fact 3 is forged here.")
-    assert forged != saved.read_bytes()
-    saved.write_bytes(forged)
-    (mem / "MEMORY.md").unlink()
-    await MemoryClient(tmp_path, generate=config).runtime.render_current()
-    assert (mem / "MEMORY.md").read_bytes() == expected
-    assert any(p.name.startswith("rendering.json.unsealed-") for p in (mem / "store").iterdir())
-    assert "rendering.json" in caplog.text
+    await _edited_record_is_set_aside(
+        tmp_path, caplog, "rendering.json", b"Fact 3 about the parser.", b"Fact 3 is forged here."
+    )
 
 
 async def test_a_layout_view_parses_an_entry_when_asked_and_keeps_what_it_saw(

@@ -7,12 +7,13 @@ live-update lines of ``MEMORY.md`` (see :func:`parse_registry`).
 from __future__ import annotations
 
 import bisect
+import contextlib
 import functools
 import gc
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -490,43 +491,64 @@ class LayoutRendering:
         (parsed back without a Python step per entry). The registry is not in it: it is small
         and read whole at every render."""
 
-        rows = list(self._own.values())
-        return SavedRows(
-            keys=list(self._own),
+        return self.saved_of(self._own)
+
+    def saved_of(self, keys: Iterable[str]) -> SavedRows:
+        """The rows of ``keys`` alone (those active now; the others are not in it), as
+        :meth:`saved` gives every row: what changed since a saved rendering, for
+        :meth:`restore`'s ``delta``."""
+
+        own, skills = self._own, self.skills
+        held = [k for k in keys if k in own]
+        rows = [own[k] for k in held]
+        skill_keys = [k for k in held if k in skills]
+        # Built here from the rendering's own rows: not validated again (at 20,000 entries
+        # validating the lists cost about as much as writing them).
+        return SavedRows.model_construct(
+            keys=held,
             updated_at=[r[0] for r in rows],
             kinds=[r[1] for r in rows],
             persons=[r[2] for r in rows],
             lines=[r[3] for r in rows],
             short=[r[4] for r in rows],
             files=[list(r[5]) for r in rows],
-            skill_keys=list(self.skills),
-            skill_digests=list(self.skills.values()),
+            skill_keys=skill_keys,
+            skill_digests=[skills[k] for k in skill_keys],
         )
 
-    def restore(self, rows: SavedRows, registry_groups: Mapping[str, list[Entry]]) -> None:
+    def restore(
+        self,
+        rows: SavedRows,
+        registry_groups: Mapping[str, list[Entry]],
+        *,
+        delta: tuple[Iterable[str], SavedRows] | None = None,
+    ) -> None:
         """Hold the rendering :meth:`saved` gave, with the registry as it is now: the state
         :meth:`rebuild` reaches from the entries the rows were made of, without parsing one.
+        ``delta``: keys changed since ``rows`` were saved and their rows now (:meth:`saved_of`;
+        a key without a row is no longer active), taken in over ``rows``.
         Raises ``ValueError`` for lists of different lengths."""
 
-        # Every object made here lives as long as the rendering: a collection while they are
-        # made would only walk them again (it doubled the time of this at 20,000 entries).
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            self._restore(rows, registry_groups)
-        finally:
-            if collecting:
-                gc.enable()
+        with collection_paused():
+            self._restore(rows, registry_groups, delta)
 
-    def _restore(self, rows: SavedRows, registry_groups: Mapping[str, list[Entry]]) -> None:
-        lists = (rows.updated_at, rows.kinds, rows.persons, rows.lines, rows.short, rows.files)
-        if any(len(x) != len(rows.keys) for x in lists) or len(rows.skill_keys) != len(
-            rows.skill_digests
-        ):
-            raise ValueError("its lists are not of one length")
-        own: dict[str, _Own] = dict(zip(rows.keys, zip(*lists, strict=True), strict=True))
+    def _restore(
+        self,
+        rows: SavedRows,
+        registry_groups: Mapping[str, list[Entry]],
+        delta: tuple[Iterable[str], SavedRows] | None,
+    ) -> None:
+        own, skills = _saved_tables(rows)
+        if delta is not None:
+            changed, now = delta
+            for key in changed:
+                own.pop(key, None)
+                skills.pop(key, None)
+            own_now, skills_now = _saved_tables(now)
+            own.update(own_now)
+            skills.update(skills_now)
         self._own = own
-        self.skills = dict(zip(rows.skill_keys, rows.skill_digests, strict=True))
+        self.skills = skills
         self._next = ({}, {})
         shared = {k: r for k, r in own.items() if r[2] is None}
         self.winners = {k: (r, None, r[0], r[1]) for k, r in shared.items()}
@@ -737,6 +759,40 @@ class LayoutRendering:
             },
         }
         return json.dumps(doc, separators=(",", ":"))
+
+
+@contextlib.contextmanager
+def collection_paused() -> Iterator[None]:
+    """The garbage collector paused while a saved rendering is parsed and taken up: every
+    object made then lives as long as the rendering (none is in a cycle, so none waits for a
+    collection to be freed), and a collection while they are made only walks them again. In
+    a process holding many objects already (a client beside a runtime) the collections set
+    off by parsing 3.2 MB of rows cost more than the parse itself."""
+
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _saved_tables(rows: SavedRows) -> tuple[dict[str, _Own], dict[str, str]]:
+    """Saved rows as the rendering's tables (key -> row, skill key -> digest); raises
+    ``ValueError`` for lists of different lengths."""
+
+    # Each row's files as a tuple, as :func:`entry_files` gives them: a row then holds no
+    # list, so the collector stops tracking it and what holds it (three objects an entry less
+    # for every full collection of the process to walk: 48,000 at 20,000 entries).
+    files = list(map(tuple, rows.files))
+    lists = (rows.updated_at, rows.kinds, rows.persons, rows.lines, rows.short, files)
+    if any(len(x) != len(rows.keys) for x in lists) or len(rows.skill_keys) != len(
+        rows.skill_digests
+    ):
+        raise ValueError("its lists are not of one length")
+    own: dict[str, _Own] = dict(zip(rows.keys, zip(*lists, strict=True), strict=True))
+    return own, dict(zip(rows.skill_keys, rows.skill_digests, strict=True))
 
 
 def _registry_candidates(

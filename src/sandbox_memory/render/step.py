@@ -30,6 +30,7 @@ from .files import (
     LayoutRendering,
     RolloutRef,
     SavedRows,
+    collection_paused,
     entry_line,
     newest_first,
     render_skill,
@@ -54,8 +55,17 @@ SAVE_FROM_ENTRIES = 200
 smaller layout memory from every entry in about the time one more record write takes."""
 
 SAVE_AFTER_KEYS = 64
-"""Entries changed since the saved rendering after which it is written again (each one is
-read from its shard by the next process that takes it up)."""
+"""Entries changed since the saved rendering after which it is brought up to date again (each
+one is read from its shard by the next process that takes it up)."""
+
+DELTA_SHARE = 8
+"""The saved rendering is brought up to date by its delta (``store/rendering-delta.json``:
+the rows of the entries changed since it was written whole) until the delta holds more than
+one in this many of its rows (and at least :data:`SAVE_AFTER_KEYS`); then it is written whole
+again and the delta goes. After a close that changes 60 of 15,000 entries the delta holds
+those 60 rows (after ten such closes, 600), not 15,000, and the whole rendering is written
+once every 1/8 of memory changed (about 30 such closes): spread over the closes, saving
+costs what changed, not memory's size."""
 
 
 class SavedRendering(BaseModel):
@@ -67,6 +77,24 @@ class SavedRendering(BaseModel):
     layout_version: int
     prompt: dict[str, str]
     """The entries ``store/prompt.json`` was rendered from, as JSON (see ``Renderer._prompt``)."""
+    rows: SavedRows
+
+
+class SavedDelta(BaseModel):
+    """``store/rendering-delta.json``: the rendering of layout memory at ``layout_stamp`` as
+    the saved rendering of ``base_stamp`` (``store/rendering.json``) and the rows of the
+    entries changed since (:meth:`Renderer._save_delta`), sealed like memory's other records.
+    One whose base is not the saved rendering's (written whole again since) is not read."""
+
+    format: int
+    base_stamp: str
+    layout_stamp: str
+    layout_version: int
+    prompt: dict[str, str]
+    """As :attr:`SavedRendering.prompt`."""
+    changed: list[str]
+    """The keys changed since the base: each has its row in :attr:`rows`, or is no longer
+    active."""
     rows: SavedRows
 
 
@@ -145,11 +173,16 @@ class Renderer:
         """A rollout's notes were rewritten in place (a Forget): render even from the same
         inputs."""
         self._stamp_rendered = ""
+        """Layout memory's stamp the rendering model holds."""
         self._saved_stamp = ""
         self._saved_version = 0
-        """Layout memory's stamp of the rendering in ``store/rendering.json`` (as this process
-        last wrote or read it)."""
-        """Layout memory's stamp the rendering model holds."""
+        """Layout memory's stamp and version of the saved rendering (``store/rendering.json``
+        and its delta, as this process last wrote or read them)."""
+        self._base_stamp = ""
+        self._base_version = 0
+        """The same of ``store/rendering.json`` alone (the delta's base)."""
+        self._delta_keys: set[str] = set()
+        """The keys changed between the two (those of the delta, none without one)."""
         self._prompt: tuple[str, dict[str, str]] = ("", {})
         """The entries ``store/prompt.json`` was last rendered from (as JSON: a few hundred
         short strings, not parsed entries), with layout memory's stamp then: a render after
@@ -168,6 +201,7 @@ class Renderer:
             self.stamp_path,
             self.skills_path,
             self.saved_path,
+            self.delta_path,
             *(f"{mdir}/skills/{key}/SKILL.md" for key in keys),
         ]
 
@@ -183,6 +217,10 @@ class Renderer:
     def saved_path(self) -> str:
         return f"{self.state.store.dir}/rendering.json"
 
+    @property
+    def delta_path(self) -> str:
+        return f"{self.state.store.dir}/rendering-delta.json"
+
     async def _restore(self, registry: Registry) -> str:
         """Take up the rendering the last process saved (``store/rendering.json``, sealed:
         the agent's tools cannot forge one); returns the layout stamp it holds, ``""`` when
@@ -196,24 +234,49 @@ class Renderer:
         raw, _ = await store.read_record(self.saved_path)
         if raw is None:
             return ""
+        path = self.saved_path
         try:
-            bounded.check_size(raw, limit=bounded.MAX_STATE_BYTES, what=self.saved_path)
-            saved = SavedRendering.model_validate_json(raw)
+            bounded.check_size(raw, limit=bounded.MAX_STATE_BYTES, what=path)
+            with collection_paused():
+                saved = SavedRendering.model_validate_json(raw)
+            del raw
             if saved.format != SAVED_FORMAT:
                 return ""
-            self.model.restore(saved.rows, registry.conversations)
+            path = self.delta_path
+            delta = await self._read_delta(saved.layout_stamp)
+            self.model.restore(
+                saved.rows,
+                registry.conversations,
+                delta=None if delta is None else (delta.changed, delta.rows),
+            )
         except ValueError as exc:  # pydantic's ValidationError included
             logger.warning(
-                "memory could not take up %s (%s); every entry is rendered again",
-                self.saved_path,
-                exc,
+                "memory could not take up %s (%s); every entry is rendered again", path, exc
             )
             self.model = LayoutRendering()
             return ""
-        stamp, prompt = saved.layout_stamp, saved.prompt
-        self._prompt = (stamp, prompt)
-        self._saved_stamp, self._saved_version = stamp, saved.layout_version
+        self._base_stamp, self._base_version = saved.layout_stamp, saved.layout_version
+        self._delta_keys = set() if delta is None else set(delta.changed)
+        top: SavedRendering | SavedDelta = saved if delta is None else delta
+        stamp = top.layout_stamp
+        self._prompt = (stamp, top.prompt)
+        self._saved_stamp, self._saved_version = stamp, top.layout_version
         return stamp
+
+    async def _read_delta(self, base_stamp: str) -> SavedDelta | None:
+        """The saved rendering's delta when there is one of base ``base_stamp`` (one of an
+        earlier base was left by a process cut short after writing the base: not read).
+        Raises ``ValueError`` when it is not one."""
+
+        raw, _ = await self.state.store.read_record(self.delta_path)
+        if raw is None:
+            return None
+        bounded.check_size(raw, limit=bounded.MAX_STATE_BYTES, what=self.delta_path)
+        with collection_paused():
+            delta = SavedDelta.model_validate_json(raw)
+        if delta.format != SAVED_FORMAT or delta.base_stamp != base_stamp:
+            return None
+        return delta
 
     async def _save(self, layout_stamp: str, version: int) -> None:
         """Save the rendering of layout stamp ``layout_stamp`` for the next process (sealed)."""
@@ -226,8 +289,33 @@ class Renderer:
             rows=self.model.saved(),
         )
         data = saved.model_dump_json().encode("utf-8")
+        del saved
         await self.state.store.write_record(self.saved_path, data)
+        del data
+        # A delta left on the earlier base is no longer read (its base stamp is not this
+        # one's): removed, not needed for safety.
+        await self.state.ws.remove(self.delta_path)
         self._saved_stamp, self._saved_version = layout_stamp, version
+        self._base_stamp, self._base_version = layout_stamp, version
+        self._delta_keys = set()
+
+    async def _save_delta(self, layout_stamp: str, version: int, changed: set[str]) -> None:
+        """Save the rendering of ``layout_stamp`` as the saved one's base and the rows of
+        ``changed``, the keys changed since that base (sealed)."""
+
+        keys = sorted(changed)
+        delta = SavedDelta(
+            format=SAVED_FORMAT,
+            base_stamp=self._base_stamp,
+            layout_stamp=layout_stamp,
+            layout_version=version,
+            prompt=self._prompt[1] if self._prompt[0] == layout_stamp else {},
+            changed=keys,
+            rows=self.model.saved_of(keys),
+        )
+        await self.state.store.write_record(self.delta_path, delta.model_dump_json().encode())
+        self._saved_stamp, self._saved_version = layout_stamp, version
+        self._delta_keys = set(keys)
 
     async def render_current(self) -> None:
         """Render ``MEMORY.md``, the summary and skills from the stored state as it is."""
@@ -452,13 +540,25 @@ class Renderer:
     async def _save_when_behind(self, layout_stamp: str, version: int) -> None:
         """Save the rendering when the saved one is :data:`SAVE_AFTER_COMMITS` commits or
         :data:`SAVE_AFTER_KEYS` changed entries behind (or cannot be brought up to date), and
-        layout memory holds :data:`SAVE_FROM_ENTRIES` active entries or more."""
+        layout memory holds :data:`SAVE_FROM_ENTRIES` active entries or more: as a delta over
+        the whole saved rendering while the entries changed since it are few enough
+        (:data:`DELTA_SHARE`), else whole."""
 
         if self.model.size < SAVE_FROM_ENTRIES:
             return
-        if self._saved_stamp and version - self._saved_version < SAVE_AFTER_COMMITS:
+        keys: set[str] | None = None
+        if self._saved_stamp:
             now, keys = await self.state.store.layout_changes(self._saved_stamp)
-            if now == layout_stamp and keys is not None and len(keys) < SAVE_AFTER_KEYS:
+            keys = keys if now == layout_stamp else None
+        if keys is not None:
+            if version - self._saved_version < SAVE_AFTER_COMMITS and len(keys) < SAVE_AFTER_KEYS:
+                return
+            # The keys changed since the whole saved rendering: the delta's and those since it.
+            since_base = self._delta_keys | keys
+            if self._base_stamp and len(since_base) <= max(
+                SAVE_AFTER_KEYS, self.model.size // DELTA_SHARE
+            ):
+                await self._save_delta(layout_stamp, version, since_base)
                 return
         await self._save(layout_stamp, version)
 
