@@ -211,6 +211,7 @@ class Counter:
     def install(self) -> None:
         from psycopg import AsyncCursor
 
+        from sandbox_memory import workspace as workspace_module
         from sandbox_memory.workspace import LocalWorkspace
 
         count = self
@@ -285,6 +286,22 @@ class Counter:
             setattr(LocalWorkspace, name, looked())
         for name in ("write_atomic", "write_derived", "append_line", "remove", "rename"):
             wrap(name, False)
+        for name in ("write_atomic_many", "append_lines"):
+            real_many_op = getattr(LocalWorkspace, name)
+
+            def counted(real: Any = real_many_op) -> Any:
+                async def op(self: Any, items: Any) -> Any:
+                    items = list(items)
+                    count.add("copy writes", len(items))
+                    count.add("copy bytes written", sum(len(data) for _, data in items))
+                    return await real(self, items)
+
+                return op
+
+            setattr(LocalWorkspace, name, counted())
+        # The batched writes take their fast path only for the workspace's own write_atomic
+        # (a subclass changing it sees each file): the counting wrapper above stands for it.
+        workspace_module._LOCAL_WRITE_ATOMIC = LocalWorkspace.write_atomic
 
 
 async def close_cost(dsn: str, entries: int, base: Path) -> dict[str, Any]:

@@ -8,6 +8,7 @@ only the entries this copy changed.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -294,3 +295,32 @@ async def test_a_new_copy_fetches_the_runs_in_batches_and_gets_what_one_batch_ge
     assert any(n.startswith("memories/store/held/") for n in names[0])
     assert (b / "memories" / "MEMORY.md").read_text() == (c / "memories" / "MEMORY.md").read_text()
     await seed.aclose()
+
+
+async def test_the_copy_bookkeeping_read_again_is_checked_again_once_changed_and_never_shared_with_a_writer(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    store = PostgresStore(pg_dsn, namespace="acme")
+    await store.write_scope("layout", entries={"k1": entry("k1")})
+    rt = store_runtime(tmp_path / "a", store)
+    await rt.start_run()
+    copy = rt.shared
+    assert copy is not None
+    read = await copy._base(to_change=False)
+    assert read is await copy._base(to_change=False)  # unchanged bytes: one parse for readers
+    mine = await copy._base()
+    assert mine is not read and mine == read
+    mine["rollouts"]["conv-x"] = {"n": 1}
+    assert "conv-x" not in read and "conv-x" not in await copy._base(to_change=False)
+    # The file changed under the copy (the agent's tools can write it): parsed and bounded anew.
+    path = tmp_path / "a" / copy.state_path
+    deep = "[" * 100 + "]" * 100
+    path.write_text(
+        json.dumps({"namespace": "acme", "scopes": {}, "rollouts": {}, "x": deep})[:-1]
+        + ', "y": '
+        + deep
+        + "}"
+    )
+    fresh = await copy._base(to_change=False)
+    assert fresh["scopes"] == {} and "y" not in fresh  # refused whole: fetched again from the store
+    await store.aclose()

@@ -14,6 +14,7 @@ past 200); its callers bound the size with :func:`check_size`.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 MAX_DEPTH = 64
@@ -69,9 +70,35 @@ def loads(
         value = json.loads(data)
     except RecursionError:
         raise UnsafeJSON(f"{what} is nested deeper than {max_depth}") from None
-    if _brackets(data) > max_depth:
-        check_depth(value, max_depth=max_depth, what=what)
+    if _brackets(data) > max_depth and _nesting(data, max_depth) > max_depth:
+        raise UnsafeJSON(f"{what} is nested deeper than {max_depth}")
     return value
+
+
+_KEEP = b'"[]{}'
+_NOT_KEPT = bytes(b for b in range(256) if b not in _KEEP)
+_STRING_RE = re.compile(rb'"[^"]*"')
+_INNERMOST_RE = re.compile(rb"\[\]|\{\}")
+
+
+def _nesting(data: str | bytes, most: int) -> int:
+    """How deep the valid JSON text ``data`` nests, counted up to ``most + 1``.
+
+    Read from the text, not the parsed value (a walk of every node of a large record cost as
+    much as its parse): escaped backslashes and quotes are taken out, then every byte but
+    quotes and brackets, then the strings (brackets inside them are text); each round then
+    removes every pair with nothing inside, which is every value of the deepest level left, and
+    the rounds are the depth. Every step is a pass in C over a text that only shrinks.
+    """
+
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    kept = raw.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_KEPT)
+    brackets = _STRING_RE.sub(b"", kept)
+    depth = 0
+    while brackets and depth <= most:
+        brackets = _INNERMOST_RE.sub(b"", brackets)
+        depth += 1
+    return depth
 
 
 def _brackets(data: str | bytes) -> int:

@@ -216,6 +216,10 @@ class SharedCopy:
         self._keyed = False
         """Whether the namespace's segment key is in use (see :meth:`use_store_key`)."""
         self._session_lock = asyncio.Lock()
+        self._base_kept: tuple[bytes, dict[str, Any] | None] | None = None
+        """The bookkeeping's bytes as last checked or saved here, and their parse as read-only
+        callers share it: a close reads the file about a dozen times, and at 10,000
+        conversations checking its nesting cost as much as parsing it."""
         self.holder = f"{os.uname().nodename}:{os.getpid()}:{secrets.token_hex(4)}"
         """Who this copy is in the store's claims."""
         runtime.store.shared_copy = True  # records are noted before they change
@@ -246,14 +250,35 @@ class SharedCopy:
 
     # ------------------------------------------------------------ copy state
 
-    async def _base(self) -> dict[str, Any]:
+    async def _base(self, *, to_change: bool = True) -> dict[str, Any]:
+        """The copy's bookkeeping. ``to_change=False``: the caller only reads it, and may get the
+        object other readers got; otherwise a fresh one, the caller's to change and save."""
+
         raw = await self.rt.ws.read_bytes(self.state_path)
+        kept = self._base_kept
+        if kept is None or raw is None or kept[0] != raw:
+            data = self._parse_base(raw, checked=False)
+            self._base_kept = None if raw is None else (raw, None if to_change else data)
+            return data
+        if to_change:
+            return self._parse_base(raw, checked=True)
+        if kept[1] is None:
+            self._base_kept = (raw, self._parse_base(raw, checked=True))
+        shared = self._base_kept
+        assert shared is not None and shared[1] is not None
+        return shared[1]
+
+    def _parse_base(self, raw: bytes | None, *, checked: bool) -> dict[str, Any]:
+        """``raw`` parsed; ``checked``: these very bytes passed :func:`bounded.loads` here before,
+        so a plain parse will do."""
+
         try:
-            data = (
-                bounded.loads(raw, limit=bounded.MAX_STATE_BYTES, what=self.state_path)
-                if raw
-                else {}
-            )
+            if not raw:
+                data = {}
+            elif checked:
+                data = json.loads(raw)
+            else:
+                data = bounded.loads(raw, limit=bounded.MAX_STATE_BYTES, what=self.state_path)
         except ValueError:
             data = {}
         if not isinstance(data, dict) or data.get("namespace") != self.store.namespace:
@@ -269,7 +294,12 @@ class SharedCopy:
         return data
 
     async def _save_base(self, base: dict[str, Any]) -> None:
-        await self.rt.ws.write_atomic(self.state_path, json.dumps(base).encode("utf-8"))
+        raw = json.dumps(base).encode("utf-8")
+        self._base_kept = None
+        await self.rt.ws.write_atomic(self.state_path, raw)
+        if len(raw) <= bounded.MAX_STATE_BYTES:
+            # Written here from a value: nested as the code builds it, within the size bound.
+            self._base_kept = (raw, None)
 
     async def _local_records(self, base: dict[str, Any]) -> tuple[list[str], list[str], list[str]]:
         """Conversations, rollouts (progress) and fingerprints whose records may have changed
@@ -304,7 +334,7 @@ class SharedCopy:
         return list(dict.fromkeys(convs)), list(dict.fromkeys(rollouts)), threads
 
     async def has_unsent_changes(self) -> bool:
-        base = await self._base()
+        base = await self._base(to_change=False)
         st = self.rt.store
         if LAYOUT_SCOPE in base["scopes"] and (await st.layout_head()).stamp != base.get(
             "layout_stamp"
@@ -630,7 +660,7 @@ class SharedCopy:
         """Pending rollouts holding runs recorded in this copy since it last took in the
         store's: the ones whose extraction is this sandbox's to do."""
 
-        base = await self._base()
+        base = await self._base(to_change=False)
         sizes = await self.rt.ws.sizes(self.rt.layout.sessions_dir)
         pending = set(await self.rt.pending_rollouts())
         out: list[str] = []
@@ -652,7 +682,7 @@ class SharedCopy:
         """
 
         await self.use_store_key()
-        base = await self._base()
+        base = await self._base(to_change=False)
         sdir = self.rt.layout.sessions_dir
         sent = 0
         for name, size in sorted((await self.rt.ws.sizes(sdir)).items()):
