@@ -481,7 +481,7 @@ async def test_a_shard_cut_short_is_kept_aside_and_read_as_empty(tmp_path: Path,
 
 
 async def test_the_shards_kept_read_stay_within_their_budget(tmp_path: Path, monkeypatch) -> None:
-    import sandbox_memory.stores.files as store_module
+    import sandbox_memory.stores.files.layout as store_module
     from sandbox_memory.stores.files import Store
     from sandbox_memory.workspace import LocalWorkspace
 

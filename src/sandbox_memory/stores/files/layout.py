@@ -1,0 +1,759 @@
+"""Layout memory as files (:class:`LayoutFiles`): ``layout/head.json``, the shards, the
+pending commit and its recovery, the per-conversation citations (``layout/cites/``), reading
+(whole, by key, as a view, the keys changed since a stamp) and committing a change; reading
+``layout.json`` of an earlier release and splitting it into shards.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+
+from pydantic import ValidationError
+
+from ..records import (
+    KEY_RE,
+    LAYOUT_CHANGE_KEYS_KEPT,
+    LAYOUT_CHANGES_KEPT,
+    LAYOUT_FORMAT,
+    LAYOUT_SHARDS,
+    SHARD_CACHE_BYTES,
+    CopyRetraction,
+    Entry,
+    LayoutChange,
+    LayoutCommit,
+    LayoutHead,
+    LayoutMemory,
+    LayoutShard,
+    LogRecord,
+    layout_shard,
+)
+from .base import _JSON, SHARED_COPY_FILE, FileRecords, _citable, _seal_of, _Shard, _why
+from .shards import _SHARD_LINES_RE, LayoutEntries, _entry_line, _entry_lines, _shard_bytes
+
+logger = logging.getLogger("sandbox_memory")
+
+
+_COMMITS_KEPT = 256
+
+
+class LayoutFiles(FileRecords):
+    """Layout memory: head, shards, commits, recovery, and the split of ``layout.json``."""
+
+    def shard_path(self, shard: int) -> str:
+        return f"{self.layout_dir}/shard-{shard:02d}.json"
+
+    async def _sync_layout(self) -> None:
+        """Look at the head and a pending commit (two small reads); forget cached shards when
+        the head changed (another writer): each is parsed again only if its bytes changed."""
+
+        hpath = f"{self.layout_dir}/head.json"
+        raw = await self.read_state(hpath)
+        head_moved = raw != self._head_raw
+        if head_moved:
+            self._head_raw = raw
+            self._head_damaged = False
+            self._head = LayoutHead(format=LAYOUT_FORMAT)
+            if raw is not None:
+                plain = await self._verified(hpath, raw)
+                try:
+                    if plain is None:
+                        raise ValueError("no valid seal")
+                    self._head = LayoutHead.model_validate_json(plain)
+                except ValidationError as exc:
+                    await self._set_aside(hpath, raw, _why(exc))
+                    self._head_damaged = True
+                except ValueError:
+                    self._head_damaged = True
+                if self._head_damaged:
+                    # No shard is bound to a head memory did not write: every shard there is
+                    # refused, and layout memory rebuilt from the conversation records.
+                    self._head = LayoutHead(
+                        version=await self._logged_layout_version(), format=LAYOUT_FORMAT
+                    )
+            if raw is None and self._legacy_layout is None:
+                await self._read_legacy_layout()
+        jpath = f"{self.layout_dir}/commit.json"
+        jraw, _ = await self.read_record(jpath)
+        if jraw != self._journal_raw or head_moved:
+            self._journal_raw = jraw
+            self._journal = None
+            if jraw is not None:
+                try:
+                    self._journal = LayoutCommit.model_validate_json(jraw)
+                except ValidationError as exc:
+                    # Written whole before anything it changes: an unreadable one changed
+                    # nothing yet. Kept aside; the change it held is lost, like a failed write.
+                    await self._set_aside(jpath, jraw, _why(exc))
+            journal = self._journal
+            if (
+                journal is not None
+                and self._head_raw is not None
+                and journal.before
+                and self._head.stamp not in (journal.before, journal.stamp)
+            ):
+                # An older commit put back (its seal still verifies): applying it again would
+                # bring back what later commits changed, a Forget among them.
+                await self._refuse(
+                    jpath,
+                    await self.read_state(jpath) or b"",
+                    "replayed: a commit of another layout head than the current one",
+                )
+                await self.ws.remove(jpath)
+                self._journal_raw, self._journal = None, None
+        if head_moved and not self._head_damaged and raw is not None:
+            await self._check_head_against_log(raw)
+
+    async def _check_head_against_log(self, raw: bytes) -> None:
+        """A sealed head older than the layout changes the sealed log holds (the layout
+        folder put back whole from an earlier copy, a Forget undone with it) is damage: no
+        shard is bound to it, and layout memory is rebuilt from the conversation records. Not
+        in a shared store's working copy, whose log is appended from the store's before its
+        layout is brought up to date."""
+
+        if self.record_seal is None:
+            return
+        if self.shared_copy is None:
+            self.shared_copy = await self.ws.size(f"{self.dir}/{SHARED_COPY_FILE}") is not None
+        if self.shared_copy:
+            return
+        await self._logged_changes()
+        logged = self._log_layout_version
+        pending = self._journal.version if self._journal is not None else 0
+        if logged <= max(self._head.version, pending):
+            return
+        await self._refuse(
+            f"{self.layout_dir}/head.json",
+            raw,
+            f"replayed: layout version {self._head.version}, older than the log's {logged}",
+        )
+        self._head_damaged = True
+        self._head = LayoutHead(version=logged, format=LAYOUT_FORMAT)
+
+    async def _logged_layout_version(self) -> int:
+        versions = [r.version for r in await self.read_log() if r.scope == "layout"]
+        return max(versions, default=0)
+
+    async def _read_legacy_layout(self) -> None:
+        """Readers before the first writer: ``layout.json`` (the old single file) as shards."""
+
+        path = f"{self.dir}/layout.json"
+        raw, refused = await self.read_record(path)
+        if refused:
+            self._legacy_broken = True
+        if raw is None:
+            return
+        try:
+            old = LayoutMemory.model_validate_json(raw)
+        except ValidationError as exc:
+            await self._set_aside(path, raw, _why(exc))
+            self._legacy_broken = True
+            return
+        shards: dict[int, _Shard] = {}
+        for key, entry in old.entries.items():
+            shard = shards.setdefault(layout_shard(key), _Shard(None, None, {}))
+            assert shard.entries is not None
+            shard.entries[key] = entry
+        self._legacy_layout = shards
+        self._head = LayoutHead(version=old.version)
+
+    async def _bound(self, sid: int, raw: bytes | None) -> bool:
+        """Whether shard ``sid`` as read is the one the head names (see
+        :attr:`LayoutHead.seals`); one that is not is kept aside (WARNING) and refused. A
+        missing shard the head names is damage too (rebuilt, nothing kept aside)."""
+
+        if self.record_seal is None or self._head_raw is None:
+            return True
+        if self._head.format < LAYOUT_FORMAT and not self._head_damaged:
+            return True  # an earlier head names no seals; the next writer rewrites them
+        journal = self._journal
+        if journal is not None and sid in journal.shards():
+            return True  # written by a commit being applied: the next head names it
+        path = self.shard_path(sid)
+        named = self._head.seals.get(f"{sid:02d}")
+        if raw is None:
+            if named is not None:
+                self._damaged.add(sid)
+            return True
+        if _seal_of(raw) == named:
+            return True
+        await self._refuse(
+            path, raw, "replayed: not the version of the shard layout memory's head names"
+        )
+        return False
+
+    def _named_by_head(self, sid: int, stored: bytes | None) -> bool:
+        """Whether shard ``sid`` as stored is the one a sealed head of :data:`LAYOUT_FORMAT`
+        names by its seal (or a pending commit writes): memory wrote those very bytes one
+        entry a line (:func:`_shard_bytes`), so their form needs no check (a regular
+        expression over every byte, most of a shard's read at 20,000 entries)."""
+
+        if stored is None or self.record_seal is None or self._head_damaged:
+            return False
+        if self._head_raw is None or self._head.format < LAYOUT_FORMAT:
+            return False
+        journal = self._journal
+        if journal is not None and sid in journal.shards():
+            return False  # not named yet: checked
+        named = self._head.seals.get(f"{sid:02d}")
+        return named is not None and _seal_of(stored) == named
+
+    def _keep(self, sid: int, shard: _Shard) -> None:
+        """Cache a shard read or written, dropping the least recently used past the budget."""
+
+        self._shards[sid] = shard
+        self._shards.move_to_end(sid)
+        used = sum(s.size for s in self._shards.values())
+        while used > SHARD_CACHE_BYTES and len(self._shards) > 1:
+            _, dropped = self._shards.popitem(last=False)
+            used -= dropped.size
+
+    async def _shard(self, sid: int) -> _Shard:
+        """One shard as stored (without a pending commit), read again only when the head moved;
+        a shard one entry a line is only checked, its entries parsed when asked for."""
+
+        cached = self._shards.get(sid)
+        if cached is not None and cached.seen is self._head_raw:
+            self._shards.move_to_end(sid)
+            return cached
+        if self._head_raw is None:
+            legacy = (self._legacy_layout or {}).get(sid)
+            shard = legacy or _Shard(None, None, {})
+            shard.seen = self._head_raw
+            self._keep(sid, shard)
+            return shard
+        path = self.shard_path(sid)
+        stored = await self.read_state(path)
+        raw = None if stored is None else await self._verified(path, stored)
+        refused = stored is not None and raw is None
+        if not refused and not await self._bound(sid, stored):
+            refused, raw = True, None
+        if cached is not None and raw is not None and cached.raw == raw:
+            cached.seen = self._head_raw
+            self._keep(sid, cached)
+            return cached
+        shard = _Shard(raw, self._head_raw)
+        if refused:
+            # Not memory's: read as empty, rewritten by the next commit, and layout memory
+            # rebuilt from conversation memory by the next phase 2 (like a damaged shard).
+            self._damaged.add(sid)
+            shard.entries = {}
+        elif (
+            raw is not None
+            and not self._named_by_head(sid, stored)
+            and not _SHARD_LINES_RE.fullmatch(raw)
+        ):
+            shard.entries = await self._parse_shard(sid, raw)  # format 1, or unreadable
+        self._keep(sid, shard)
+        return shard
+
+    async def _parse_shard(self, sid: int, raw: bytes) -> dict[str, Entry]:
+        try:
+            return LayoutShard.model_validate_json(raw).entries
+        except ValidationError as exc:
+            await self._set_aside(self.shard_path(sid), raw, _why(exc))
+            self._damaged.add(sid)
+            return {}
+
+    async def _shard_entries(self, sid: int, shard: _Shard) -> dict[str, Entry]:
+        """Every entry of a shard as stored, parsed (not kept: :meth:`layout_for_reading`
+        keeps what it merges)."""
+
+        if shard.entries is not None:
+            return shard.entries
+        if shard.raw is None:
+            return {}
+        entries = await self._parse_shard(sid, shard.raw)
+        if sid in self._damaged:
+            shard.entries = {}
+        return entries
+
+    async def _shard_entry(self, sid: int, shard: _Shard, key: str) -> Entry | None:
+        """One entry of a shard as stored: found by its line, only it parsed (a copy, for a
+        shard kept parsed)."""
+
+        if shard.entries is not None:
+            kept = shard.entries.get(key)
+            return None if kept is None else kept.model_copy(deep=True)
+        if shard.raw is None:
+            return None
+        line = _entry_line(shard.raw, key)
+        if line is None:
+            return None
+        try:
+            return Entry.model_validate_json(line)
+        except ValidationError as exc:
+            # Unreadable like a shard that is not JSON: kept aside whole, read as empty, and
+            # rewritten (and layout memory rebuilt) by the next phase 2.
+            await self._set_aside(self.shard_path(sid), shard.raw, _why(exc))
+            self._damaged.add(sid)
+            shard.entries = {}
+            return None
+
+    async def _shard_entries_of(self, sid: int, shard: _Shard, keys: list[str]) -> dict[str, Entry]:
+        """The entries of ``keys`` in a shard as stored: their lines found, and parsed together
+        (one parse for the shard, not one per key)."""
+
+        if shard.entries is not None or shard.raw is None or len(keys) < 2:
+            one = [(k, await self._shard_entry(sid, shard, k)) for k in keys]
+            return {k: e for k, e in one if e is not None}
+        raw = shard.raw
+        lines = {k: line for k in keys for line in [_entry_line(raw, k)] if line is not None}
+        body = b",".join(json.dumps(k).encode("utf-8") + b":" + v for k, v in lines.items())
+        try:
+            return LayoutShard.model_validate_json(b'{"entries":{' + body + b"}}").entries
+        except ValidationError:
+            # One of them is unreadable: found (and the shard set aside) key by key; a shard
+            # set aside reads as empty.
+            one = [(k, await self._shard_entry(sid, shard, k)) for k in lines]
+            return {} if sid in self._damaged else {k: e for k, e in one if e is not None}
+
+    def _shard_json(self, shard: _Shard) -> dict[str, str]:
+        """Key -> entry JSON of every entry of a shard, to write it again (nothing parsed for
+        a shard one entry a line)."""
+
+        if shard.entries is not None:
+            return {k: e.model_dump_json() for k, e in shard.entries.items()}
+        return _entry_lines(shard.raw) if shard.raw is not None else {}
+
+    def _pending(self, sid: int) -> tuple[dict[str, Entry], list[str]]:
+        journal = self._journal
+        if journal is None:
+            return {}, []
+        put = {k: e for k, e in journal.put.items() if layout_shard(k) == sid}
+        return put, [k for k in journal.delete if layout_shard(k) == sid]
+
+    async def _shard_view(self, sid: int) -> dict[str, Entry]:
+        """A shard's entries as committed: a pending commit counts as applied."""
+
+        shard = await self._shard(sid)
+        entries = await self._shard_entries(sid, shard)
+        put, gone = self._pending(sid)
+        if not put and not gone:
+            return entries
+        view = dict(entries)
+        view.update(put)
+        for key in gone:
+            view.pop(key, None)
+        return view
+
+    async def layout_head(self) -> LayoutHead:
+        await self._sync_layout()
+        if self._journal is not None:
+            return LayoutHead(version=self._journal.version, stamp=self._journal.stamp)
+        return self._head
+
+    async def layout_damaged(self) -> bool:
+        head = await self.layout_head()
+        if head.stamp == "" or self._head_damaged or self._damaged:
+            return True
+        if self.record_seal is not None:
+            # A shard another process refused (a run's prompt read it) is kept aside beside
+            # it: the shard is checked here, so the refusal is seen whoever read it first.
+            for name in await self.ws.listdir(self.layout_dir):
+                if name.startswith("shard-") and ".json.unsealed-" in name:
+                    sid = int(name[len("shard-") : name.index(".")])
+                    await self._shard(sid)
+        return bool(self._damaged)
+
+    async def layout_entries(self, keys: Iterable[str]) -> dict[str, Entry]:
+        await self._sync_layout()
+        by_shard: dict[int, list[str]] = {}
+        for key in keys:
+            by_shard.setdefault(layout_shard(key), []).append(key)
+        found: dict[str, Entry] = {}
+        journal = self._journal
+        for sid, group in by_shard.items():
+            shard = await self._shard(sid)
+            stored: list[str] = []
+            for key in group:
+                if journal is not None and key in journal.put:
+                    found[key] = journal.put[key].model_copy(deep=True)
+                elif journal is None or key not in journal.delete:
+                    stored.append(key)
+            found.update(await self._shard_entries_of(sid, shard, stored))
+        return found
+
+    async def layout_for_reading(self) -> LayoutMemory:
+        await self._sync_layout()
+        whole = self._whole
+        if whole is not None and whole[0] is self._head_raw and whole[1] is self._journal_raw:
+            return whole[2]
+        merged: dict[str, Entry] = {}
+        for sid in range(LAYOUT_SHARDS):
+            merged.update(await self._shard_view(sid))
+        version = self._journal.version if self._journal is not None else self._head.version
+        value = LayoutMemory.model_construct(version=version, entries=merged)
+        self._whole = (self._head_raw, self._journal_raw, value)
+        return value
+
+    async def layout_view(
+        self, *, person: str | None = None, acting: bool = False
+    ) -> tuple[int, Mapping[str, Entry]]:
+        await self._sync_layout()
+        version = self._journal.version if self._journal is not None else self._head.version
+        whole = self._whole
+        if whole is not None and whole[0] is self._head_raw and whole[1] is self._journal_raw:
+            entries: Mapping[str, Entry] = whole[2].entries
+            if acting:
+                entries = {k: e for k, e in entries.items() if e.exists_for(person)}
+            return version, entries
+        # Every shard's bytes now (what a later commit writes does not reach this view); an
+        # entry is parsed when asked for.
+        viewed = self._viewed
+        if viewed is not None and viewed[0] is self._head_raw and not self._damaged:
+            shards = viewed[1]
+        else:
+            shards = {}
+            for sid in range(LAYOUT_SHARDS):
+                shard = await self._shard(sid)
+                if shard.entries is not None:
+                    shards[sid] = shard.entries
+                elif shard.raw is not None:
+                    shards[sid] = shard.raw
+            self._viewed = (self._head_raw, shards)
+        journal = self._journal
+        put = dict(journal.put) if journal is not None else {}
+        gone = list(journal.delete) if journal is not None else []
+
+        def damaged(sid: int, why: str) -> None:
+            # Set aside (and layout memory rebuilt) by the next writer, which reads it again.
+            logger.warning("memory found an unreadable entry in %s: %s", self.shard_path(sid), why)
+            self._damaged.add(sid)
+
+        return version, LayoutEntries(
+            shards, put, gone, person=person, acting=acting, on_error=damaged
+        )
+
+    async def layout_changes(self, since: str) -> tuple[str, set[str] | None]:
+        await self._sync_layout()
+        head, journal = self._head, self._journal
+        now = head.stamp if journal is None else journal.stamp
+        if not since or not head.stamp:
+            return now, None  # no stamp to start from (a new or damaged head)
+        keys: set[str] = set()
+        if journal is not None and journal.stamp != head.stamp:
+            # A commit written but not applied yet: read as applied, so named too.
+            if since == journal.stamp:
+                return now, keys
+            pending = journal.changed_keys()
+            if pending is None:
+                return now, None
+            keys.update(pending)
+        steps = {c.stamp: c for c in head.changes}
+        stamp = head.stamp
+        while stamp != since:
+            step = steps.pop(stamp, None)
+            if step is None or step.keys is None:
+                return now, None  # older than the commits named, or a rebuild between
+            keys.update(step.keys)
+            stamp = step.before
+        return now, keys
+
+    async def layout_parts(self) -> AsyncIterator[Iterable[Entry]]:
+        await self._sync_layout()
+        whole = self._whole
+        if whole is not None and whole[0] is self._head_raw and whole[1] is self._journal_raw:
+            yield whole[2].entries.values()
+            return
+        for sid in range(LAYOUT_SHARDS):
+            # Parsed one shard at a time and not kept: at most one shard's entries are held.
+            yield (await self._shard_view(sid)).values()
+
+    def layout_changed_keys(self, since: str, until: str) -> set[str] | None:
+        """Keys changed from stamp ``since`` to stamp ``until``, when every commit between them
+        was made by this store object; ``None`` when not known (another writer's commit)."""
+
+        keys: set[str] = set()
+        stamp = until
+        for _ in range(_COMMITS_KEPT):
+            if stamp == since:
+                return keys
+            step = self._commits.get(stamp)
+            if step is None:
+                return None
+            stamp, changed = step
+            keys |= changed
+        return None
+
+    async def layout_citing(self, conversations: Iterable[str]) -> set[str]:
+        await self._sync_layout()
+        keys: set[str] = set()
+        wanted = set(conversations)
+        if self._head_raw is None and self._legacy_layout is not None:
+            for shard in self._legacy_layout.values():
+                for key, entry in (shard.entries or {}).items():
+                    if any(s.conversation in wanted for s in entry.sources):
+                        keys.add(key)
+        for rid in sorted(wanted):
+            raw = await self.read_state(f"{self.layout_dir}/cites/{rid}")
+            for line in (raw or b"").decode("utf-8", "replace").splitlines():
+                keys.update(k for k in line.split() if KEY_RE.fullmatch(k))
+        if self._journal is not None:
+            for key, entry in self._journal.put.items():
+                if any(s.conversation in wanted for s in entry.sources):
+                    keys.add(key)
+        return keys
+
+    async def forget_citations(self, conversations: Iterable[str]) -> None:
+        """Drop the citation lists of forgotten conversations (after their entries went)."""
+
+        for rid in conversations:
+            await self.ws.remove(f"{self.layout_dir}/cites/{rid}")
+            self._cited = {pair for pair in self._cited if pair[0] != rid}
+
+    async def recover_layout(self) -> None:
+        """Split ``layout.json`` into records, or finish a commit a killed writer left."""
+
+        await self._sync_layout()
+        legacy = f"{self.dir}/layout.json"
+        if self._head_raw is None and self._legacy_layout is not None:
+            await self._split_legacy_layout()
+        elif await self.ws.size(legacy) is not None and (
+            self._head_raw is not None or self._legacy_broken
+        ):
+            # Split already (a writer killed before removing it), or unreadable and kept aside.
+            await self.ws.remove(legacy)
+        if self._journal is not None:
+            await self._apply(self._journal)
+        if self._head_raw is not None and self._head.format < LAYOUT_FORMAT:
+            await self._rewrite_shards()
+        if not self._held_checked:
+            self._held_checked = True
+            if await self.ws.size(self.held_path(".complete")) is None:
+                # Conversations written before the index of their keys: indexed once.
+                names = await self._names(f"{self.dir}/conversations", _JSON)
+                await self.note_holders([await self.load_conversation(r) for r in sorted(names)])
+
+    async def _rewrite_shards(self) -> None:
+        """Shards written by an earlier release (every entry on one line) again one entry a
+        line, then the head says so (last: a writer killed before it rewrites them again; the
+        entries are the same in both formats, so readers see no change)."""
+
+        self._viewed = None
+
+        for sid in range(LAYOUT_SHARDS):
+            shard = await self._shard(sid)
+            if shard.entries is None or shard.raw is None or sid in self._damaged:
+                continue
+            data = _shard_bytes(self._shard_json(shard))
+            await self._write_shard(sid, data)
+            self._keep(sid, _Shard(data, self._head_raw))
+        await self._write_head(self._head.model_copy(update={"format": LAYOUT_FORMAT}))
+        logger.info("layout memory's records in %s rewritten one entry a line", self.layout_dir)
+
+    async def _split_legacy_layout(self) -> None:
+        """``layout.json`` into shards and citation lists, the head last (the commit point: a
+        writer killed before it splits the file again), then the old file goes."""
+
+        self._viewed = None
+
+        legacy = self._legacy_layout or {}
+        version = self._head.version
+        cites: dict[str, set[str]] = {}
+        for sid in range(LAYOUT_SHARDS):
+            shard = legacy.get(sid)
+            if shard is None or not shard.entries:
+                await self.ws.remove(self.shard_path(sid))  # left by an earlier store
+                continue
+            data = _shard_bytes({k: e.model_dump_json() for k, e in shard.entries.items()})
+            await self._write_shard(sid, data)
+            self._keep(sid, _Shard(data, self._head_raw))
+            for key, entry in shard.entries.items():
+                for source in entry.sources:
+                    cites.setdefault(source.conversation, set()).add(key)
+        for rid, keys in sorted(cites.items()):
+            if _citable(rid):
+                line = " ".join(sorted(keys)) + "\n"
+                await self.write_state(f"{self.layout_dir}/cites/{rid}", line.encode("utf-8"))
+                self._cited.update((rid, k) for k in keys)
+        head = LayoutHead(version=version, stamp=secrets.token_hex(8), format=LAYOUT_FORMAT)
+        await self._write_head(head)
+        await self.ws.remove(f"{self.dir}/layout.json")
+        self._legacy_layout = None
+        logger.info(
+            "layout memory split from %s/layout.json into %d records",
+            self.dir,
+            sum(1 for s in legacy.values() if s.entries),
+        )
+
+    async def _write_shard(self, sid: int, data: bytes) -> None:
+        """Write a shard (sealed); the next head names its seal."""
+
+        await self._write_shards([(sid, data)])
+
+    async def _write_shards(self, shards: Sequence[tuple[int, bytes]]) -> None:
+        """Write shards (sealed), waiting for the disk once for them all; the next head names
+        their seals."""
+
+        items = [(self.shard_path(sid), self._sealed(self.shard_path(sid), d)) for sid, d in shards]
+        await self.write_states(items)
+        for (sid, _), (_, sealed) in zip(shards, items, strict=True):
+            seal = _seal_of(sealed)
+            if seal is not None:
+                self._written_seals[f"{sid:02d}"] = seal
+
+    def _as_named(self, sid: int, shard: _Shard, data: bytes) -> bool:
+        """Whether shard ``sid`` is stored holding ``data`` already, sealed as the head names
+        it: then it is not written again (a commit that leaves a shard's bytes as they are).
+        A shard written by a writer killed before its head is not as named: written again,
+        so the next head names it."""
+
+        if sid in self._damaged or shard.raw != data or self._head.format < LAYOUT_FORMAT:
+            return False
+        if self.record_seal is None:
+            return True
+        sealed = self._sealed(self.shard_path(sid), data)
+        return _seal_of(sealed) == self._head.seals.get(f"{sid:02d}")
+
+    async def _write_head(self, head: LayoutHead) -> None:
+        if head.format >= LAYOUT_FORMAT:
+            head = head.model_copy(update={"seals": {**head.seals, **self._written_seals}})
+        path = f"{self.layout_dir}/head.json"
+        raw = self._sealed(path, head.model_dump_json().encode("utf-8"))
+        await self.write_state(path, raw)
+        self._written_seals = {}
+        old = self._head_raw
+        for shard in self._shards.values():
+            if shard.seen is old:
+                shard.seen = raw  # still what is stored: only this writer changes shards
+        if self._whole is not None and self._whole[0] is old and self._journal is None:
+            self._whole = (raw, self._journal_raw, self._whole[2])
+        if self._viewed is not None and self._viewed[0] is old:
+            self._viewed = (raw, self._viewed[1])
+        self._head_raw, self._head, self._head_damaged = raw, head, False
+
+    async def commit_layout(
+        self,
+        *,
+        version: int,
+        put: Mapping[str, Entry],
+        delete: Iterable[str] = (),
+        log: Iterable[LogRecord] = (),
+        copies: Iterable[CopyRetraction] = (),
+        whole: bool = False,
+    ) -> LayoutHead:
+        if self.fence is not None:
+            await self.fence()
+        await self.recover_layout()
+        commit = LayoutCommit(
+            whole=whole,
+            version=version,
+            stamp=secrets.token_hex(8),
+            put=dict(put),
+            delete=[k for k in dict.fromkeys(delete) if k not in put],
+            log=list(log),
+            rewrite=sorted(self._damaged),
+            copies=list(copies),
+            before=self._head.stamp,
+        )
+        raw = commit.model_dump_json().encode("utf-8")
+        await self.write_record(f"{self.layout_dir}/commit.json", raw)  # the commit point
+        self._journal_raw, self._journal = raw, commit
+        await self._apply(commit)
+        return self._head
+
+    async def _apply(self, commit: LayoutCommit) -> None:
+        """Apply a written commit: log, shards, citation lists, head; then drop it. Each step
+        may be done twice (a writer killed in between): the result is the same."""
+
+        for record in commit.log:
+            await self.append_log(record)
+        touched: dict[int, tuple[dict[str, Entry], list[str]]] = {
+            sid: ({}, []) for sid in commit.rewrite
+        }
+        for key, entry in commit.put.items():
+            touched.setdefault(layout_shard(key), ({}, []))[0][key] = entry
+        for key in commit.delete:
+            touched.setdefault(layout_shard(key), ({}, []))[1].append(key)
+        # The cached whole, if it is of the head this commit applies to (it may hold this
+        # commit already, read as pending: applying it again gives the same).
+        whole = self._whole
+        previous = whole[2].entries if whole is not None and whole[0] is self._head_raw else None
+        shards: list[tuple[int, bytes]] = []
+        viewed = self._viewed
+        shown = dict(viewed[1]) if viewed is not None and viewed[0] is self._head_raw else None
+        self._viewed = None
+        for sid in sorted(touched):
+            changed, gone = touched[sid]
+            shard = await self._shard(sid)
+            js = self._shard_json(shard)
+            for key, entry in changed.items():
+                js[key] = entry.model_dump_json()
+            for key in gone:
+                js.pop(key, None)
+            data = _shard_bytes(js)
+            if (js or shard.raw is not None or sid in self._damaged) and not self._as_named(
+                sid, shard, data
+            ):
+                shards.append((sid, data))
+            self._keep(sid, _Shard(data, self._head_raw))
+            if shown is not None:
+                shown[sid] = data
+        # Every shard that changes, then the head: the head names no shard before it is on
+        # disk, and the shards wait for the disk together.
+        await self._write_shards(shards)
+        lines: dict[str, set[str]] = {}
+        for key, entry in commit.put.items():
+            for source in entry.sources:
+                rid = source.conversation
+                if (rid, key) in self._cited or not _citable(rid):
+                    continue
+                lines.setdefault(rid, set()).add(key)
+        for rid, keys in sorted(lines.items()):
+            line = " ".join(sorted(keys)) + "\n"
+            await self.ws.append_line(f"{self.layout_dir}/cites/{rid}", line.encode("utf-8"))
+            self._cited.update((rid, k) for k in keys)
+        self._journal = None
+        if shown is not None:
+            self._viewed = (self._head_raw, shown)
+        if previous is not None:
+            # Copied, never changed in place: a reader may be iterating the old one.
+            merged = dict(previous)
+            merged.update(commit.put)
+            for key in commit.delete:
+                merged.pop(key, None)
+            self._whole = (
+                self._head_raw,
+                None,
+                LayoutMemory.model_construct(version=commit.version, entries=merged),
+            )
+        else:
+            self._whole = None
+        before = self._head.stamp
+        changes = list(self._head.changes)
+        if before != commit.stamp:  # else written already, by a writer killed after it
+            changes.append(
+                LayoutChange(stamp=commit.stamp, before=before, keys=commit.changed_keys())
+            )
+        while len(changes) > LAYOUT_CHANGES_KEPT or (
+            len(changes) > 1 and sum(len(c.keys or ()) for c in changes) > LAYOUT_CHANGE_KEYS_KEPT
+        ):
+            changes.pop(0)
+        await self._write_head(
+            LayoutHead(
+                version=commit.version,
+                stamp=commit.stamp,
+                changes=changes,
+                format=self._head.format,
+                seals=self._head.seals,
+            )
+        )
+        self._commits[commit.stamp] = (before, {*commit.put, *commit.delete})
+        while len(self._commits) > _COMMITS_KEPT:
+            self._commits.pop(next(iter(self._commits)))
+        if commit.copies:
+            if self.retract_copies is None:
+                return  # left for a writer that can (the runtime's store); readers see it done
+            for copy in commit.copies:
+                retracted = commit.put.get(copy.key)
+                if retracted is not None:
+                    await self.retract_copies(retracted, copy)
+        await self.ws.remove(f"{self.layout_dir}/commit.json")
+        self._journal_raw = None
+        if self._whole is not None:
+            self._whole = (self._head_raw, None, self._whole[2])
+        self._damaged.clear()
+        self._legacy_layout = None
