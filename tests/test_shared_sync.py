@@ -324,3 +324,21 @@ async def test_the_copy_bookkeeping_read_again_is_checked_again_once_changed_and
     fresh = await copy._base(to_change=False)
     assert fresh["scopes"] == {} and "y" not in fresh  # refused whole: fetched again from the store
     await store.aclose()
+
+
+async def test_thread_records_written_together_keep_a_valid_record_and_replace_a_forged_one(
+    tmp_path: Path,
+) -> None:
+    rt = layout_runtime(tmp_path, mkdir=True)
+    st = rt.store
+    await st.index_thread("fp-kept", "conv-1")
+    threads = tmp_path / "memories" / "store" / "threads"
+    (threads / "fp-forged").write_text("conv-9")  # no seal: the agent's tools wrote it
+    (threads / "fp-folder").mkdir()  # a folder where a record belongs
+    await st.index_threads(
+        {"fp-kept": "conv-2", "fp-forged": "conv-3", "fp-new": "conv-4", "fp-folder": "conv-5"}
+    )
+    assert await st.thread_for("fp-kept") == "conv-1"  # the first kept
+    assert await st.thread_for("fp-forged") == "conv-3"
+    assert await st.thread_for("fp-new") == "conv-4"
+    assert await st.thread_for("fp-folder") == "conv-5"

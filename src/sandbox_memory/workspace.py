@@ -175,6 +175,14 @@ class Workspace(abc.ABC):
         reader sizing every file (a crash after the append still leaves the first).
         """
 
+    async def write_derived_many(self, items: Sequence[tuple[str, bytes]]) -> None:
+        """:meth:`write_derived` of each ``(path, data)``, in order; a backend may write them in
+        one go (:class:`LocalWorkspace` does, off the event loop); this default goes one by one.
+        """
+
+        for path, data in items:
+            await self.write_derived(path, data)
+
     async def append_lines(self, items: Sequence[tuple[str, bytes]]) -> None:
         """:meth:`append_line` of each ``(path, data)``, in order; a backend may do them in one
         go (:class:`LocalWorkspace` does, off the event loop); this default appends one by one.
@@ -632,6 +640,16 @@ class LocalWorkspace(Workspace):
         if not (flagged and touched):
             _flag_failed(path, flag)
         return was_empty
+
+    async def write_derived_many(self, items: Sequence[tuple[str, bytes]]) -> None:
+        if type(self).write_derived is not LocalWorkspace.write_derived:
+            await super().write_derived_many(items)  # a subclass changing one write sees each
+            return
+        await asyncio.to_thread(self._write_derived_many_sync, items)
+
+    def _write_derived_many_sync(self, items: Sequence[tuple[str, bytes]]) -> None:
+        for path, data in items:
+            self._write_atomic_sync(path, data, False)
 
     async def append_lines(self, items: Sequence[tuple[str, bytes]]) -> None:
         if type(self).append_line is not LocalWorkspace.append_line:

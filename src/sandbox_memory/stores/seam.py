@@ -341,6 +341,15 @@ class MemoryStore(abc.ABC):
     async def index_thread(self, fingerprint: str, rollout_id: str) -> None:
         """Remember that conversations starting with ``fingerprint`` are ``rollout_id``."""
 
+    async def index_threads(self, threads: Mapping[str, str]) -> None:
+        """:meth:`index_thread` of each fingerprint of ``threads`` that names no conversation
+        yet (the first kept, as a run start that finds one keeps it); a store may write them
+        together (this default goes one by one)."""
+
+        for fingerprint, rollout_id in threads.items():
+            if await self.thread_for(fingerprint) is None:
+                await self.index_thread(fingerprint, rollout_id)
+
     # --- leases
     @abc.abstractmethod
     def lease(self, *, timeout: float, lease: float) -> Lease:

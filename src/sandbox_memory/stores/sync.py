@@ -997,9 +997,7 @@ class SharedCopy:
                 changed = True
         base["files_rev"] = newest
 
-        for fp, rid in threads.items():
-            if await st.thread_for(fp) is None:
-                await st.index_thread(fp, rid)
+        await st.index_threads(threads)
 
         if await self._pull_rollouts(base, rollouts):
             changed = True

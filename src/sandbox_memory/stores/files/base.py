@@ -232,6 +232,21 @@ class FileRecords(MemoryStore):
         if self.shared_copy:
             await self.ws.append_line(f"{self.dir}/{TOUCHED_FILE}", f"{path}\n".encode())
 
+    async def _touch_many(self, paths: list[str]) -> None:
+        """:meth:`_touch` of each path, the notes in one append."""
+
+        noted = [p for p in paths if p.startswith(self._touched_prefixes)]
+        if not noted:
+            return
+        if self.shared_copy is None and all(p.startswith(f"{self.dir}/threads/") for p in noted):
+            return  # as _touch: a first record looks nothing up
+        if self.shared_copy is None:
+            self.shared_copy = await self.ws.size(f"{self.dir}/{SHARED_COPY_FILE}") is not None
+        if self.shared_copy:
+            await self.ws.append_line(
+                f"{self.dir}/{TOUCHED_FILE}", "".join(f"{p}\n" for p in noted).encode()
+            )
+
     async def touched(self) -> list[str] | None:
         """The records noted as changed (:meth:`_touch`) since :meth:`clear_touched`, in the
         order first noted; ``None`` when this folder has no note file (every record may have

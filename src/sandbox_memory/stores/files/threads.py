@@ -6,6 +6,7 @@ from the rollout's first line.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from ... import bounded
 from ...datapolicy import exc_text
@@ -77,6 +78,35 @@ class ThreadFiles(FileRecords):
         except IsADirectoryError:
             await set_aside_folder(self.ws, path)
             await self.ws.write_derived(path, data)
+
+    async def index_threads(self, threads: Mapping[str, str]) -> None:
+        """A record a fingerprint that names no conversation yet, all written in one go off
+        the event loop (a copy fetching 10,000 conversations wrote them one a time on it); a
+        fingerprint whose record exists goes through :meth:`thread_for` (its checks) first."""
+
+        await self._split_legacy()
+        present = set(await self.ws.listdir(f"{self.dir}/threads"))
+        new: dict[str, str] = {}
+        writes: list[tuple[str, bytes]] = []
+        for fingerprint, rollout_id in threads.items():
+            if fingerprint in present and await self.thread_for(fingerprint) is not None:
+                continue
+            data = rollout_id.encode("utf-8")
+            if self.line_check is not None:
+                seal = self.line_check(rollout_id).seal.sign(
+                    "thread", _thread_data(fingerprint, rollout_id)
+                )
+                data += b" " + seal.encode()
+            new[fingerprint] = rollout_id
+            writes.append((self.thread_path(fingerprint), data))
+        if not writes:
+            return
+        await self._touch_many([path for path, _ in writes])
+        try:
+            await self.ws.write_derived_many(writes)
+        except IsADirectoryError:
+            for fingerprint, rollout_id in new.items():  # a folder where a record belongs
+                await self.index_thread(fingerprint, rollout_id)
 
     async def _recover_thread(self, rollout_id: str) -> None:
         """Index a never-read rollout's conversation if its thread record is missing.
