@@ -58,7 +58,12 @@ class Memories:
 
 
 def make_memory(
-    system: str, *, latency: float = 0.0, block_chars: int | None = None, **generate: Any
+    system: str,
+    *,
+    latency: float = 0.0,
+    block_chars: int | None = None,
+    read: Any = None,
+    **generate: Any,
 ) -> Memories:
     """``sandbox_memory.Memory`` (model engine) or the SDK's ``Memory`` with counting models."""
 
@@ -67,7 +72,11 @@ def make_memory(
         config = sandbox_memory.MemoryGenerateConfig(
             engine="model", phase_one_model=OursPhaseOneModel(one, latency=latency), **generate
         )
-        capability: Any = sandbox_memory.Memory(generate=config)
+        capability: Any = (
+            sandbox_memory.Memory(generate=config)
+            if read is None
+            else sandbox_memory.Memory(generate=config, read=read)
+        )
     elif system == "builtin":
         sdk_config = SDKMemoryGenerateConfig(
             phase_one_model=BuiltinPhaseOneModel(one, latency=latency),

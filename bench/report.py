@@ -617,7 +617,8 @@ def readme_figures(rows: list[Row], info: dict[str, str]) -> str:
         f"**{ratio('close_latency')}** the wall time ({ours('close_latency')} s against "
         f"{builtin('close_latency')} s);",
         "- reading: the summary's entries stay within "
-        f"{ours('read.memory_chars')} characters per turn with 2,000 entries (built-in: "
+        f"{ours('read.summary_chars')} characters per turn with 2,000 entries, "
+        f"{ours('read.memory_chars')} with the section relevant to the run's input (built-in: "
         f"{builtin('read.memory_chars')} characters of summary); the first turn with 20,000 "
         f"entries takes **{ratio('scale.read_first_turn_20k')}** the built-in's time "
         f"({ours('scale.read_first_turn_20k')} ms; {ours('scale.read_first_turn.growth')}x its "
