@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -122,10 +123,13 @@ async def test_a_failed_wait_for_the_disk_among_many_files_replaces_none_of_them
     ws, names = await _old_files(tmp_path, 2)
     real_fsync = os.fsync
     calls: list[int] = []
+    counted = threading.Lock()  # the waits run on several threads
 
     def fsync(fd: int) -> None:
-        calls.append(fd)
-        if len(calls) == 5:
+        with counted:
+            calls.append(fd)
+            fail = len(calls) == 5
+        if fail:
             raise OSError(5, "Input/output error")
         real_fsync(fd)
 
