@@ -300,7 +300,14 @@ class Killed(BaseException):
 class DyingStore(PostgresStore):
     """Counts the store writes of a close; dies at write ``die_at`` and never releases."""
 
-    WRITES = ("write_scope", "put_files", "advance", "map_threads", "append_segment")
+    WRITES = (
+        "write_scope",
+        "put_files",
+        "advance",
+        "map_threads",
+        "append_segment",
+        "append_segments",
+    )
 
     def __init__(self, *args: Any, die_at: int | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -342,3 +342,42 @@ async def test_thread_records_written_together_keep_a_valid_record_and_replace_a
     assert await st.thread_for("fp-forged") == "conv-3"
     assert await st.thread_for("fp-new") == "conv-4"
     assert await st.thread_for("fp-folder") == "conv-5"
+
+
+class SegmentWrites(PostgresStore):
+    """Counts how the copy sends recorded runs to the store."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.one = 0
+        self.many: list[int] = []
+
+    async def append_segment(self, rollout_id: str, segment_id: str, line: str) -> int:
+        self.one += 1
+        return await super().append_segment(rollout_id, segment_id, line)
+
+    async def append_segments(self, segments: Any) -> list[int]:
+        self.many.append(len(segments))
+        return await super().append_segments(segments)
+
+
+async def test_runs_recorded_before_the_store_go_in_one_transaction_and_never_again(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    from shared_flow import lesson, run_payload
+
+    # Runs recorded before the sandbox had the store (or while it was unreachable): the first
+    # close with it sends them all.
+    local = layout_runtime(tmp_path / "a", mkdir=True)
+    rollouts = [f"conv-{i}" for i in range(5)]
+    for rid in rollouts:
+        await local.record(run_payload(lesson(rid.replace("-", ""))), rollout_id=rid)
+    spy = SegmentWrites(pg_dsn, namespace="acme")
+    rt = store_runtime(tmp_path / "a", spy)
+    await rt.close()
+    assert spy.one == 0 and spy.many == [5]
+    stored = await spy.rollouts()
+    assert {rid: stored[rid].segments for rid in rollouts} == dict.fromkeys(rollouts, 1)
+    assert await rt.shared.push_segments() == 0  # all known: nothing sent again
+    assert spy.many == [5]
+    await spy.aclose()

@@ -1072,33 +1072,54 @@ class PostgresStore:
         """
 
         async with self._tx(f"recording a run of {rollout_id}") as conn:
-            row = await (
-                await conn.execute(
-                    "SELECT n FROM sbm_segments WHERE namespace = %s AND segment_id = %s",
-                    (self.namespace, segment_id),
-                )
-            ).fetchone()
-            if row is not None:
-                return int(row[0])
-            row = await (
-                await conn.execute(
-                    """
-                    INSERT INTO sbm_rollouts AS r (namespace, rollout_id, segments)
-                    VALUES (%s, %s, 1)
-                    ON CONFLICT (namespace, rollout_id) DO UPDATE SET segments = r.segments + 1,
-                        xid = txid_current()
-                    RETURNING segments
-                    """,
-                    (self.namespace, rollout_id),
-                )
-            ).fetchone()
-            assert row is not None
-            n = int(row[0])
+            return await self._append_one(conn, rollout_id, segment_id, line)
+
+    async def append_segments(self, segments: Sequence[tuple[str, str, str]]) -> list[int]:
+        """:meth:`append_segment` of each ``(rollout_id, segment_id, line)``, in order, in one
+        transaction (a copy sending thousands of runs at once); their numbers.
+
+        Callers give a rollout's segments in its file's order and the rollouts in the order of
+        their ids (every sender does), so two senders lock the rollouts' rows in one order.
+        """
+
+        numbers: list[int] = []
+        if not segments:
+            return numbers
+        async with self._tx(f"recording {len(segments)} runs") as conn:
+            for rollout_id, segment_id, line in segments:
+                numbers.append(await self._append_one(conn, rollout_id, segment_id, line))
+        return numbers
+
+    async def _append_one(
+        self, conn: psycopg.AsyncConnection[Any], rollout_id: str, segment_id: str, line: str
+    ) -> int:
+        row = await (
             await conn.execute(
-                "INSERT INTO sbm_segments (namespace, rollout_id, n, segment_id, line) "
-                "VALUES (%s, %s, %s, %s, %s)",
-                (self.namespace, rollout_id, n, segment_id, line),
+                "SELECT n FROM sbm_segments WHERE namespace = %s AND segment_id = %s",
+                (self.namespace, segment_id),
             )
+        ).fetchone()
+        if row is not None:
+            return int(row[0])
+        row = await (
+            await conn.execute(
+                """
+                INSERT INTO sbm_rollouts AS r (namespace, rollout_id, segments)
+                VALUES (%s, %s, 1)
+                ON CONFLICT (namespace, rollout_id) DO UPDATE SET segments = r.segments + 1,
+                    xid = txid_current()
+                RETURNING segments
+                """,
+                (self.namespace, rollout_id),
+            )
+        ).fetchone()
+        assert row is not None
+        n = int(row[0])
+        await conn.execute(
+            "INSERT INTO sbm_segments (namespace, rollout_id, n, segment_id, line) "
+            "VALUES (%s, %s, %s, %s, %s)",
+            (self.namespace, rollout_id, n, segment_id, line),
+        )
         return n
 
     async def segment_key(self) -> bytes:

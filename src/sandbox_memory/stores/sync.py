@@ -156,6 +156,9 @@ REFRESH_LEASE_WAIT_SECONDS = 2.0
 """How long a run start waits for the lease to send its copy's changes: a run never waits long
 for memory; past it, the run starts from the copy and the changes go at the close."""
 
+PUSH_BATCH = 512
+"""Recorded segments a copy sends in one transaction (whole rollouts: a batch may run over)."""
+
 PULL_BATCH = 256
 """Rollouts (and conversations) a fetch from the store takes at a time: one statement for their
 new segments, one wait for the disk for each kind of file they write."""
@@ -684,6 +687,7 @@ class SharedCopy:
         await self.use_store_key()
         base = await self._base(to_change=False)
         sdir = self.rt.layout.sessions_dir
+        batch: list[tuple[str, str, str]] = []
         sent = 0
         for name, size in sorted((await self.rt.ws.sizes(sdir)).items()):
             if not name.endswith(".jsonl") or name.startswith("."):
@@ -701,8 +705,13 @@ class SharedCopy:
                     continue
                 sid = _segment_id(line)
                 if sid is not None:
-                    await self.store.append_segment(rid, sid, line.decode("utf-8"))
-                    sent += 1
+                    batch.append((rid, sid, line.decode("utf-8")))
+            if len(batch) >= PUSH_BATCH:
+                # In the rollouts' name order, each one's in its file's: see append_segments.
+                sent += len(await self.store.append_segments(batch))
+                batch = []
+        if batch:
+            sent += len(await self.store.append_segments(batch))
         return sent
 
     # ------------------------------------------------------------ copy -> store
