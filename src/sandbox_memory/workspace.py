@@ -395,6 +395,10 @@ async def _on_disk_writer(func: Callable[..., _T], *args: Any) -> _T:
     return await loop.run_in_executor(_DISK_WRITER[1], functools.partial(ctx.run, func, *args))
 
 
+APPEND_ON_LOOP = 8
+"""Small appends of one call made on the event loop (as :meth:`Workspace.append_line` makes
+one); past this many, in a thread."""
+
 PARALLEL_SYNC_FILES = 16
 """Files of one batched write from which their waits for the disk are made side by side."""
 
@@ -655,9 +659,9 @@ class LocalWorkspace(Workspace):
         if type(self).append_line is not LocalWorkspace.append_line:
             await super().append_lines(items)  # a subclass changing one append sees each
             return
-        # In a thread: thousands of small appends (a copy fetching every conversation's
-        # ``held/`` lines) would hold the event loop for seconds.
-        await asyncio.to_thread(self._append_many_sync, items)
+        # In a thread when many: thousands of small appends (a copy fetching every
+        # conversation's ``held/`` lines) would hold the event loop for seconds.
+        await self._call(len(items) > APPEND_ON_LOOP, self._append_many_sync, items)
 
     async def check_paths(self, paths: list[str]) -> None:
         for path in paths:

@@ -223,17 +223,11 @@ class FileRecords(MemoryStore):
         fingerprint is noted only when the copy said so (:attr:`shared_copy`): a record by a
         runtime without the store looks nothing up."""
 
-        if not path.startswith(self._touched_prefixes):
-            return
-        if self.shared_copy is None and path.startswith(f"{self.dir}/threads/"):
-            return  # a first record looks nothing up (a round trip through a session)
-        if self.shared_copy is None:
-            self.shared_copy = await self.ws.size(f"{self.dir}/{SHARED_COPY_FILE}") is not None
-        if self.shared_copy:
-            await self.ws.append_line(f"{self.dir}/{TOUCHED_FILE}", f"{path}\n".encode())
+        await self._touch_many([path])
 
     async def _touch_many(self, paths: list[str]) -> None:
-        """:meth:`_touch` of each path, the notes in one append."""
+        """:meth:`_touch` of each path, the notes in one append (a fingerprint alone, when
+        the copy has not said so yet, looks nothing up)."""
 
         noted = [p for p in paths if p.startswith(self._touched_prefixes)]
         if not noted:

@@ -182,14 +182,11 @@ class ConversationFiles(FileRecords):
         return changes
 
     async def save_conversation(self, memory: ConversationMemory) -> None:
-        memory.updated_at = now_ms()
-        await self._save(self.conversation_path(memory.rollout_id), memory)
-        self._refused_conversations.discard(memory.rollout_id)
-        await self._hold(memory.rollout_id, memory.entries)
+        await self.save_conversations([memory])
 
     async def save_conversations(self, memories: Sequence[ConversationMemory]) -> None:
         """Every conversation's record written, waiting for the disk once for them all (a copy
-        fetching thousands from a shared store), then the ``held/`` lines, one append a key."""
+        fetching thousands from a shared store), then their ``held/`` lines."""
 
         items: list[tuple[str, bytes]] = []
         for memory in memories:
@@ -198,22 +195,9 @@ class ConversationFiles(FileRecords):
             data = memory.model_dump_json(indent=1).encode("utf-8")
             items.append((path, self._sealed(path, data)))
         await self.write_states(items)
-        by_key: dict[str, list[str]] = {}
         for memory in memories:
             self._refused_conversations.discard(memory.rollout_id)
-            for key in memory.entries:
-                if (memory.rollout_id, key) in self._held or not KEY_RE.fullmatch(key):
-                    continue
-                if ".." not in key:
-                    by_key.setdefault(key, []).append(memory.rollout_id)
-        await self.ws.append_lines(
-            [
-                (self.held_path(key), "".join(f"{r}\n" for r in rids).encode())
-                for key, rids in by_key.items()
-            ]
-        )
-        for key, rids in by_key.items():
-            self._held.update((rid, key) for rid in rids)
+        await self._hold(memories)
 
     def conversation_refused(self, rollout_id: str) -> bool:
         return rollout_id in self._refused_conversations
@@ -223,12 +207,28 @@ class ConversationFiles(FileRecords):
     # conversation written before the index existed was indexed. A Forget of a layout entry
     # retracts its copies in those conversations, not in every conversation.
 
-    async def _hold(self, rollout_id: str, keys: Iterable[str]) -> None:
-        for key in keys:
-            if (rollout_id, key) in self._held or not KEY_RE.fullmatch(key) or ".." in key:
-                continue
-            await self.ws.append_line(self.held_path(key), f"{rollout_id}\n".encode())
-            self._held.add((rollout_id, key))
+    async def _hold(self, memories: Iterable[ConversationMemory], *, every: bool = False) -> None:
+        """Note in ``held/`` each conversation holding each key: one append a key, the keys in
+        order. Pairs this store saved or loaded are skipped (in the index already), unless
+        ``every`` (the first indexing of conversations written before the index)."""
+
+        by_key: dict[str, list[str]] = {}
+        for memory in memories:
+            for key in memory.entries:
+                if not KEY_RE.fullmatch(key) or (
+                    not every and (memory.rollout_id, key) in self._held
+                ):
+                    continue
+                if ".." not in key:
+                    by_key.setdefault(key, []).append(memory.rollout_id)
+        await self.ws.append_lines(
+            [
+                (self.held_path(key), "".join(f"{r}\n" for r in rids).encode())
+                for key, rids in sorted(by_key.items())
+            ]
+        )
+        for key, rids in by_key.items():
+            self._held.update((rid, key) for rid in rids)
 
     async def conversations_holding(self, key: str) -> list[str] | None:
         if await self.ws.size(self.held_path(".complete")) is None:
@@ -238,14 +238,7 @@ class ConversationFiles(FileRecords):
         return sorted({rid for rid in lines if _citable(rid)})
 
     async def note_holders(self, memories: Iterable[ConversationMemory]) -> None:
-        by_key: dict[str, list[str]] = {}
-        for memory in memories:
-            for key in memory.entries:
-                if KEY_RE.fullmatch(key) and ".." not in key:
-                    by_key.setdefault(key, []).append(memory.rollout_id)
-        for key, rids in sorted(by_key.items()):
-            await self.ws.append_line(self.held_path(key), "".join(f"{r}\n" for r in rids).encode())
-            self._held.update((rid, key) for rid in rids)
+        await self._hold(memories, every=True)
         await self.write_state(self.held_path(".complete"), b"")
 
     async def conversation_exists(self, rollout_id: str) -> bool:
