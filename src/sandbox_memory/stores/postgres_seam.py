@@ -28,7 +28,8 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .postgres import PostgresStore, _entry
+from .postgres import PostgresStore
+from .postgres.scopes import _entry
 from .records import (
     TAIL_BYTES,
     ConversationMemory,

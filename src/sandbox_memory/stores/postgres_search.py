@@ -3,8 +3,8 @@
 Without it, each sandbox attached to a shared store builds its own SQLite index
 (``search/index.py``) from everything its copy fetched, so a new sandbox's first search pays for
 the whole history. With it, the documents live in PostgreSQL (tables ``sbm_search_*``, made by
-migration 6 of ``stores/postgres.py``) and a search on a sandbox attached to the store queries
-them there, the copy's index untouched.
+migration 6 in ``stores/postgres/schema.py``) and a search on a sandbox attached to the store
+queries them there, the copy's index untouched.
 
 What is indexed is exactly what the SQLite index holds: its documents (entries, rollout
 summaries, recorded items, after redaction, with :func:`~sandbox_memory.search.index.
@@ -84,7 +84,7 @@ logger = logging.getLogger("sandbox_memory")
 @runtime_checkable
 class SearchTables(Protocol):
     """What a shared store offers to keep its namespace's search index in its own tables
-    (``sbm_search_*``, migration 6 of ``stores/postgres.py``): the namespace, and a
+    (``sbm_search_*``, migration 6 in ``stores/postgres/schema.py``): the namespace, and a
     transaction on those tables checked against a lease's fence. A store that offers it is
     searched through :class:`PostgresSearch` (see :func:`store_search`); one that does not
     leaves each sandbox its copy's own index."""

@@ -3,7 +3,7 @@
 and the lease that fences its writes (:class:`Fence`); what its own search index offers is
 ``stores/sync.py``'s ``StoreSearch`` (it names the search index's types, which import the
 store package). The working copy (``stores/sync.py``) is written against these alone;
-``stores/postgres.py`` is one backend of them, and a new one is a module implementing them.
+``stores/postgres/`` is one backend of them, and a new one is a module implementing them.
 """
 
 from __future__ import annotations
