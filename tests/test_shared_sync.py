@@ -256,7 +256,7 @@ class SegmentReads(PostgresStore):
 async def test_a_new_copy_fetches_the_runs_in_batches_and_gets_what_one_batch_gets(
     pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sandbox_memory.stores import sync
+    from sandbox_memory.stores.shared_copy import fetch
     from shared_flow import lesson, run_payload
 
     seed = PostgresStore(pg_dsn, namespace="acme")
@@ -267,8 +267,8 @@ async def test_a_new_copy_fetches_the_runs_in_batches_and_gets_what_one_batch_ge
     await rt.close()  # sends the runs and what the close learned
 
     copies = {}
-    for name, batch in (("b", 2), ("c", sync.PULL_BATCH)):
-        monkeypatch.setattr(sync, "PULL_BATCH", batch)
+    for name, batch in (("b", 2), ("c", fetch.PULL_BATCH)):
+        monkeypatch.setattr(fetch, "PULL_BATCH", batch)
         spy = SegmentReads(pg_dsn, namespace="acme")
         copy = store_runtime(tmp_path / name, spy)
         await copy.start_run()

@@ -19,7 +19,7 @@ from .offload import Recording
 from .segments import read_new_segments, rollout_path, run_rollout_id, text_value
 
 if TYPE_CHECKING:
-    from ..stores.sync import SharedCopy
+    from ..stores.shared_copy import SharedCopy
 
 logger = logging.getLogger("sandbox_memory")
 

@@ -28,11 +28,9 @@ if TYPE_CHECKING:
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 """A namespace names a tenant's layout: short, printable, no spaces or slashes."""
 
-
 DEFAULT_CONNECT_TIMEOUT_SECONDS = 5.0
 """How long a connection attempt may take before the store counts as unreachable: a sandbox
 that cannot reach the store goes on from its copy instead of hanging its run."""
-
 
 DEFAULT_LEASE_SECONDS = 30.0
 """Lease of a layout's consolidation; renewed at a third of it while held. Past it, another

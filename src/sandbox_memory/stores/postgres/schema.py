@@ -206,7 +206,6 @@ MIGRATIONS: list[str] = [
 ]
 """Migration ``i`` takes the schema from version ``i`` to ``i + 1``; never edit a released one."""
 
-
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
