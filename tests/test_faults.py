@@ -714,7 +714,13 @@ async def memory_with_a_procedure(
 @pytest.mark.parametrize("path_kind", ["local", "session"])
 @pytest.mark.parametrize(
     "target",
-    ["memories", "memories/store", "memories/MEMORY.md", "sessions/now.jsonl", "sessions"],
+    [
+        "memories",
+        "memories/store",
+        "memories/MEMORY.md",
+        "sessions/now.jsonl",
+        "sessions",
+    ],
 )
 async def test_a_link_placed_beforehand_never_takes_memory_out_of_the_workspace(
     client: Any,
@@ -1225,3 +1231,91 @@ async def test_a_kill_between_memory_md_and_its_stamp_leaves_no_edit_to_take_in(
     assert (tmp_path / "memories/MEMORY.md").read_text() == (
         fresh / "memories/MEMORY.md"
     ).read_text()
+
+
+# ------------------------------------------------------------------ files that are not files
+
+FIFO_TARGETS = (
+    "memories/MEMORY.md",
+    "memories/memory_summary.md",
+    "memories/store/layout/head.json",
+    "memories/store/registry.json",
+    "memories/raw_memories.md",
+    "memories/store/lock",
+    "sessions/now.jsonl",
+)
+"""Files memory reads at a run's start, at its close or at the next run, each replaced by a
+FIFO: opening one to read waits for a writer that never comes."""
+
+
+class _FifoWatchdog:
+    """Opens every FIFO for writing once ``after`` seconds have passed without :meth:`stop`
+    (a reader blocked on one gets its end of file), and notes that it had to: memory hung."""
+
+    def __init__(self, fifos: list[Path], after: float) -> None:
+        import threading
+
+        self.fifos = fifos
+        self.after = after
+        self.done = threading.Event()
+        self.hung: list[str] = []
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+        self.thread.start()
+
+    def _watch(self) -> None:
+        if self.done.wait(self.after):
+            return
+        while not self.done.is_set():
+            for fifo in self.fifos:
+                try:  # a writer waiting to open it is freed (not counted: undetectable)
+                    os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+                    fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+                except OSError:
+                    continue  # no reader has it open (or it was replaced)
+                try:
+                    os.write(fd, b"\0" * 4096)  # a reader that holds both ends wakes too
+                except OSError:
+                    pass
+                os.close(fd)
+                if str(fifo) not in self.hung:
+                    self.hung.append(str(fifo))
+            time.sleep(0.05)
+
+    def stop(self) -> list[str]:
+        self.done.set()
+        self.thread.join()
+        return self.hung
+
+
+@pytest.mark.parametrize("path_kind", ["local", "session"])
+async def test_fifos_the_agent_makes_where_memory_keeps_files_never_hang_memory(
+    client: Any,
+    manifest: Any,
+    workspace_root: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    path_kind: str,
+) -> None:
+    """The agent's shell can put a FIFO (or a socket, a device) where memory keeps a file.
+    Memory opens what it reads without waiting (``O_NONBLOCK``) and refuses anything but a
+    regular file or a folder, so neither the close nor the next run waits for a writer: before,
+    the local path's open of a FIFO blocked the event loop for good. Each such file is treated
+    as damaged (refused with a warning, rebuilt or rewritten), never as memory's text."""
+
+    from helpers import shell
+
+    memory = await memory_with_a_procedure(client, manifest, monkeypatch, path_kind)
+    script = "; ".join(f"rm -f {t} && mkfifo {t}" for t in FIFO_TARGETS)
+    agent_model = ScriptedModel([[shell(script, "fifo1")], [assistant_message("Made pipes.")]])
+    fifos = [workspace_root / t for t in FIFO_TARGETS]
+    watchdog = _FifoWatchdog(fifos, after=60.0)
+    try:
+        with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
+            await run_in_session(client, manifest, memory, agent_model, "Tidy the memory folder.")
+            follow = ScriptedModel([[assistant_message("Done.")]])
+            await run_in_session(client, manifest, memory, follow, "Run the tests again.")
+    finally:
+        hung = watchdog.stop()
+    assert hung == [], f"memory waited on a FIFO: {hung}"
+    # The next run was still handed memory: the procedure learned before the pipes.
+    assert "test-command" in (follow.calls[0].system_instructions or "")

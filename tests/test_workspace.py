@@ -46,6 +46,68 @@ async def test_missing_file_reads_as_none(ws: Workspace) -> None:
     assert await ws.listdir("a") == []
 
 
+def _root_of(ws: Workspace) -> Path:
+    if isinstance(ws, LocalWorkspace):
+        return ws.root
+    assert isinstance(ws, SessionWorkspace)
+    return Path(ws.session.state.manifest.root)
+
+
+async def test_a_fifo_where_memory_keeps_a_file_is_never_waited_on(
+    ws: Workspace, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every operation on a path the agent made a FIFO returns at once: a read sees the
+    file missing (the FIFO set aside, logged once), an append or a flag starts a fresh
+    regular file, a write replaces it; nothing is read from or written into the pipe.
+    Before, the local read's open waited for a writer forever on the event loop."""
+
+    import os
+
+    root = _root_of(ws)
+    (root / "m").mkdir()
+    names = ["read", "range", "size", "append", "flag", "write"]
+    for name in names:
+        os.mkfifo(root / "m" / name)
+    with caplog.at_level(logging.ERROR, logger="sandbox_memory"):
+        assert await asyncio.wait_for(ws.read_bytes("m/read"), 30) is None
+        assert await asyncio.wait_for(ws.read_range("m/range", 0, 10), 30) is None
+        assert await asyncio.wait_for(ws.size("m/size"), 30) is None
+        await asyncio.wait_for(ws.append_line("m/append", b"one", flag="m/flag"), 30)
+        await asyncio.wait_for(ws.write_atomic("m/write", b"new"), 30)
+    assert (root / "m/append").read_bytes().rstrip(b"\n") == b"one"
+    assert (root / "m/flag").is_file() and (root / "m/write").read_bytes() == b"new"
+    for name in ["read", "range", "append", "flag"]:
+        aside = [p for p in (root / "m").iterdir() if p.name.startswith(f"{name}.broken-")]
+        assert len(aside) == 1 and aside[0].is_fifo(), (name, sorted((root / "m").iterdir()))
+    logged = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    for name in ["read", "range", "append", "flag"]:
+        assert sum(f"m/{name} " in m and "FIFO" in m for m in logged) == 1, (name, logged)
+
+
+async def test_a_library_file_never_opens_through_a_link_or_a_fifo(tmp_path: Path) -> None:
+    """What SQLite opens by name: a link there (to another program's database) or a FIFO is
+    set aside before the library opens the path; a link on the way is refused."""
+
+    import os
+
+    from sandbox_memory import MemoryPathError
+
+    root = tmp_path / "ws"
+    (root / "store").mkdir(parents=True)
+    outside = tmp_path / "other.sqlite"
+    outside.write_bytes(b"another program's database")
+    (root / "store/index.sqlite").symlink_to(outside)
+    os.mkfifo(root / "store/pipe.sqlite")
+    ws = LocalWorkspace(root)
+    for name in ["index.sqlite", "pipe.sqlite"]:
+        path = ws.library_file(f"store/{name}")
+        assert path == root / "store" / name and not os.path.lexists(path)
+    assert outside.read_bytes() == b"another program's database"
+    (root / "linked").symlink_to(root / "store")
+    with pytest.raises(MemoryPathError, match="symbolic link"):
+        ws.library_file("linked/index.sqlite")
+
+
 async def test_atomic_write_replaces_the_file_and_leaves_no_temporary(ws: Workspace) -> None:
     await ws.write_atomic("d/f.json", b'{"v": 1}')
     await ws.write_atomic("d/f.json", b'{"v": 2}')

@@ -87,7 +87,8 @@ class MemoryPathError(SandboxMemoryError, PermissionError):
 
     def __init__(self, path: str, problem: str) -> None:
         self.path = path
-        super().__init__(f"memory path {path!r} {problem}; refused (memory never follows links)")
+        why = "memory never follows links" if "link" in problem else "memory keeps regular files"
+        super().__init__(f"memory path {path!r} {problem}; refused ({why})")
 
 
 class MemoryLeaseLost(MemoryConflict):

@@ -275,6 +275,15 @@ def _is_link(name: str, dir_fd: int) -> bool:
         return False
 
 
+class NotRegularFile(MemoryPathError):
+    """A FIFO, a socket or a device where memory keeps a file (the agent's shell can make
+    one): never opened to wait on, read or written through. Readers set it aside and read
+    the path as missing; writers refuse."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path, "is not a regular file")
+
+
 class _Walk:
     """Descriptors of the folders on a path, opened from the root without following links."""
 
@@ -316,17 +325,41 @@ class _Walk:
         """Open the last component, or its sibling ``name`` (never through a link)."""
 
         name = self.name if name is None else name
+        rel = self.rel if name == self.name else posixpath.join(posixpath.dirname(self.rel), name)
         try:
-            return os.open(name, flags | os.O_NOFOLLOW | _O_CLOEXEC, mode, dir_fd=self.fd)
+            # Never waiting in the open: a FIFO the agent put here would block it (for a reader,
+            # until a writer comes: forever, with the event loop stopped).
+            fd = os.open(
+                name, flags | os.O_NOFOLLOW | os.O_NONBLOCK | _O_CLOEXEC, mode, dir_fd=self.fd
+            )
         except OSError as exc:
             if exc.errno == errno.ELOOP or (exc.errno == errno.ENOTDIR and _is_link(name, self.fd)):
-                rel = (
-                    self.rel
-                    if name == self.name
-                    else posixpath.join(posixpath.dirname(self.rel), name)
-                )
                 raise MemoryPathError(rel, "is a symbolic link") from None
+            if exc.errno == errno.ENXIO:  # a FIFO opened to write, no reader
+                raise NotRegularFile(rel) from None
             raise
+        # Only a regular file (or a folder, which reading refuses) is memory's: a FIFO, a
+        # socket or a device is refused, never read or written through.
+        kind = stat.S_IFMT(os.fstat(fd).st_mode)
+        if kind not in (stat.S_IFREG, stat.S_IFDIR):
+            os.close(fd)
+            raise NotRegularFile(rel)
+        return fd
+
+    def set_aside(self, what: str = "a FIFO, a socket or a device") -> str:
+        """Move the last component (not a regular file: nothing memory wrote; the link
+        itself, never what it points to) to ``<name>.broken-<ms>-<hex>`` beside it, and log
+        it; the path reads as missing after."""
+
+        aside = f"{self.name}.broken-{int(time.time() * 1000)}-{secrets.token_hex(2)}"
+        os.rename(self.name, aside, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+        logger.error(
+            "memory found %s where its file %s belongs; kept as %s and starting it afresh",
+            what,
+            self.rel,
+            aside,
+        )
+        return aside
 
     def lstat(self) -> os.stat_result:
         return os.stat(self.name, dir_fd=self.fd, follow_symlinks=False)
@@ -357,6 +390,26 @@ def _read_fd(fd: int, length: int | None) -> bytes:
         while chunk := os.read(fd, 1 << 16):
             chunks.append(chunk)
     return b"".join(chunks)
+
+
+def _open_regular(walk: _Walk, flags: int) -> int:
+    """``walk``'s file opened with ``flags`` (``O_CREAT``), a FIFO, socket or device in its
+    place set aside first: a file memory writes to is never one it cannot."""
+
+    try:
+        return walk.open(flags)
+    except NotRegularFile:
+        walk.set_aside()
+        return walk.open(flags)
+
+
+def _read_and_close(fd: int, offset: int, length: int | None) -> bytes:
+    try:
+        if offset:
+            os.lseek(fd, offset, os.SEEK_SET)
+        return _read_fd(fd, length)
+    finally:
+        os.close(fd)
 
 
 def _write_all(fd: int, data: bytes) -> tuple[int, OSError | None]:
@@ -452,23 +505,38 @@ class LocalWorkspace(Workspace):
             return await asyncio.to_thread(func, *args)
         return func(*args)
 
-    def _read_sync(self, path: str, offset: int, length: int | None) -> bytes | None:
+    def _open_read(self, path: str) -> int | None:
+        """``path`` opened to read (one walk from the root); ``None`` when missing, or when
+        not a regular file (set aside)."""
+
         try:
             with self._walk(path) as walk:
-                fd = walk.open(os.O_RDONLY)
+                try:
+                    return walk.open(os.O_RDONLY)
+                except NotRegularFile:
+                    walk.set_aside()
+                    return None
         except (FileNotFoundError, NotADirectoryError):
             return None
-        try:
-            if offset:
-                os.lseek(fd, offset, os.SEEK_SET)
-            return _read_fd(fd, length)
-        finally:
-            os.close(fd)
+
+    def _read_sync(self, path: str, offset: int, length: int | None) -> bytes | None:
+        fd = self._open_read(path)
+        if fd is None:
+            return None
+        return _read_and_close(fd, offset, length)
 
     async def read_bytes(self, path: str) -> bytes | None:
-        size = self._size(path, dirs=True)
-        big = size is not None and size >= BIG_WRITE_BYTES
-        return await self._call(big, self._read_sync, path, 0, None)
+        fd = self._open_read(path)
+        if fd is None:
+            return None
+        try:
+            big = os.fstat(fd).st_size >= BIG_WRITE_BYTES
+        except BaseException:
+            os.close(fd)
+            raise
+        # The thread owns the descriptor once handed over (it closes it, even if this task is
+        # cancelled meanwhile).
+        return await self._call(big, _read_and_close, fd, 0, None)
 
     async def read_range(self, path: str, offset: int, length: int) -> bytes | None:
         big = length >= BIG_WRITE_BYTES
@@ -482,8 +550,10 @@ class LocalWorkspace(Workspace):
             return None
         if stat.S_ISLNK(info.st_mode):
             raise MemoryPathError(_check_rel(path), "is a symbolic link")
-        if stat.S_ISDIR(info.st_mode) and not dirs:
-            return None
+        if stat.S_ISDIR(info.st_mode):
+            return info.st_size if dirs else None
+        if not stat.S_ISREG(info.st_mode):
+            return None  # a FIFO, a socket, a device: not memory's file (read as missing)
         return info.st_size
 
     async def size(self, path: str) -> int | None:
@@ -582,7 +652,7 @@ class LocalWorkspace(Workspace):
 
     def _append_sync(self, path: str, data: bytes) -> bool:
         with self._walk(path, create=True) as walk:
-            fd = walk.open(os.O_RDWR | os.O_CREAT | os.O_APPEND)
+            fd = _open_regular(walk, os.O_RDWR | os.O_CREAT | os.O_APPEND)
         try:
             # The lock keeps a mend and the line together, and a line written in several
             # system calls (a huge one) whole among other processes appending.
@@ -615,7 +685,7 @@ class LocalWorkspace(Workspace):
 
         if walk is not None:
             try:
-                os.close(walk.open(os.O_WRONLY | os.O_CREAT))
+                os.close(_open_regular(walk, os.O_WRONLY | os.O_CREAT))
                 return True, walk
             except OSError:  # its folder went away meanwhile: walk again
                 walk.close()
@@ -624,7 +694,7 @@ class LocalWorkspace(Workspace):
         except OSError:
             return False, None
         try:
-            os.close(walk.open(os.O_WRONLY | os.O_CREAT))
+            os.close(_open_regular(walk, os.O_WRONLY | os.O_CREAT))
         except OSError:
             walk.close()
             return False, None
@@ -666,6 +736,28 @@ class LocalWorkspace(Workspace):
     async def check_paths(self, paths: list[str]) -> None:
         for path in paths:
             self._size(path, dirs=True)  # a link on the way or at the end raises
+
+    def library_file(self, path: str) -> Path:
+        """The absolute path of ``path`` for a library that opens files by name (SQLite), made
+        safe to open: no link on the way (:class:`MemoryPathError`; the folders are created),
+        and anything but a regular file in its place (a symbolic link, a FIFO, a folder) set
+        aside, so the library creates a fresh file. The library opens the name after this
+        check: a link put there in between is not caught (SQLite follows one to the main
+        database file, not to its journal)."""
+
+        with self._walk(path, create=True) as walk:
+            try:
+                info = os.stat(walk.name, dir_fd=walk.fd, follow_symlinks=False)
+            except FileNotFoundError:
+                pass
+            else:
+                if stat.S_ISLNK(info.st_mode):
+                    walk.set_aside("a symbolic link")
+                elif stat.S_ISDIR(info.st_mode):
+                    walk.set_aside("a folder")
+                elif not stat.S_ISREG(info.st_mode):
+                    walk.set_aside()
+        return self.root / _check_rel(path)
 
     async def listdir(self, path: str) -> list[str]:
         try:
@@ -831,10 +923,17 @@ nolink() {
     p=$p/$c
     if [ -L "$p" ]; then printf '%s\n' "$1" >&2; exit 40; fi
   done
+  if [ -e "$p" ] && [ ! -f "$p" ] && [ ! -d "$p" ]; then
+    a=$p.broken-$(date +%s)000-$$
+    mv -f -- "$p" "$a" 2>/dev/null || exit 41
+    printf 'aside:%s\n' "$1" >&2
+  fi
 }
 """
 """Shell functions every session command starts with: ``nolink REL`` exits 40 when any
-component of the workspace path ``REL`` is a symbolic link."""
+component of the workspace path ``REL`` is a symbolic link, and moves a FIFO, socket or device
+at ``REL`` aside (``<REL>.broken-<ms>-<pid>``, reported on standard error; exit 41 when it
+cannot), so that no command of memory's waits on one."""
 
 _APPEND_LOCKS: weakref.WeakKeyDictionary[object, dict[str, asyncio.Lock]] = (
     weakref.WeakKeyDictionary()
@@ -967,9 +1066,20 @@ class SessionWorkspace(Workspace):
         result = await self.session.exec(
             "sh", "-c", body, "sh", self._root(), *checked, *extra, shell=False
         )
+        errors = result.stderr.decode("utf-8", "replace").splitlines()
+        for line in errors:
+            if line.startswith("aside:"):
+                logger.error(
+                    "memory found a FIFO, a socket or a device where its file %s belongs; "
+                    "kept as %s.broken-<ms>-<pid> and starting it afresh",
+                    line[len("aside:") :],
+                    line[len("aside:") :],
+                )
         if result.exit_code == 40:
-            bad = result.stderr.decode("utf-8", "replace").strip() or ", ".join(checked)
+            bad = "".join(e for e in errors if not e.startswith("aside:")) or ", ".join(checked)
             raise MemoryPathError(bad, "goes through a symbolic link")
+        if result.exit_code == 41:
+            raise NotRegularFile(", ".join(checked))
         return result.exit_code, result.stdout
 
     async def read_bytes(self, path: str) -> bytes | None:
