@@ -211,8 +211,8 @@ class Counter:
     def install(self) -> None:
         from psycopg import AsyncCursor
 
-        from sandbox_memory import workspace as workspace_module
         from sandbox_memory.workspace import LocalWorkspace
+        from sandbox_memory.workspace import local as workspace_module
 
         count = self
 

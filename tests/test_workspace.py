@@ -154,7 +154,7 @@ async def test_many_files_are_each_on_disk_before_any_replaces_its_old_one(
 ) -> None:
     import os
 
-    from sandbox_memory import workspace
+    from sandbox_memory.workspace import local as workspace
 
     ws, names = await _old_files(tmp_path, 3)
     events: list[str] = []
@@ -180,7 +180,7 @@ async def test_a_failed_wait_for_the_disk_among_many_files_replaces_none_of_them
 ) -> None:
     import os
 
-    from sandbox_memory import workspace
+    from sandbox_memory.workspace import local as workspace
 
     ws, names = await _old_files(tmp_path, 2)
     real_fsync = os.fsync
