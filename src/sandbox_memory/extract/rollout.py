@@ -245,49 +245,17 @@ def _defer(budget: Budget, rollout_id: str) -> bool:
 async def _extract(
     rt: LayoutState, rollout_id: str, *, budget: Budget | None, search: SearchIndex | None
 ) -> bool | _Raced:
+    """One round of :func:`extract_rollout`: the new runs read, the engine asked, the result
+    applied under the layout lock unless another process moved the progress meanwhile."""
+
     store = rt.store
     prog = await store.get_progress(rollout_id) or RolloutProgress()
-    if prog.status == "failed":
-        return False
-    wait = prog.next_attempt_at - time.time()
-    if wait > MAX_BACKOFF_SECONDS + 60 or math.isnan(wait):
-        # Not a delay this code sets (a clock far off, a hand edit): retried now, not never.
-        logger.warning(
-            "rollout %s has its next attempt %s s from now, beyond the longest backoff "
-            "(%.0f s); it is retried now",
-            rollout_id,
-            f"{wait:.0f}" if math.isfinite(wait) else wait,
-            MAX_BACKOFF_SECONDS,
-        )
-    elif wait > 0:
+    if not _due(prog, rollout_id):
         return False
     path = rollout_path(rt.layout.sessions_dir, rollout_id)
-    start = prog.offset
-    learned_until: int | None = None
     replaced = await _replaced(rt, path, prog)
     conversation = await store.load_conversation(rollout_id)
-    if store.conversation_refused(rollout_id) and prog.offset > 0:
-        # Its record was not memory's (kept aside): what it learned from the runs is learned
-        # again from their sealed lines. A person's Remember and Forget come back from the
-        # sealed log with the record (``Store.load_conversation``), and an entry retracted
-        # there stays retracted.
-        start = 0
-        logger.warning(
-            "conversation record of %s was refused; its recorded runs are learned again",
-            rollout_id,
-        )
-    elif replaced is not None:
-        # Read again from the start; runs stamped up to the newest one learned are taken as
-        # learned (an older copy restored holds only those), newer ones are new.
-        start, learned_until = 0, plausible_ms(timestamp_ms(prog.updated_at))
-        logger.warning(
-            "rollout %s is %s than what memory read of it (%d bytes); it is read again from "
-            "its start, and only runs after %s are learned",
-            path,
-            replaced,
-            prog.offset,
-            prog.updated_at or "the start",
-        )
+    start, learned_until = _start_of(rt, rollout_id, prog, path, replaced)
     read = await read_new_segments(
         rt.ws, path, offset=start, check=rt.line_check(rollout_id), digests=True
     )
@@ -306,19 +274,7 @@ async def _extract(
     if not rt.switch(conversation.overrides.generate, "generate"):
         return False  # left unprocessed: learning resumes if generate is switched back on
     if not segments:
-        if parsed.end_offset != prog.offset:
-            end = parsed.end_offset
-            tail = await _tail(rt, path, end)
-
-            def skip(p: RolloutProgress) -> None:
-                p.read_to(end, tail)
-
-            async with rt.write_lock():
-                current = await store.get_progress(rollout_id)
-                if _moved(current, prog):
-                    return _RACED  # never move another process's progress back
-                await rt.update_progress(rollout_id, skip)
-        return False
+        return await _nothing_to_learn(rt, rollout_id, prog, parsed, path)
 
     new_bytes = parsed.end_offset - prog.offset
     spans.note(engine=rt.engine.name, segments=len(segments), new_bytes=new_bytes)
@@ -329,23 +285,154 @@ async def _extract(
         # it, and each deferral would otherwise cost a search over every entry.
         return _defer(budget, rollout_id)
     known = await known_entries(rt, search, conversation, segments)
-    previous = None
-    if prog.offset > 0 and can.continues_from_notes:
-        notes = await rt.ws.read_text(f"{rt.layout.memories_dir}/raw_memories/{rollout_id}.md")
-        if notes and "\n\n" in notes:
-            body = _BLOCK_MARK_RE.sub("", notes.split("\n\n", 1)[1]).lstrip("\n")
-            previous = body[:PREVIOUS_NOTES_CHARS] or None
     request = ExtractionRequest(
         rollout_id=rollout_id,
         segments=segments,
-        previous_summary=previous,
+        previous_summary=await _previous_notes(rt, rollout_id, prog),
         known_entries=known,
         extra_prompt=rt.generate.extra_prompt,
         max_input_chars=rt.generate.max_rollout_chars,
         external_tools=rt.generate.external_tools,
         continues_rollout=prog.offset > 0,
     )
-    index = ItemIndex.from_segments(segments, external_tools=rt.generate.external_tools)
+    extraction = await _ask(rt, request, conversation, budget, estimated)
+    if not isinstance(extraction, Extraction):
+        return extraction
+
+    async with rt.write_lock():
+        current = await store.get_progress(rollout_id)
+        if _moved(current, prog):
+            assert current is not None
+            logger.info(
+                "rollout %s was extracted up to byte %d by another process while this one "
+                "read it up to byte %d; this result is not applied and what is left is "
+                "extracted again",
+                rollout_id,
+                current.offset,
+                parsed.end_offset,
+            )
+            return _RACED
+        changed = await _apply(
+            rt,
+            rollout_id,
+            extraction,
+            segments,
+            (start, parsed.end_offset),
+            path,
+            replaced=replaced is not None,
+            known=known,
+        )
+    await note_items(rt, rollout_id, parsed.item_digests)
+    if budget is not None:
+        budget.extracted.append(rollout_id)
+    return changed
+
+
+def _due(prog: RolloutProgress, rollout_id: str) -> bool:
+    """Whether the rollout is to be extracted now: not failed for good, and past the backoff
+    of its last failure (a next attempt set beyond the longest backoff is retried now)."""
+
+    if prog.status == "failed":
+        return False
+    wait = prog.next_attempt_at - time.time()
+    if wait > MAX_BACKOFF_SECONDS + 60 or math.isnan(wait):
+        # Not a delay this code sets (a clock far off, a hand edit): retried now, not never.
+        logger.warning(
+            "rollout %s has its next attempt %s s from now, beyond the longest backoff "
+            "(%.0f s); it is retried now",
+            rollout_id,
+            f"{wait:.0f}" if math.isfinite(wait) else wait,
+            MAX_BACKOFF_SECONDS,
+        )
+    elif wait > 0:
+        return False
+    return True
+
+
+def _start_of(
+    rt: LayoutState, rollout_id: str, prog: RolloutProgress, path: str, replaced: str | None
+) -> tuple[int, int | None]:
+    """Where reading starts (the progress' offset, or 0), and the time stamp up to which the
+    runs read again count as learned (``None``: every run read is new)."""
+
+    if rt.store.conversation_refused(rollout_id) and prog.offset > 0:
+        # Its record was not memory's (kept aside): what it learned from the runs is learned
+        # again from their sealed lines. A person's Remember and Forget come back from the
+        # sealed log with the record (``Store.load_conversation``), and an entry retracted
+        # there stays retracted.
+        logger.warning(
+            "conversation record of %s was refused; its recorded runs are learned again",
+            rollout_id,
+        )
+        return 0, None
+    if replaced is not None:
+        # Read again from the start; runs stamped up to the newest one learned are taken as
+        # learned (an older copy restored holds only those), newer ones are new.
+        logger.warning(
+            "rollout %s is %s than what memory read of it (%d bytes); it is read again from "
+            "its start, and only runs after %s are learned",
+            path,
+            replaced,
+            prog.offset,
+            prog.updated_at or "the start",
+        )
+        return 0, plausible_ms(timestamp_ms(prog.updated_at))
+    return prog.offset, None
+
+
+async def _nothing_to_learn(
+    rt: LayoutState,
+    rollout_id: str,
+    prog: RolloutProgress,
+    parsed: ParsedSegments,
+    path: str,
+) -> bool | _Raced:
+    """No run to learn from in what was read (only edits, or runs learned before): the
+    progress moves past it, unless another process moved it meanwhile."""
+
+    if parsed.end_offset != prog.offset:
+        end = parsed.end_offset
+        tail = await _tail(rt, path, end)
+
+        def skip(p: RolloutProgress) -> None:
+            p.read_to(end, tail)
+
+        async with rt.write_lock():
+            current = await rt.store.get_progress(rollout_id)
+            if _moved(current, prog):
+                return _RACED  # never move another process's progress back
+            await rt.update_progress(rollout_id, skip)
+    return False
+
+
+async def _previous_notes(rt: LayoutState, rollout_id: str, prog: RolloutProgress) -> str | None:
+    """The rollout's raw notes so far, for an engine that continues from them (a rollout
+    extracted before only)."""
+
+    if prog.offset <= 0 or not traits(rt.engine).continues_from_notes:
+        return None
+    notes = await rt.ws.read_text(f"{rt.layout.memories_dir}/raw_memories/{rollout_id}.md")
+    if not notes or "\n\n" not in notes:
+        return None
+    body = _BLOCK_MARK_RE.sub("", notes.split("\n\n", 1)[1]).lstrip("\n")
+    return body[:PREVIOUS_NOTES_CHARS] or None
+
+
+async def _ask(
+    rt: LayoutState,
+    request: ExtractionRequest,
+    conversation: ConversationMemory,
+    budget: Budget | None,
+    estimated: int,
+) -> Extraction | bool:
+    """The engine's extraction of ``request``, its citations resolved; asked once more with
+    the reasons when every candidate of the first answer was rejected (an engine that takes
+    feedback). ``False`` when there is none: the budget deferred the rollout, or the engine
+    failed (recorded with a backoff and logged)."""
+
+    rollout_id = request.rollout_id
+    can = traits(rt.engine)
+    index = ItemIndex.from_segments(request.segments, external_tools=rt.generate.external_tools)
     started = time.monotonic()
     extraction: Extraction | None = None
     feedback: str | None = None
@@ -391,7 +478,7 @@ async def _extract(
             index=index,
             existing=existing,
             redactor=rt.redactor,
-            person=run_person(segments),
+            person=run_person(request.segments),
             log=False,
         )
         if accepted:
@@ -404,34 +491,7 @@ async def _extract(
             rollout_id,
         )
     assert extraction is not None
-
-    async with rt.write_lock():
-        current = await store.get_progress(rollout_id)
-        if _moved(current, prog):
-            assert current is not None
-            logger.info(
-                "rollout %s was extracted up to byte %d by another process while this one "
-                "read it up to byte %d; this result is not applied and what is left is "
-                "extracted again",
-                rollout_id,
-                current.offset,
-                parsed.end_offset,
-            )
-            return _RACED
-        changed = await _apply(
-            rt,
-            rollout_id,
-            extraction,
-            segments,
-            (start, parsed.end_offset),
-            path,
-            replaced=replaced is not None,
-            known=known,
-        )
-    await note_items(rt, rollout_id, parsed.item_digests)
-    if budget is not None:
-        budget.extracted.append(rollout_id)
-    return changed
+    return extraction
 
 
 def _moved(current: RolloutProgress | None, read: RolloutProgress) -> bool:
