@@ -20,6 +20,7 @@ from ..privacy import keep_private, run_person, self_statements, shared_slug, sh
 from ..record.segments import ParsedSegments, last_item_id, read_new_segments, rollout_path
 from ..rules import (
     ItemIndex,
+    Rejection,
     apply_to_conversation,
     check_candidates,
     one_entry_per_subject,
@@ -759,15 +760,77 @@ async def _apply(
     replaced: bool = False,
     known: Sequence[KnownEntry] = (),
 ) -> bool:
+    """An extraction applied (the caller holds the layout lock): the conversation's entries,
+    then the rollout's notes and summary, then its progress past ``span``, in that order, so a
+    close killed in between redoes the same change."""
+
     start_offset, end_offset = span
-    store = rt.store
-    prog = await store.get_progress(rollout_id) or RolloutProgress()
-    # Apply to the latest memory: edits made while the engine worked are kept.
-    conversation = await store.load_conversation(rollout_id)
-    index = ItemIndex.from_segments(segments, external_tools=rt.generate.external_tools)
+    prog = await rt.store.get_progress(rollout_id) or RolloutProgress()
     # What the run's person said about themselves stays theirs (see privacy.py).
     person = run_person(segments)
     private = self_statements(segments) if person else []
+    accepted, rejected = await _apply_to_conversation(
+        rt, rollout_id, extraction, segments, person=person, private=private, known=known
+    )
+    slug, updated_at = await _write_notes(
+        rt,
+        rollout_id,
+        extraction,
+        segments,
+        start_offset,
+        path,
+        prog=prog,
+        person=person,
+        private=private,
+        replaced=replaced,
+    )
+    tail = await _tail(rt, path, end_offset)
+
+    def done(p: RolloutProgress) -> None:
+        p.read_to(end_offset, tail)
+        p.updated_at = updated_at or p.updated_at
+        p.slug = slug
+        p.attempts = 0
+        p.last_error = None
+        p.next_attempt_at = 0.0
+        p.status = "ok"
+        p.consolidated = False
+        if rejected and not accepted:
+            p.last_error = (
+                f"all {len(rejected)} candidate(s) rejected: "
+                + "; ".join(f"{r.key}: {r.reason}" for r in rejected)
+            )[:500]
+
+    await rt.update_progress(rollout_id, done)
+    if rejected and not accepted:
+        # Each rejection was logged at WARNING by check_candidates; this says what follows.
+        logger.info(
+            "memory kept nothing from rollout %s: all %d candidate(s) were rejected; its "
+            "summary and notes are written, the reasons are in store/progress/",
+            rollout_id,
+            len(rejected),
+        )
+    rt.bump()
+    return True
+
+
+async def _apply_to_conversation(
+    rt: LayoutState,
+    rollout_id: str,
+    extraction: Extraction,
+    segments: list[dict[str, Any]],
+    *,
+    person: str | None,
+    private: list[str],
+    known: Sequence[KnownEntry],
+) -> tuple[list[Candidate], list[Rejection]]:
+    """The extraction's candidates through the rules, folded one per subject, applied to the
+    latest conversation memory (edits made while the engine worked are kept), logged (a
+    superseded statement visibly) and saved; returns what was accepted and rejected."""
+
+    store = rt.store
+    conversation = await store.load_conversation(rollout_id)
+    index = ItemIndex.from_segments(segments, external_tools=rt.generate.external_tools)
     candidates = keep_private(extraction.candidates, private)
     # Read only (a shared entry is copied): the layout entries of these keys, not all of them.
     existing = await memory_keys(rt, conversation, candidates)
@@ -841,6 +904,25 @@ async def _apply(
             )
         )
     await store.save_conversation(conversation)
+    return accepted, rejected
+
+
+async def _write_notes(
+    rt: LayoutState,
+    rollout_id: str,
+    extraction: Extraction,
+    segments: list[dict[str, Any]],
+    start_offset: int,
+    path: str,
+    *,
+    prog: RolloutProgress,
+    person: str | None,
+    private: list[str],
+    replaced: bool,
+) -> tuple[str, str]:
+    """The rollout's raw notes and summary files, with the block of this extraction (marked
+    by its first byte, so a redone extraction replaces its block); returns the summary's
+    slug and the newest segment's time stamp."""
 
     summary_notes = shared_text(extraction.rollout_summary.strip(), private)
     # In a run for a person the summary's file name is made of the shared summary's words only.
@@ -897,35 +979,7 @@ async def _apply(
     await rt.ws.write_atomic_many(
         [(raw_rel, raw_text.encode("utf-8")), (summary_rel, summary_text.encode("utf-8"))]
     )
-
-    tail = await _tail(rt, path, end_offset)
-
-    def done(p: RolloutProgress) -> None:
-        p.read_to(end_offset, tail)
-        p.updated_at = updated_at or p.updated_at
-        p.slug = slug
-        p.attempts = 0
-        p.last_error = None
-        p.next_attempt_at = 0.0
-        p.status = "ok"
-        p.consolidated = False
-        if rejected and not accepted:
-            p.last_error = (
-                f"all {len(rejected)} candidate(s) rejected: "
-                + "; ".join(f"{r.key}: {r.reason}" for r in rejected)
-            )[:500]
-
-    await rt.update_progress(rollout_id, done)
-    if rejected and not accepted:
-        # Each rejection was logged at WARNING by check_candidates; this says what follows.
-        logger.info(
-            "memory kept nothing from rollout %s: all %d candidate(s) were rejected; its "
-            "summary and notes are written, the reasons are in store/progress/",
-            rollout_id,
-            len(rejected),
-        )
-    rt.bump()
-    return True
+    return slug, updated_at
 
 
 async def _tail(rt: LayoutState, path: str, offset: int) -> str | None:
