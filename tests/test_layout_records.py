@@ -135,6 +135,70 @@ def test_the_rendering_kept_entry_by_entry_equals_rendering_everything(
         assert set(rendering.skills) == wanted
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    entries=st.lists(
+        st.tuples(
+            st.sampled_from(KEYS),
+            st.sampled_from(KINDS),
+            st.sampled_from(PEOPLE),
+            st.integers(0, 6),
+            st.booleans(),
+        ),
+        max_size=12,
+    ),
+    registry=st.lists(st.tuples(st.sampled_from(KEYS), st.integers(0, 6)), max_size=4),
+    order=st.randoms(use_true_random=False),
+)
+def test_saved_rows_in_any_order_are_taken_up_as_the_same_rendering(
+    entries: list[Any], registry: list[Any], order: Any
+) -> None:
+    """A saved rendering is written oldest row first now; one written in another order (by an
+    earlier version, or a delta's rows after its base's) is taken up as the same rendering."""
+
+    layout = {
+        key: Entry(
+            key=key,
+            content=f"{key} said at {stamp}",
+            kind=kind,
+            person=person,
+            sources=[Source(conversation="r1", item=f"{key}:{stamp}")],
+            updated_at=stamp,
+            subjects=Subjects(files=[f"pkg/{stamp % 2}.py"]) if with_files else None,
+        )
+        for key, kind, person, stamp, with_files in entries
+    }
+    groups = {
+        "r2": [Entry(key=k, content=f"{k} from r2", kind="fact", updated_at=t) for k, t in registry]
+    }
+    rendering = LayoutRendering()
+    rendering.rebuild(layout.values(), groups)
+    saved = rendering.saved()
+    assert [(saved.updated_at[i], k) for i, k in enumerate(saved.keys)] == sorted(
+        zip(saved.updated_at, saved.keys, strict=True)
+    )
+    # The same rows shuffled together, then read back as the file would be.
+    rows = list(range(len(saved.keys)))
+    order.shuffle(rows)
+    columns = ("keys", "updated_at", "kinds", "persons", "lines", "short", "files")
+    shuffled = SavedRows.model_validate_json(
+        saved.model_copy(
+            update={name: [getattr(saved, name)[i] for i in rows] for name in columns}
+        ).model_dump_json()
+    )
+    taken_up = LayoutRendering()
+    taken_up.restore(shuffled, groups)
+    refs = [
+        RolloutRef(rollout_id="r2", progress=RolloutProgress(updated_at="2026-01-02", slug="s"))
+    ]
+    assert taken_up.memory_md(refs) == rendering.memory_md(refs)
+    assert taken_up.summary_file(refs, 120) == rendering.summary_file(refs, 120)
+    assert taken_up.prompt_keys(120) == rendering.prompt_keys(120)
+    assert taken_up.prompt_index(120, layout) == rendering.prompt_index(120, layout)
+    assert taken_up.skills == rendering.skills
+    assert taken_up.saved() == saved
+
+
 # ------------------------------------------------------------------ the store's records
 
 

@@ -11,11 +11,14 @@ import contextlib
 import functools
 import gc
 import hashlib
+import itertools
 import json
+import operator
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from operator import itemgetter
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -374,6 +377,11 @@ def _own_row(entry: Entry) -> _Own | None:
     return (entry.updated_at, entry.kind, entry.person, line, len(short), entry_files(entry))
 
 
+_Won = tuple[Entry, str, str, int]
+"""A key shown from a registry entry: the entry, its conversation, its ``MEMORY.md`` line and
+the length of that line without sources."""
+
+
 class SavedRows(BaseModel):
     """A :class:`LayoutRendering` as saved between processes (:meth:`LayoutRendering.saved`):
     per active layout entry, in parallel lists, what the rendering keeps of it."""
@@ -385,8 +393,8 @@ class SavedRows(BaseModel):
     lines: list[str]
     short: list[int]
     """Length of each line without its sources."""
-    files: list[list[str]]
-    """The files each entry is about."""
+    files: list[tuple[str, ...]]
+    """The files each entry is about (tuples: the rows hold them as they are parsed)."""
     skill_keys: list[str]
     skill_digests: list[str]
 
@@ -406,23 +414,18 @@ class LayoutRendering:
         self._own: dict[str, _Own] = {}
         """Active layout entries, by key (see :data:`_Own`)."""
         self._registry: dict[str, list[tuple[Entry, str]]] = {}
-        self.winners: dict[str, tuple[object, str | None, int, str]] = {}
-        """Key -> what memory shows for it (newest active shared): its source (a registry
-        entry, or the layout row), its owner conversation (``None``: layout memory), its
-        ``updated_at`` and kind."""
-        self.private: dict[str, tuple[int, str]] = {}
-        """Active private layout entries (shown only to their person): ``updated_at``, person."""
+        self._from_registry: dict[str, _Won] = {}
+        """Keys whose shown entry (newest active shared) is a registry entry, not the layout's
+        row (see :data:`_Won`). Every other shown key is shown from its row of :attr:`_own`
+        (shared, active): the rendering keeps no second table of every shown entry."""
         self.skills: dict[str, str] = {}
         """Layout procedures rendered as ``skills/<key>/SKILL.md``: key -> the SHA-256 of
         that file's text (:func:`render_skill`)."""
         self._by_kind: dict[str, list[_Stamp]] = {kind: [] for kind in KIND_TITLES}
         self._shared: list[_Stamp] = []
         self._by_person: dict[str, list[_Stamp]] = {}
-        self._line: dict[str, tuple[str, int]] = {}
-        """Shown key -> its ``MEMORY.md`` line and the length of the line without sources."""
         self._files: dict[str, Sequence[str]] = {}
         """Shown key -> the files it is about, when it names any (``## Files``)."""
-        self._private_short: dict[str, str] = {}
         self._next: tuple[dict[str, _Own], dict[str, str]] = ({}, {})
         """A rebuild's entries taken in so far."""
 
@@ -455,23 +458,17 @@ class LayoutRendering:
                     skills[entry.key] = skill_digest(entry)
 
     def finish_rebuild(self, registry_groups: Mapping[str, list[Entry]]) -> set[str]:
-        before = {*self._own, *self.winners, *self.private, *self.skills}
+        before = {*self._own, *self._from_registry, *self.skills}
         own, skills = self._next
         self._own, self.skills = own, skills
         self._next = ({}, {})
         self._registry = _registry_candidates(registry_groups)
-        self.winners, self.private = {}, {}
-        self._line, self._private_short, self._files = {}, {}, {}
+        self._from_registry, self._files = {}, {}
         self._shared, self._by_person = [], {}
         self._by_kind = {kind: [] for kind in KIND_TITLES}
         keys = {*own, *self._registry}
         for key in keys:
-            held = self._held(key)
-            if held is not None:
-                self._show(key, held, insort=False)
-            row = own.get(key)
-            if row is not None and row[2] is not None:
-                self._private(key, row, insort=False)
+            self._show(key, insort=False)
         self._shared.sort()
         for group in (*self._by_kind.values(), *self._by_person.values()):
             group.sort()
@@ -499,7 +496,9 @@ class LayoutRendering:
         :meth:`restore`'s ``delta``."""
 
         own, skills = self._own, self.skills
-        held = [k for k in keys if k in own]
+        # Oldest first, the order :meth:`restore` sorts them in (a sort of sorted rows is a
+        # pass over them).
+        held = sorted((k for k in keys if k in own), key=lambda k: (own[k][0], k))
         rows = [own[k] for k in held]
         skill_keys = [k for k in held if k in skills]
         # Built here from the rendering's own rows: not validated again (at 20,000 entries
@@ -511,7 +510,7 @@ class LayoutRendering:
             persons=[r[2] for r in rows],
             lines=[r[3] for r in rows],
             short=[r[4] for r in rows],
-            files=[list(r[5]) for r in rows],
+            files=[tuple(r[5]) for r in rows],
             skill_keys=skill_keys,
             skill_digests=[skills[k] for k in skill_keys],
         )
@@ -550,28 +549,34 @@ class LayoutRendering:
         self._own = own
         self.skills = skills
         self._next = ({}, {})
-        shared = {k: r for k, r in own.items() if r[2] is None}
-        self.winners = {k: (r, None, r[0], r[1]) for k, r in shared.items()}
-        self._line = {k: (r[3], r[4]) for k, r in shared.items()}
-        self._files = {k: r[5] for k, r in shared.items() if r[5]}
-        self._shared = sorted([(r[0], k) for k, r in shared.items()])
+        # Shown from their rows until the registry says otherwise (below): the rows are the
+        # table, indexed by date, kind and person, with no second copy of each.
+        # Indexed a column at a time (few Python steps per row: 15,000 rows at 20,000 entries).
+        self._from_registry = {}
+        keys, rows_ = list(own), list(own.values())
+        persons = list(map(itemgetter(2), rows_))
+        shared = list(map(operator.is_, itertools.repeat(None), persons))
+        files = list(map(itemgetter(5), rows_))
+        with_files = map(all, zip(shared, files, strict=True))  # shared and naming a file
+        self._files = dict(itertools.compress(zip(keys, files, strict=True), with_files))
+        dates = map(itemgetter(0), rows_)
+        self._shared = sorted(itertools.compress(zip(dates, keys, strict=True), shared))
         self._by_kind = {kind: [] for kind in KIND_TITLES}
         for stamp in self._shared:
-            group = self._by_kind.get(shared[stamp[1]][1])
+            group = self._by_kind.get(own[stamp[1]][1])
             if group is not None:
                 group.append(stamp)
-        self.private, self._private_short, self._by_person = {}, {}, {}
-        for key, row in own.items():
-            if row[2] is not None:
-                self.private[key] = (row[0], row[2])
-                self._private_short[key] = row[3]
-                self._by_person.setdefault(row[2], []).append((row[0], key))
+        self._by_person = {}
+        for key, person in zip(keys, persons, strict=True):
+            if person is not None:
+                self._by_person.setdefault(person, []).append((own[key][0], key))
         for group in self._by_person.values():
             group.sort()
         # The registry's shown entries over the layout's (as :meth:`finish_rebuild` decides).
         self._registry = _registry_candidates(registry_groups)
         for key in self._registry:
-            self._refresh(key)
+            self._unshow(key)
+            self._show(key)
 
     def update(
         self,
@@ -583,6 +588,17 @@ class LayoutRendering:
         changed."""
 
         keys = set(changed)
+        candidates = _registry_candidates(registry_groups)
+        before = self._registry
+        for key in {*before, *candidates}:
+            was, now = before.get(key, []), candidates.get(key, [])
+            if len(was) != len(now) or any(
+                a[0] is not b[0] or a[1] != b[1] for a, b in zip(was, now, strict=True)
+            ):
+                keys.add(key)
+        # Each key's place taken out as the tables hold it now, then put back as it is after.
+        for key in keys:
+            self._unshow(key)
         for key, entry in changed.items():
             row = None if entry is None else _own_row(entry)
             if row is None:
@@ -593,17 +609,9 @@ class LayoutRendering:
                 self.skills[key] = skill_digest(entry)
             else:
                 self.skills.pop(key, None)
-        candidates = _registry_candidates(registry_groups)
-        before = self._registry
-        for key in {*before, *candidates}:
-            was, now = before.get(key, []), candidates.get(key, [])
-            if len(was) != len(now) or any(
-                a[0] is not b[0] or a[1] != b[1] for a, b in zip(was, now, strict=True)
-            ):
-                keys.add(key)
         self._registry = candidates
         for key in keys:
-            self._refresh(key)
+            self._show(key)
         return keys
 
     def _held(self, key: str) -> tuple[int, object, str | None] | None:
@@ -620,86 +628,95 @@ class LayoutRendering:
             held = (own[0], own, None)
         return held
 
-    def _refresh(self, key: str) -> None:
-        held = self._held(key)
-        was = self.winners.get(key)
-        if was is None or held is None or was[0] is not held[1] or was[1] != held[2]:
-            if was is not None:
-                self._unshow(key, was)
-            if held is not None:
-                self._show(key, held)
-        # Private entries: the layout's, shown only to their person.
-        gone = self.private.pop(key, None)
-        if gone is not None:
-            _remove(self._by_person[gone[1]], (gone[0], key))
-            self._private_short.pop(key, None)
+    def _unshow(self, key: str) -> None:
+        """Take ``key`` out of the indexes as the tables show it now (its layout row and
+        :attr:`_from_registry` as they are): shown, private, or neither."""
+
+        won = self._from_registry.pop(key, None)
         own = self._own.get(key)
+        stamp: _Stamp | None = None
+        kind: str = ""
+        if won is not None:
+            stamp, kind = (won[0].updated_at, key), won[0].kind
+        elif own is not None and own[2] is None:
+            stamp, kind = (own[0], key), own[1]
+        if stamp is not None:
+            _remove(self._shared, stamp)
+            if kind in self._by_kind:
+                _remove(self._by_kind[kind], stamp)
+            self._files.pop(key, None)
         if own is not None and own[2] is not None:
-            self._private(key, own)
+            _remove(self._by_person[own[2]], (own[0], key))
 
-    def _private(self, key: str, own: _Own, *, insort: bool = True) -> None:
-        person = own[2]
-        assert person is not None
-        self.private[key] = (own[0], person)
-        group = self._by_person.setdefault(person, [])
-        if insort:
-            bisect.insort(group, (own[0], key))
-        else:
-            group.append((own[0], key))
-        self._private_short[key] = own[3]
+    def _show(self, key: str, *, insort: bool = True) -> None:
+        """Put ``key`` in the indexes as its layout row and the registry say now (see
+        :meth:`_held`); ``insort=False`` appends (the caller sorts)."""
 
-    def _unshow(self, key: str, was: tuple[object, str | None, int, str]) -> None:
-        del self.winners[key]
-        stamp = (was[2], key)
-        _remove(self._shared, stamp)
-        if was[3] in self._by_kind:
-            _remove(self._by_kind[was[3]], stamp)
-        self._line.pop(key, None)
-        self._files.pop(key, None)
-
-    def _show(self, key: str, held: tuple[int, object, str | None], *, insort: bool = True) -> None:
-        updated_at, source, owner = held
-        kind: str
-        if isinstance(source, Entry):
-            kind = source.kind
-            short = entry_line(source, with_sources=False)
-            self._line[key] = (entry_line(source), len(short))
-            files = entry_files(source)
-        else:
-            row: _Own = source  # type: ignore[assignment]
-            kind = row[1]
-            self._line[key] = (row[3], row[4])
-            files = tuple(row[5])
-        if files:
-            self._files[key] = files
-        self.winners[key] = (source, owner, updated_at, kind)
-        stamp = (updated_at, key)
-        groups = [self._shared]
-        if kind in self._by_kind:
-            groups.append(self._by_kind[kind])
-        for group in groups:
+        def put(group: list[_Stamp], stamp: _Stamp) -> None:
             if insort:
                 bisect.insort(group, stamp)
             else:
                 group.append(stamp)
 
+        held = self._held(key)
+        if held is not None:
+            updated_at, source, owner = held
+            kind: str
+            files: Sequence[str]
+            if isinstance(source, Entry):
+                assert owner is not None
+                short = entry_line(source, with_sources=False)
+                self._from_registry[key] = (source, owner, entry_line(source), len(short))
+                kind, files = source.kind, entry_files(source)
+            else:
+                row: _Own = source  # type: ignore[assignment]
+                kind, files = row[1], row[5]
+            if files:
+                self._files[key] = files
+            stamp = (updated_at, key)
+            put(self._shared, stamp)
+            if kind in self._by_kind:
+                put(self._by_kind[kind], stamp)
+        own = self._own.get(key)
+        if own is not None and own[2] is not None:
+            put(self._by_person.setdefault(own[2], []), (own[0], key))
+
+    def _line(self, key: str) -> tuple[str, int]:
+        """A shown key's ``MEMORY.md`` line and the length of that line without sources."""
+
+        won = self._from_registry.get(key)
+        if won is not None:
+            return won[2], won[3]
+        row = self._own[key]
+        return row[3], row[4]
+
+    def _updated_at(self, key: str) -> int:
+        """A shown key's ``updated_at``."""
+
+        won = self._from_registry.get(key)
+        return won[0].updated_at if won is not None else self._own[key][0]
+
     # ------------------------------------------------------------ outputs
 
     def _short(self, key: str) -> str:
-        line, length = self._line[key]
+        line, length = self._line(key)
         return line[:length]
 
     def memory_md(self, rollouts: list[RolloutRef]) -> str:
         """``MEMORY.md``, as :func:`render_memory_md` renders it."""
 
+        own, registry = self._own, self._from_registry
         out = list(MEMORY_MD_HEADER)
         for kind, title in KIND_TITLES.items():
             group = self._by_kind[kind]
             if group:
                 out.extend((f"## {title}", ""))
-                out.extend(self._line[key][0] for _, key in reversed(group))
+                out.extend(
+                    won[2] if (won := registry.get(key)) is not None else own[key][3]
+                    for _, key in reversed(group)
+                )
                 out.append("")
-        out.extend(files_lines((self.winners[k][2], k, f) for k, f in self._files.items()))
+        out.extend(files_lines((self._updated_at(k), k, f) for k, f in self._files.items()))
         out.extend(rollout_lines(rollouts))
         return "\n".join(out)
 
@@ -719,13 +736,13 @@ class LayoutRendering:
         return summary_tail(lines, left_out, rollouts)
 
     def _prompt_cut(self, budget: int) -> tuple[list[str], dict[str, list[str]]]:
-        shared = _cut(self._shared, lambda k: self._line[k][1], budget)
+        shared = _cut(self._shared, lambda k: self._line(k)[1], budget)
         firsts = sorted(
             ((group[-1], person) for person, group in self._by_person.items() if group),
             reverse=True,
         )
         private = {
-            person: _cut(self._by_person[person], lambda k: len(self._private_short[k]), budget)
+            person: _cut(self._by_person[person], lambda k: self._own[k][4], budget)
             for _, person in firsts
         }
         return shared, private
@@ -735,7 +752,7 @@ class LayoutRendering:
         entries): the shown and private ones within the cut."""
 
         shared, private = self._prompt_cut(budget)
-        keys = {k for k in shared if self.winners[k][1] is None}
+        keys = {k for k in shared if k not in self._from_registry}
         for group in private.values():
             keys.update(group)
         return keys
@@ -748,8 +765,8 @@ class LayoutRendering:
         shared, private = self._prompt_cut(budget)
 
         def entry_of(key: str) -> Entry:
-            source = self.winners[key][0]
-            return source if isinstance(source, Entry) else layout[key]
+            won = self._from_registry.get(key)
+            return won[0] if won is not None else layout[key]
 
         doc = {
             "budget": budget,
@@ -782,11 +799,10 @@ def _saved_tables(rows: SavedRows) -> tuple[dict[str, _Own], dict[str, str]]:
     """Saved rows as the rendering's tables (key -> row, skill key -> digest); raises
     ``ValueError`` for lists of different lengths."""
 
-    # Each row's files as a tuple, as :func:`entry_files` gives them: a row then holds no
-    # list, so the collector stops tracking it and what holds it (three objects an entry less
-    # for every full collection of the process to walk: 48,000 at 20,000 entries).
-    files = list(map(tuple, rows.files))
-    lists = (rows.updated_at, rows.kinds, rows.persons, rows.lines, rows.short, files)
+    # Each row's files a tuple as parsed (:attr:`SavedRows.files`), as :func:`entry_files`
+    # gives them: a row then holds no list, so the collector stops tracking it and what holds
+    # it (three objects an entry less for every full collection of the process to walk).
+    lists = (rows.updated_at, rows.kinds, rows.persons, rows.lines, rows.short, rows.files)
     if any(len(x) != len(rows.keys) for x in lists) or len(rows.skill_keys) != len(
         rows.skill_digests
     ):

@@ -137,8 +137,12 @@ that no longer holds it was cut short (:mod:`.live_edits`)."""
 def last_line(data: bytes) -> str:
     """The last non-empty line of rendered ``data``, at most :data:`MEMORY_MD_TAIL_CHARS`."""
 
-    lines = data.rstrip(b"\n").rsplit(b"\n", 1)
-    return lines[-1].decode("utf-8", "replace")[-MEMORY_MD_TAIL_CHARS:]
+    # Found in place: stripping and splitting ``data`` copied the whole file twice.
+    end = len(data)
+    while end and data[end - 1] == 0x0A:
+        end -= 1
+    start = data.rfind(b"\n", 0, end) + 1
+    return data[start:end].decode("utf-8", "replace")[-MEMORY_MD_TAIL_CHARS:]
 
 
 async def _file_digest(ws: Workspace, path: str, size: int) -> str | None:

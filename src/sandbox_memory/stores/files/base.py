@@ -84,7 +84,9 @@ def unsealed(raw: bytes | None) -> bytes | None:
     if raw is None:
         return None
     found = _SEAL_TAIL.search(raw, max(0, len(raw) - 64))
-    return raw if found is None else raw[: found.start()] + b"}"
+    # One copy of the record (a slice and a concatenation were two: 3.2 MB each for the
+    # saved rendering of 20,000 entries).
+    return raw if found is None else b"".join((memoryview(raw)[: found.start()], b"}"))
 
 
 def _seal_of(raw: bytes) -> str | None:
@@ -417,7 +419,7 @@ class FileRecords(MemoryStore):
 
         if self.record_seal is None:
             return unsealed(raw)
-        body = raw[:-1] if raw.endswith(b"\n") else raw
+        body = memoryview(raw)[:-1] if raw.endswith(b"\n") else raw  # not copied
         if self.record_seal().verify(body, self._record_context(path)):
             return unsealed(raw)
         await self._refuse(
