@@ -753,6 +753,66 @@ async def test_a_new_process_takes_up_the_saved_rendering_and_renders_what_a_ful
     assert b"entry-0007" not in rendered["MEMORY.md"] and b"entry-0008" in rendered["MEMORY.md"]
 
 
+async def test_two_open_clients_taking_turns_render_what_a_full_render_does(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Two clients open on one workspace (two processes), each having taken up the saved
+    rendering, change layout memory in turns: a command on a version the other moved is
+    refused (:class:`~sandbox_memory.errors.MemoryConflict`, nothing written), and each
+    render brings the taken-up rendering up to date with the other's commits (named by the
+    sealed head), so the files are those of rendering every entry again."""
+
+    import sandbox_memory.render.step as render_module
+    from sandbox_memory import Forget, MemoryClient, MemoryConflict, MemoryGenerateConfig, Remember
+    from sandbox_memory.render.step import Renderer
+
+    restored: list[str] = []
+    take_up = Renderer._restore
+
+    async def counting(self: Renderer, registry: Registry) -> str:
+        stamp = await take_up(self, registry)
+        restored.append(stamp)
+        return stamp
+
+    monkeypatch.setattr(Renderer, "_restore", counting)
+    monkeypatch.setattr(render_module, "SAVE_AFTER_COMMITS", 2)
+    monkeypatch.setattr(render_module, "SAVE_FROM_ENTRIES", 10)
+    _old_store(tmp_path, 60, version=1)
+    await adopt_store(tmp_path)
+    config = MemoryGenerateConfig(engine="offline")
+    mem = tmp_path / "memories"
+    first = MemoryClient(tmp_path, generate=config)
+    second = MemoryClient(tmp_path, generate=config)
+    seen = await first.view()
+    await second.apply(Forget(key="entry-0003"), expected=(await second.view()).version)
+    with pytest.raises(MemoryConflict):
+        await first.apply(Forget(key="entry-0004"), expected=seen.version)
+    turns: list[tuple[MemoryClient, Remember | Forget]] = [
+        (first, Remember(key="turn-a", content="Fact a from the first client.", kind="fact")),
+        (second, Remember(key="turn-b", content="Fact b from the second client.", kind="fact")),
+        (first, Forget(key="turn-b")),
+        (second, Remember(key="entry-0005", content="Entry 5 said again.", kind="decision")),
+        (first, Forget(key="entry-0006")),
+        (second, Remember(key="turn-c", content="Fact c from the second client.", kind="fact")),
+    ]
+    for client, command in turns:
+        await client.apply(command, expected=(await client.view()).version)
+    assert any(restored)  # the first client took up what the second saved
+    rendered = {name: (mem / name).read_bytes() for name in ("MEMORY.md", "memory_summary.md")}
+    prompt = (mem / "store" / "prompt.json").read_bytes()
+    for name in ("store/rendering.json", "store/rendered.json", "MEMORY.md", "memory_summary.md"):
+        (mem / name).unlink()
+    (mem / "store" / "rendering-delta.json").unlink(missing_ok=True)
+    await MemoryClient(tmp_path, generate=config).runtime.render_current()
+    for name, data in rendered.items():
+        assert (mem / name).read_bytes() == data, name
+    assert (mem / "store" / "prompt.json").read_bytes() == prompt
+    text = rendered["MEMORY.md"].decode()
+    assert "turn-a" in text and "turn-c" in text and "turn-b" not in text
+    assert "entry-0003" not in text and "entry-0006" not in text and "entry-0004" in text
+    assert "**entry-0005** (decision): Entry 5 said again." in text
+
+
 async def test_the_saved_rendering_is_brought_up_to_date_by_a_delta_of_the_changed_rows(
     tmp_path: Path, monkeypatch
 ) -> None:
