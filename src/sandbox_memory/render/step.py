@@ -292,7 +292,9 @@ class Renderer:
             prompt=self._prompt[1] if self._prompt[0] == layout_stamp else {},
             rows=self.model.saved(),
         )
-        data = saved.model_dump_json().encode("utf-8")
+        # Serialized straight to bytes: the JSON text and its encoding were two copies of the
+        # 3.2 MB file at once (at 20,000 entries), at the close's peak of memory.
+        data = saved.__pydantic_serializer__.to_json(saved)
         del saved
         await self.state.store.write_record(self.saved_path, data)
         del data
@@ -317,7 +319,9 @@ class Renderer:
             changed=keys,
             rows=self.model.saved_of(keys),
         )
-        await self.state.store.write_record(self.delta_path, delta.model_dump_json().encode())
+        await self.state.store.write_record(
+            self.delta_path, delta.__pydantic_serializer__.to_json(delta)
+        )
         self._saved_stamp, self._saved_version = layout_stamp, version
         self._delta_keys = set(keys)
 
