@@ -245,7 +245,9 @@ MISSED_EXPLANATIONS = {
         "`operations` does for this row, 7 samples, main and this change alternately, five "
         "rounds, load 1.5-3.5 on 2 cores shared by four engineers): median CPU growth main "
         "1.80-1.96x, this change 1.24-1.71x (1.55 in three of five); CPU at 20,000 entries "
-        "105-120 -> 93-114 ms. Per step, at 20,000 entries against 2,000 (timers, no "
+        "105-120 -> 93-114 ms. The scenario's own `operations` on fresh copies of the "
+        "stores (each variant on stores it prepared, three runs each, wall medians of 7, load "
+        "1.6-4.4): this row main 1.69, 1.66, 1.59x, this change 1.42, 1.40, 1.41x. Per step, at 20,000 entries against 2,000 (timers, no "
         "profiler): taking up the saved rendering +20 ms (its tables 10, parsing 6, the seal "
         "5), joining `MEMORY.md` +4, the view's shards +2, the live-edit check's digest of "
         "`MEMORY.md` +2, collections +2.5. What is left is the take-up of every row itself, "
@@ -262,7 +264,9 @@ MISSED_EXPLANATIONS = {
         "2026-12-06: CPU of a Forget at both sizes together (mean) 236 -> 187 and 316 -> "
         "227 ms; median growth main 1.72-1.73x, this change 1.53-1.80x. After the later "
         "change to the take-up (see `scale.remember_user.`), the same five rounds: median "
-        "CPU growth main 1.76-2.09x, this change 1.64-1.80x."
+        "CPU growth main 1.76-2.09x, this change 1.64-1.80x; the scenario's `operations` "
+        "(three runs each, wall medians of 7, loaded): main 1.33, 1.51, 1.20x, this change "
+        "1.47, 1.28, 1.38x (the wall medians of this row move more than the CPU's)."
     ),
     "scale.close.": (
         "Layout memory is now records (a head with a change stamp, 64 shards, citation lists; "
