@@ -439,6 +439,56 @@ class Renderer:
             return  # rendered from these very inputs, and every file is still there
         self._sources_changed = False
 
+        rendered_from, known, changed = await self._take_in(registry, layout, layout_stamp, skills)
+        new: dict[str, str] = {}
+
+        async def put(rel: str, text: str, *, digest_of: str | None = None) -> None:
+            digest = _sha(digest_of or text)
+            new[rel] = digest
+            if old.get(rel) != digest:
+                await st.ws.write_text(f"{mdir}/{rel}", text)
+
+        memory_digest, memory_tail = await self._write_memory_md(refs, stamp, checked=checked)
+        await put("memory_summary.md", self.model.summary_file(refs, budget))
+        await put("raw_memories.md", await self._raw_memories(refs))
+        selection_doc = {
+            "generated_at": now_ms(),
+            "max_raw_memories_for_consolidation": limit,
+            "selected": selected_doc,
+        }
+        await put(
+            "phase_two_selection.json",
+            json.dumps(selection_doc, indent=1) + "\n",
+            digest_of=json.dumps([limit, selected_doc]),  # the same selection, not rewritten
+        )
+        await self._skills_changed(changed | missing, existing, skills, layout)
+        entries = await self._prompt_entries(layout, layout_stamp, rendered_from, known)
+        await put("store/prompt.json", self.model.prompt_index(2 * budget, entries))
+        if layout_stamp and layout_stamp != self._saved_stamp:
+            await self._save_when_behind(layout_stamp, layout_version)
+        stamp_doc = {
+            "memory_md_sha256": memory_digest,
+            "memory_md_tail": memory_tail,
+            "layout_stamp": layout_stamp,
+            "files": new,
+            "inputs": inputs,
+        }
+        if stamp != stamp_doc:
+            await store.write_state(self.stamp_path, json.dumps(stamp_doc).encode())
+        self.state.memory_md_seen = memory_digest  # a run's change is judged from here on
+
+    async def _take_in(
+        self,
+        registry: Registry,
+        layout: LayoutMemory | None,
+        layout_stamp: str,
+        skills: Mapping[str, str],
+    ) -> tuple[str, set[str] | None, set[str]]:
+        """Bring the rendering up to ``layout_stamp``; returns the stamp it was rendered from
+        before, the keys changed since (``None``: not known, every entry taken in again) and
+        the keys whose rendering changed."""
+
+        store = self.state.store
         # The keys this process' own commits changed since the last render: only those are
         # read; else every entry is taken in again, a shard at a time (the rendering keeps a
         # line per entry, not the entries).
@@ -467,20 +517,21 @@ class Renderer:
                 self.model.take(part)
             changed = self.model.finish_rebuild(registry.conversations) | set(skills)
         self._stamp_rendered = layout_stamp
-        new: dict[str, str] = {}
+        return rendered_from, known, changed
 
-        async def put(rel: str, text: str, *, digest_of: str | None = None) -> None:
-            digest = _sha(digest_of or text)
-            new[rel] = digest
-            if old.get(rel) != digest:
-                await st.ws.write_text(f"{mdir}/{rel}", text)
+    async def _write_memory_md(
+        self, refs: list[RolloutRef], stamp: Mapping[str, object], *, checked: bool
+    ) -> tuple[str, str]:
+        """``MEMORY.md`` written when it differs from this rendering; returns the rendering's
+        digest and last line."""
 
+        st = self.state
         # Encoded once; the file on disk is compared by its size, then its digest a chunk at a
         # time (never a second copy of it in memory).
         memory_md = self.model.memory_md(refs).encode("utf-8")
         memory_digest = hashlib.sha256(memory_md).hexdigest()
         memory_tail = last_line(memory_md)
-        path = f"{mdir}/MEMORY.md"
+        path = f"{st.layout.memories_dir}/MEMORY.md"
         if checked:
             # This phase 2's live-edit check found MEMORY.md as last rendered: it differs from
             # this rendering exactly when the digests do, and is not read again.
@@ -491,28 +542,26 @@ class Renderer:
             # Memory's own rendering is known by its digest before it reaches MEMORY.md: a
             # process killed between the two writes leaves a file the next close recognises,
             # not a person's edit (the stamp below then records it as rendered).
-            await store.write_state(
+            await st.store.write_state(
                 self.stamp_path,
                 json.dumps({**stamp, "memory_md_next_sha256": memory_digest}).encode(),
             )
             await st.ws.write_atomic(path, memory_md)
         del memory_md
-        await put("memory_summary.md", self.model.summary_file(refs, budget))
-        await put("raw_memories.md", await self._raw_memories(refs))
-        selection_doc = {
-            "generated_at": now_ms(),
-            "max_raw_memories_for_consolidation": limit,
-            "selected": selected_doc,
-        }
-        await put(
-            "phase_two_selection.json",
-            json.dumps(selection_doc, indent=1) + "\n",
-            digest_of=json.dumps([limit, selected_doc]),  # the same selection, not rewritten
-        )
-        await self._skills_changed(changed | missing, existing, skills, layout)
-        # What the first turn of a run needs from layout memory, newest first and cut at twice
-        # the budget: a run starts by reading this, not every entry (see ``prompt_entries``).
-        wanted = self.model.prompt_keys(2 * budget)
+        return memory_digest, memory_tail
+
+    async def _prompt_entries(
+        self,
+        layout: LayoutMemory | None,
+        layout_stamp: str,
+        rendered_from: str,
+        known: set[str] | None,
+    ) -> dict[str, Entry]:
+        """What the first turn of a run needs from layout memory, newest first and cut at
+        twice the budget: a run starts by reading this, not every entry (see
+        ``prompt_entries``)."""
+
+        wanted = self.model.prompt_keys(2 * self.state.summary_budget)
         if layout is not None:
             entries = {k: layout.entries[k] for k in wanted}
         else:
@@ -525,25 +574,15 @@ class Renderer:
                 for k in wanted
                 if k in kept and k not in (known or ())
             }
-            entries.update(await store.layout_entries([k for k in wanted if k not in entries]))
+            entries.update(
+                await self.state.store.layout_entries([k for k in wanted if k not in entries])
+            )
         self._prompt = (
             (layout_stamp, {k: e.model_dump_json() for k, e in entries.items()})
             if layout_stamp
             else ("", {})
         )
-        await put("store/prompt.json", self.model.prompt_index(2 * budget, entries))
-        if layout_stamp and layout_stamp != self._saved_stamp:
-            await self._save_when_behind(layout_stamp, layout_version)
-        stamp_doc = {
-            "memory_md_sha256": memory_digest,
-            "memory_md_tail": memory_tail,
-            "layout_stamp": layout_stamp,
-            "files": new,
-            "inputs": inputs,
-        }
-        if stamp != stamp_doc:
-            await store.write_state(self.stamp_path, json.dumps(stamp_doc).encode())
-        self.state.memory_md_seen = memory_digest  # a run's change is judged from here on
+        return entries
 
     async def _save_when_behind(self, layout_stamp: str, version: int) -> None:
         """Save the rendering when the saved one is :data:`SAVE_AFTER_COMMITS` commits or
