@@ -129,7 +129,7 @@ async def test_a_change_by_another_process_is_indexed_reading_only_the_shards_it
 async def test_an_index_older_than_the_commits_the_head_names_compares_every_entry(
     indexed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sandbox_memory.stores.files import layout as store_module
+    from sandbox_memory.stores.files import layout_commits as store_module
 
     monkeypatch.setattr(store_module, "LAYOUT_CHANGES_KEPT", 3)
     other = _writer(indexed)

@@ -31,7 +31,8 @@ The store is built of one room per job, each a class :class:`Store` inherits, al
 the record plumbing of :mod:`.base` (reading, writing and sealing records; the notes a shared
 store's working copy keeps of the records that changed):
 
-- :mod:`.layout`         layout memory: head, shards, commits, recovery, ``layout.json`` split
+- :mod:`.layout`         layout memory read: head, shards, views, changes, citations
+- :mod:`.layout_commits` layout memory changed: commits, recovery, ``layout.json`` split
   (:mod:`.shards`: a shard's bytes, one entry a line, and the lazy view of them)
 - :mod:`.conversations`  conversation memory, the registry, the switch defaults, ``held/``
 - :mod:`.progress`       rollout progress, forgotten progress, ``pending/`` and ``unindexed/``
@@ -45,7 +46,7 @@ from __future__ import annotations
 
 from .base import SHARED_COPY_FILE, TOUCHED_FILE, unsealed
 from .conversations import COPY_RETRACTED, ConversationFiles
-from .layout import LayoutFiles
+from .layout_commits import LayoutCommits
 from .legacy import LegacyFiles
 from .log import LogFiles
 from .progress import ProgressFiles
@@ -55,7 +56,7 @@ from .threads import FIRST_LINE_MAX_BYTES, ThreadFiles, _thread_data
 
 
 class Store(
-    LayoutFiles,
+    LayoutCommits,
     ConversationFiles,
     ProgressFiles,
     ThreadFiles,
