@@ -105,37 +105,14 @@ class LiveEdits:
         """Keep edits made to MEMORY.md since the last render, as changes with sources."""
 
         st = self.state
-        mdir = st.layout.memories_dir
         current = await self.memory_md_edited()
         if current is None:
             return
         await layout.load_all()  # every line is compared with what was rendered
         parsed = parse_registry(current)
-        why = None
-        if not parsed and current.strip():
-            # Edited into something without a single entry line: nonsense, not an edit.
-            why = "was edited into text without entry lines"
-        elif (
-            self.rendered_tail and not current.endswith("\n") and self.rendered_tail not in current
-        ):
-            # It ends inside a line and its last rendered line is gone (truncated, a disk
-            # full, a copy cut short): the lines after the cut are damage, not a person's
-            # deletions, and the cut line is no new content. (Memory writes whole lines; a
-            # cut exactly at a line's end is not told from deleted lines.)
-            why = "was cut short (it ends inside a line, its last rendered line gone)"
+        why = self._damage(current, parsed)
         if why is not None:
-            aside = f"{st.store.dir}/MEMORY.md.broken-{now_ms()}"
-            raw = await st.ws.read_bytes(f"{mdir}/MEMORY.md")
-            from ..redact import redact_bytes  # imported on first use, like the redactor
-
-            kept = redact_bytes(raw if raw is not None else current.encode(), st.redactor)
-            await st.ws.write_atomic(aside, kept)
-            logger.warning(
-                "%s/MEMORY.md %s; kept as %s and rebuilt from the store, no entry changed",
-                mdir,
-                why,
-                aside,
-            )
+            await self._keep_aside(current, why)
             return
         # Entries committed since MEMORY.md was rendered (a command's own change, which its
         # phase 2 takes edits in after; a writer killed before rendering) were never shown as
@@ -170,20 +147,7 @@ class LiveEdits:
             was = shown.get(key)
             if was is not None and was.kind == kind and " ".join(was.content.split()) == content:
                 continue
-            reason = None
-            if not KEY_RE.fullmatch(key) or ".." in key:
-                reason = "key is not a safe slug"
-            elif kind not in ENTRY_KINDS:
-                reason = f"unknown kind {kind!r}"
-            elif not content:
-                reason = "empty content"
-            elif kind == "preference" and cause != "person":
-                reason = "a preference needs an explicit statement by the user"
-            elif entry is not None and not entry.exists_for(None):
-                # MEMORY.md is shared: a person's private entry is not in it, nor changed by it.
-                reason = "its key is a person's private entry, which MEMORY.md does not hold"
-            else:
-                reason = secret_problem(content, st.redactor)
+            reason = self._refused(key, kind, content, entry, cause)
             if reason:
                 logger.warning("live edit of MEMORY.md entry %r rejected: %s", key, reason)
                 continue
@@ -250,6 +214,57 @@ class LiveEdits:
             changes.append(
                 LogRecord(version=layout.version, at=stamp, cause=cause, scope="layout", keys=keys)
             )
+
+    def _damage(self, current: str, parsed: dict[str, tuple[str, str]]) -> str | None:
+        """Why ``MEMORY.md`` as found is damage, not an edit (``None``: it reads as an edit)."""
+
+        if not parsed and current.strip():
+            # Edited into something without a single entry line: nonsense, not an edit.
+            return "was edited into text without entry lines"
+        if self.rendered_tail and not current.endswith("\n") and self.rendered_tail not in current:
+            # It ends inside a line and its last rendered line is gone (truncated, a disk
+            # full, a copy cut short): the lines after the cut are damage, not a person's
+            # deletions, and the cut line is no new content. (Memory writes whole lines; a
+            # cut exactly at a line's end is not told from deleted lines.)
+            return "was cut short (it ends inside a line, its last rendered line gone)"
+        return None
+
+    async def _keep_aside(self, current: str, why: str) -> None:
+        """A damaged ``MEMORY.md`` kept (redacted) as ``store/MEMORY.md.broken-<ms>``, logged;
+        the next render writes it again from the store."""
+
+        st = self.state
+        mdir = st.layout.memories_dir
+        aside = f"{st.store.dir}/MEMORY.md.broken-{now_ms()}"
+        raw = await st.ws.read_bytes(f"{mdir}/MEMORY.md")
+        from ..redact import redact_bytes  # imported on first use, like the redactor
+
+        kept = redact_bytes(raw if raw is not None else current.encode(), st.redactor)
+        await st.ws.write_atomic(aside, kept)
+        logger.warning(
+            "%s/MEMORY.md %s; kept as %s and rebuilt from the store, no entry changed",
+            mdir,
+            why,
+            aside,
+        )
+
+    def _refused(
+        self, key: str, kind: str, content: str, entry: Entry | None, cause: Cause
+    ) -> str | None:
+        """Why an edited line of ``MEMORY.md`` is not taken in (``None``: it is)."""
+
+        if not KEY_RE.fullmatch(key) or ".." in key:
+            return "key is not a safe slug"
+        if kind not in ENTRY_KINDS:
+            return f"unknown kind {kind!r}"
+        if not content:
+            return "empty content"
+        if kind == "preference" and cause != "person":
+            return "a preference needs an explicit statement by the user"
+        if entry is not None and not entry.exists_for(None):
+            # MEMORY.md is shared: a person's private entry is not in it, nor changed by it.
+            return "its key is a person's private entry, which MEMORY.md does not hold"
+        return secret_problem(content, self.state.redactor)
 
     async def source(self, digest: str) -> Source:
         """Who made ``MEMORY.md`` what it is now (``digest``, its SHA-256): the run whose sealed
