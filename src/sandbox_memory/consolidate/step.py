@@ -15,9 +15,17 @@ from .. import spans
 from ..runtime.state import LayoutState
 from ..search.index import SearchIndex
 from ..search.step import sync_index
-from ..stores.records import LONG_LIVED_KINDS, Defaults, LogRecord, RolloutProgress, now_ms
+from ..stores.records import (
+    LONG_LIVED_KINDS,
+    Defaults,
+    LogRecord,
+    Registry,
+    RolloutProgress,
+    now_ms,
+)
+from ..stores.seam import LayoutEdit
 from .carryover import carry_over
-from .selection import forget_conversations, promote, select_rollouts
+from .selection import Selection, forget_conversations, promote, select_rollouts
 
 if TYPE_CHECKING:
     from ..edit.live_edits import LiveEdits
@@ -95,29 +103,7 @@ class Consolidator:
 
         registry = await store.load_registry()
         registry_before = registry.model_dump_json()
-        promoted: list[str] = []
-        for rid, prog in selection.selected:
-            if prog.consolidated and rid in registry.conversations and not rebuild:
-                continue
-            conversation = await store.load_conversation(rid)
-            await edit.load(conversation.entries)
-            promoted += promote(edit, conversation, since=0)
-            registry.conversations[rid] = [
-                e
-                for e in conversation.entries.values()
-                if e.kind not in LONG_LIVED_KINDS and e.status == "active" and e.person is None
-            ]
-        if promoted:
-            edit.version += 1
-            changes.append(
-                LogRecord(
-                    version=edit.version,
-                    at=now_ms(),
-                    cause="promotion",
-                    scope="layout",
-                    keys=sorted(set(promoted)),
-                )
-            )
+        promoted = await self._promote(edit, selection, registry, changes, rebuild=rebuild)
         forgotten_ids = {rid for rid, _ in selection.forgotten}
         selected_ids = {rid for rid, _ in selection.selected}
         for rid in list(registry.conversations):
@@ -126,28 +112,7 @@ class Consolidator:
         if registry.model_dump_json() != registry_before:
             await store.save_registry(registry)
         if forgotten_ids:
-            # The entries citing a forgotten conversation, found by its citation list.
-            await edit.load(await store.layout_citing(forgotten_ids))
-            dropped = forget_conversations(edit, forgotten_ids)
-            for rid, prog in selection.forgotten:
-                await st.ws.remove(f"{st.layout.memories_dir}/raw_memories/{rid}.md")
-                await st.ws.remove(
-                    f"{st.layout.memories_dir}/rollout_summaries/{rid}_{prog.slug}.md"
-                )
-            if dropped:
-                edit.version += 1
-            changes.append(
-                LogRecord(
-                    version=edit.version,
-                    at=now_ms(),
-                    cause="forgetting",
-                    scope="layout",
-                    keys=dropped,
-                    detail=f"forgot {len(forgotten_ids)} older conversation(s): "
-                    + ", ".join(sorted(forgotten_ids))[:800],
-                )
-            )
-            logger.info("memory forgot %d older conversation(s)", len(forgotten_ids))
+            await self._forget(edit, selection, changes)
 
         # The log and the layout's changes in one commit (a redone change logs the same
         # version, read once), the layout before progress. Every change to layout memory here
@@ -188,3 +153,71 @@ class Consolidator:
         # What changed here: the log's entries, and the forgotten conversations (their
         # summaries and entries leave the index).
         await sync_index(self.index, rollouts=sorted(forgotten_ids), flagged=True)
+
+    async def _promote(
+        self,
+        edit: LayoutEdit,
+        selection: Selection,
+        registry: Registry,
+        changes: list[LogRecord],
+        *,
+        rebuild: bool,
+    ) -> list[str]:
+        """The selected conversations not consolidated yet (all of them on a rebuild) promoted
+        into layout memory, their facts shown in the registry; returns the keys promoted (one
+        log record for all of them)."""
+
+        store = self.state.store
+        promoted: list[str] = []
+        for rid, prog in selection.selected:
+            if prog.consolidated and rid in registry.conversations and not rebuild:
+                continue
+            conversation = await store.load_conversation(rid)
+            await edit.load(conversation.entries)
+            promoted += promote(edit, conversation, since=0)
+            registry.conversations[rid] = [
+                e
+                for e in conversation.entries.values()
+                if e.kind not in LONG_LIVED_KINDS and e.status == "active" and e.person is None
+            ]
+        if promoted:
+            edit.version += 1
+            changes.append(
+                LogRecord(
+                    version=edit.version,
+                    at=now_ms(),
+                    cause="promotion",
+                    scope="layout",
+                    keys=sorted(set(promoted)),
+                )
+            )
+        return promoted
+
+    async def _forget(
+        self, edit: LayoutEdit, selection: Selection, changes: list[LogRecord]
+    ) -> None:
+        """The conversations phase 2 forgets: the layout entries resting only on them dropped
+        (found by their citation lists), their notes and summaries removed, one log record."""
+
+        st = self.state
+        forgotten_ids = {rid for rid, _ in selection.forgotten}
+        # The entries citing a forgotten conversation, found by its citation list.
+        await edit.load(await st.store.layout_citing(forgotten_ids))
+        dropped = forget_conversations(edit, forgotten_ids)
+        for rid, prog in selection.forgotten:
+            await st.ws.remove(f"{st.layout.memories_dir}/raw_memories/{rid}.md")
+            await st.ws.remove(f"{st.layout.memories_dir}/rollout_summaries/{rid}_{prog.slug}.md")
+        if dropped:
+            edit.version += 1
+        changes.append(
+            LogRecord(
+                version=edit.version,
+                at=now_ms(),
+                cause="forgetting",
+                scope="layout",
+                keys=dropped,
+                detail=f"forgot {len(forgotten_ids)} older conversation(s): "
+                + ", ".join(sorted(forgotten_ids))[:800],
+            )
+        )
+        logger.info("memory forgot %d older conversation(s)", len(forgotten_ids))
