@@ -68,17 +68,17 @@ from typing import Any, Final, Literal, NamedTuple, Protocol
 
 from pydantic import BaseModel, Field
 
-from .. import bounded, spans
-from ..datapolicy import exc_text
-from ..engines.dates import MONTHS
-from ..engines.transcript import item_text, output_call_id, segment_id_of, segment_items
-from ..errors import MemoryConfigError
-from ..record.segments import LineCheck, read_new_segments, rollout_path
-from ..stores.records import ConversationMemory, Entry, LayoutMemory, Source
-from ..stores.seam import MemoryStore
-from ..workspace import LocalWorkspace, Workspace
-from .bm25 import rank_few
-from .embedding import EMBED_BATCH, EMBED_CHARS, Embedder, EmbedderError, normalized
+from ... import bounded, spans
+from ...datapolicy import exc_text
+from ...engines.dates import MONTHS
+from ...engines.transcript import item_text, output_call_id, segment_id_of, segment_items
+from ...errors import MemoryConfigError
+from ...record.segments import LineCheck, read_new_segments, rollout_path
+from ...stores.records import ConversationMemory, Entry, LayoutMemory, Source
+from ...stores.seam import MemoryStore
+from ...workspace import LocalWorkspace, Workspace
+from ..bm25 import rank_few
+from ..embedding import EMBED_BATCH, EMBED_CHARS, Embedder, EmbedderError, normalized
 
 logger = logging.getLogger("sandbox_memory")
 
@@ -1500,8 +1500,8 @@ class SearchIndex:
         parsed = await read_new_segments(self.ws, path, offset=offset, check=self.line_check(rid))
         if parsed is None or parsed.end_offset == offset:
             return
-        from ..engines.commands import MemoryReads
-        from ..engines.transcript import tool_names_by_call_id
+        from ...engines.commands import MemoryReads
+        from ...engines.transcript import tool_names_by_call_id
 
         names = tool_names_by_call_id(parsed.segments)
 
