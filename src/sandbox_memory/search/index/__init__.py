@@ -55,7 +55,6 @@ import shutil
 import sqlite3
 import tempfile
 import time
-import unicodedata
 import weakref
 import zlib
 from array import array
@@ -79,6 +78,20 @@ from ...stores.seam import MemoryStore
 from ...workspace import LocalWorkspace, Workspace
 from ..bm25 import rank_few
 from ..embedding import EMBED_BATCH, EMBED_CHARS, Embedder, EmbedderError, normalized
+from .text import (
+    _CJK_RUN_RE,
+    _QUERY_TOKEN_RE,
+    MAX_QUERY_PHRASES,
+    QUERY_STOPWORDS,
+    _fts_body,
+    _plain,
+    all_words,
+    fts_query,
+    known_terms,
+    named_phrases,
+    says_the_same,
+    search_expression,
+)
 
 logger = logging.getLogger("sandbox_memory")
 
@@ -92,11 +105,6 @@ the same work to the next is left out, see :func:`settled_text`, and an entry's 
 indexed with its text, see :func:`subject_terms`; 7: a rollout summary without the header
 lines naming its file and conversation, see :data:`_SUMMARY_HEADER_LINE_RE`; 8: the rollout
 summaries' tokens in a table of their own, see :data:`FEW_TABLES`)."""
-
-UNICODE_FORM: Final = "NFKC"
-"""Normal form of every text indexed and every query: a decomposed "résumé" (``e`` + a combining
-accent, as macOS file names and some keyboards give it) is the same word as the composed one,
-and compatibility forms ("ﬁ", full-width letters) are their plain letters."""
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 """FTS5 tokenizer: Unicode word splitting with accents folded, then English stemming."""
@@ -201,19 +209,6 @@ USAGE_PATHS_RE = re.compile(
 
 ENTRY_SHOWN_RE = re.compile(r"\*\*(?P<key>[a-z0-9][a-z0-9._-]{0,63})\*\* \(")
 """An entry line of ``MEMORY.md`` (``- **key** (kind): ...``) in a tool result."""
-
-QUERY_STOPWORDS = frozenset(
-    """a an and are as at be been but by can could did do does for from had has have how i if
-    in into is it its me my of on or our she he her his they them their this that the these those
-    to was we were what when where which who whom why will with would you your""".split()
-)
-"""English function words dropped from a query (unless nothing else is left): they match most
-documents and only add noise to a ranking by any of the query's words."""
-
-_CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
-_CJK_CHAR_RE = re.compile(f"([{_CJK}])")
-_QUERY_TOKEN_RE = re.compile(f"[{_CJK}]+|[^\\W_]+")
-_CJK_RUN_RE = re.compile(f"^[{_CJK}]+$")
 
 HitKind = Literal["entry", "rollout_summary", "item"]
 
@@ -366,132 +361,11 @@ class SearchHit(BaseModel):
     fused, :data:`RRF_K`); the ``score`` is then the fused score."""
 
 
-_DURATION_RE = re.compile(r"\b\d+\.\d+ ?(?:s|ms|sec|secs|seconds)\b")
-"""A measured duration (``1 passed in 0.93s``, ``Ran 3 tests in 0.001s``): it differs each time
-the same command runs, so it is shown but not indexed."""
-
-
-def _segment_cjk(text: str) -> str:
-    """The body given to FTS5 for ``text`` (at insert and at delete alike): normalised (see
-    :data:`UNICODE_FORM`), measured durations left out (:data:`_DURATION_RE`), each CJK
-    character its own token."""
-
-    text = _DURATION_RE.sub(" ", unicodedata.normalize(UNICODE_FORM, text))
-    return _CJK_CHAR_RE.sub(r" \1 ", text)
-
-
 def _own_tables(kind: HitKind) -> list[str]:
     """The FTS5 tables a document of ``kind`` is in besides ``fts`` (which holds every one)."""
 
     tables = [KIND_TABLES.get(kind, "fts"), FEW_TABLES.get(kind, "fts")]
     return [t for t in dict.fromkeys(tables) if t != "fts"]
-
-
-def _fts_body(text: str, terms: str) -> str:
-    """What FTS5 indexes for a document (at insert and at delete alike): its text and its
-    subject terms (see :func:`subject_terms`)."""
-
-    return _segment_cjk(f"{text}\n{terms}" if terms else text)
-
-
-def fts_query(query: str) -> str:
-    """The FTS5 expression for a free-text query: any of its words (BM25 ranks them)."""
-
-    terms: list[str] = []
-    tokens = _QUERY_TOKEN_RE.findall(unicodedata.normalize(UNICODE_FORM, query))
-    content = [t for t in tokens if t.lower() not in QUERY_STOPWORDS]
-    for token in content or tokens:
-        if _CJK_RUN_RE.match(token):
-            if len(token) == 1:
-                terms.append(f'"{token}"')
-            else:
-                terms.extend(f'"{token[i]} {token[i + 1]}"' for i in range(len(token) - 1))
-        else:
-            terms.append(f'"{token.lower()}"')
-    return " OR ".join(dict.fromkeys(terms))
-
-
-PATH_RE: Final = re.compile(r"[\w.-]*\w/[\w./-]*\w|\b\w[\w-]+\.[a-z]{1,4}\b")
-"""A file path: a run with a slash (``src/_pytest/capture.py``, ``lib/``), or a name with a
-short extension (``setup.cfg``)."""
-
-SYMBOL_RE: Final = re.compile(r"\b[A-Za-z_]\w+(?:\.[A-Za-z_]\w+)+\b|\b\w*[A-Za-z0-9]_\w+\b")
-"""A code symbol of two words or more: dotted (``Card._split``) or snake_case
-(``cached_param``). A CamelCase name is one word to the index, so it is a word of the query."""
-
-PATH_TAIL_PARTS = 2
-"""Parts of a path searched as a phrase: the file and the folder holding it. A task names a
-file by a path from the project's root, from a package, or inside a link to the repository
-(``github.com/o/r/blob/<sha>/src/_pytest/pastebin.py``), and memory may name it by another;
-the last two parts are what they share (``_pytest/pastebin.py``), and rarely name another
-file."""
-
-MAX_QUERY_PHRASES = 16
-"""Most paths and symbols of a query searched as phrases (the first named)."""
-
-
-def _words_phrase(text: str) -> str | None:
-    words = [w.lower() for w in _QUERY_TOKEN_RE.findall(unicodedata.normalize(UNICODE_FORM, text))]
-    if len(words) < 2 or any(_CJK_RUN_RE.match(w) for w in words):
-        return None
-    return '"' + " ".join(words) + '"'
-
-
-def named_phrases(text: str, limit: int = MAX_QUERY_PHRASES) -> list[str]:
-    """FTS5 phrases for the file paths and code symbols ``text`` names, first named first, each
-    once, at most ``limit``: a path as its last :data:`PATH_TAIL_PARTS` parts, a symbol whole.
-    A document naming the same file or symbol then holds the phrase as well as its words, and
-    BM25 weighs the phrase by its own rarity: the fix history of ``sympy/core/numbers.py``
-    ranks above documents that only share the words ``core`` and ``numbers``."""
-
-    found: list[tuple[int, str]] = []
-    spans: list[tuple[int, int]] = []
-    for match in PATH_RE.finditer(text):
-        spans.append(match.span())
-        parts = [p for p in match.group(0).split("/") if p]
-        phrase = _words_phrase("/".join(parts[-PATH_TAIL_PARTS:]))
-        if phrase is not None:
-            found.append((match.start(), phrase))
-    for match in SYMBOL_RE.finditer(text):
-        if any(start <= match.start() < end for start, end in spans):
-            continue  # a part of a path (``numbers.py`` of ``sympy/core/numbers.py``)
-        phrase = _words_phrase(match.group(0))
-        if phrase is not None:
-            found.append((match.start(), phrase))
-    found.sort(key=lambda f: f[0])
-    return list(dict.fromkeys(phrase for _, phrase in found))[:limit]
-
-
-def search_expression(query: str) -> str:
-    """The FTS5 expression :meth:`SearchIndex.search` runs for ``query``: the paths and symbols
-    it names as phrases (:func:`named_phrases`), or any of its words (:func:`fts_query`)."""
-
-    words = fts_query(query)
-    if not words:
-        return ""
-    return " OR ".join(dict.fromkeys([*named_phrases(query), *words.split(" OR ")]))
-
-
-def known_terms(text: str) -> dict[str, int]:
-    """The FTS5 terms of a transcript with how often each occurs, most repeated first (first
-    seen first on ties): content words of three letters or more (function words and bare
-    numbers left out), and each two-character phrase of a CJK run."""
-
-    counts: dict[str, int] = {}
-    for token in _QUERY_TOKEN_RE.findall(unicodedata.normalize(UNICODE_FORM, text)):
-        if _CJK_RUN_RE.match(token):
-            phrases = (
-                [token] if len(token) == 1 else [token[i : i + 2] for i in range(len(token) - 1)]
-            )
-            terms = ['"' + " ".join(p) + '"' for p in phrases]
-        else:
-            token = token.lower()
-            if len(token) < 3 or token.isdigit() or token in QUERY_STOPWORDS:
-                continue
-            terms = [f'"{token}"']
-        for term in terms:
-            counts[term] = counts.get(term, 0) + 1
-    return {t: counts[t] for t in sorted(counts, key=lambda t: -counts[t])}
 
 
 def _window(text: str, query: str, size: int = HIT_TEXT_CHARS) -> str:
@@ -676,14 +550,6 @@ STATED_MIN_CHARS = 12
 
 STATED_PROBE_CHARS = 60
 """Characters of a retracted statement looked for in a summary line (summaries shorten quotes)."""
-
-_PLAIN_RE = re.compile(r"[^\w]+")
-
-
-def _plain(text: str) -> str:
-    """Lowercase words joined by single spaces (no punctuation, markdown or quotes)."""
-
-    return _PLAIN_RE.sub(" ", text.lower()).strip()
 
 
 def states_any(text: str, probes: list[str]) -> bool:
@@ -2619,14 +2485,6 @@ class SearchIndex:
         return int(db.execute("SELECT COUNT(*) FROM docs WHERE kind = ?", (kind,)).fetchone()[0])
 
 
-SAME_WORDS = 0.8
-"""Share of a text's words another must hold for the two to count as saying the same: a
-summary line or an entry restates a message with a label (``Result:``, ``The user (date):``)
-and ids around the same words, so the texts are never equal."""
-
-_ALL_WORDS_RE = re.compile(r"[^\W_]+")
-
-
 _KNOWN_PER_WORD_SQL = (
     "SELECT rowid AS id FROM entry_fts WHERE entry_fts MATCH ? AND rowid NOT IN others "
     "ORDER BY rowid DESC LIMIT ?"
@@ -2674,22 +2532,6 @@ def _other_entry_scopes(wanted: list[str]) -> list[tuple[str, str]]:
     if "layout" not in wanted:
         ranges.append(("layou", "layout:"))
     return ranges
-
-
-def all_words(text: str) -> set[str]:
-    """The distinct lowercase words of ``text``."""
-
-    return {w.lower() for w in _ALL_WORDS_RE.findall(text)}
-
-
-def says_the_same(text: str, said: Iterable[set[str]]) -> bool:
-    """Whether one of the word sets ``said`` holds nearly every word of ``text`` (at least
-    :data:`SAME_WORDS` of them)."""
-
-    words = all_words(text)
-    if not words:
-        return True
-    return any(len(words & other) >= SAME_WORDS * len(words) for other in said)
 
 
 class EntryCopy(NamedTuple):
@@ -2905,3 +2747,49 @@ def format_hits(hits: Iterable[SearchHit]) -> str:
             block += f"\n  from {cited}: {hit.excerpt}"
         blocks.append(block)
     return "\n\n".join(blocks) if blocks else "no memory matches"
+
+
+__all__ = [
+    "CANDIDATES_PER_HIT",
+    "DEFAULT_LIMIT",
+    "ENTRY_TEXT_CHARS",
+    "EXCERPT_CHARS",
+    "HIT_TEXT_CHARS",
+    "INDEX_FILE",
+    "KIND_ORDER",
+    "KNOWN_CANDIDATES",
+    "KNOWN_NEWEST",
+    "MAX_ITEM_CHARS",
+    "MAX_LIMIT",
+    "MAX_QUERY_PHRASES",
+    "QUERY_STOPWORDS",
+    "RRF_K",
+    "SCORE_SHOWN_MIN",
+    "SEARCH_TOOL_NAME",
+    "STATED_MIN_CHARS",
+    "TOKENIZER",
+    "EntryCopy",
+    "HitKind",
+    "RemoteIndex",
+    "SearchHit",
+    "SearchIndex",
+    "_fts_body",
+    "_plain",
+    "_sources_of",
+    "_unpack",
+    "_window",
+    "all_words",
+    "distinct",
+    "excerpt_of",
+    "format_hits",
+    "fts_query",
+    "hit_text_chars",
+    "known_terms",
+    "named_phrases",
+    "one_per_key",
+    "says_the_same",
+    "search_expression",
+    "settled_text",
+    "states_any",
+    "timestamp_ms",
+]
