@@ -101,6 +101,11 @@ from .hits import (
     hit_text_chars,
     one_per_key,
 )
+from .retracted import (
+    STATED_MIN_CHARS,
+    RetractedItems,
+    states_any,
+)
 from .schema import (
     _SCHEMA,
     _VECTORS_TABLE,
@@ -241,30 +246,6 @@ def _active_keys(db: sqlite3.Connection, words: Iterable[str]) -> set[str]:
     }
 
 
-STATED_MIN_CHARS = 12
-"""Shortest statement (letters and digits, words joined by one space) matched in a summary."""
-
-STATED_PROBE_CHARS = 60
-"""Characters of a retracted statement looked for in a summary line (summaries shorten quotes)."""
-
-
-def states_any(text: str, probes: list[str]) -> bool:
-    """Whether a line of ``text`` states one of ``probes`` (plain statements, see
-    :func:`_plain`): it holds a probe's first :data:`STATED_PROBE_CHARS` characters, or is
-    part of one (summaries and replies quote statements, often shortened)."""
-
-    if not probes:
-        return False
-    for line in text.splitlines():
-        plain = _plain(line)
-        if len(plain) < STATED_MIN_CHARS:
-            continue
-        for probe in probes:
-            if probe[:STATED_PROBE_CHARS] in plain or plain in probe:
-                return True
-    return False
-
-
 def _uses_in(
     item: dict[str, Any],
     text: str,
@@ -331,7 +312,7 @@ class RemoteIndex(Protocol):
         ...
 
 
-class SearchIndex:
+class SearchIndex(RetractedItems):
     """The search index of one layout: sync it with the workspace, query it, read usage."""
 
     def __init__(
@@ -1056,32 +1037,6 @@ class SearchIndex:
         return [_unpack(packed) for (packed,) in found]
 
     @staticmethod
-    def _retracted_probes(db: sqlite3.Connection, rid: str) -> list[str]:
-        """What the entries retracted while resting on ``rid``'s items said: their content and
-        the text of the items they rest on (plain words, long enough to be a statement)."""
-
-        probes: list[str] = []
-        for item, content in db.execute(
-            "SELECT DISTINCT item, content FROM retracted WHERE conversation = ?", (rid,)
-        ):
-            probes.append(_plain(str(content)))
-            found = db.execute(
-                "SELECT text FROM docs WHERE doc = ?", (f"item:{rid}:{item}",)
-            ).fetchone()
-            if found is not None:
-                probes.append(_plain(_unpack(found[0])))
-        return [p for p in dict.fromkeys(probes) if len(p) >= STATED_MIN_CHARS]
-
-    @classmethod
-    def _states_retracted(cls, db: sqlite3.Connection, rid: str, text: str) -> bool:
-        """Whether a line of ``rid``'s summary states an entry retracted while it rests on
-        ``rid``'s items: its content, or the text of an item it rests on (a summary quotes
-        statements, often shortened). Such a summary is not searchable while the entry stays
-        retracted: a Forget makes the fact unfindable, not only its entry."""
-
-        return states_any(text, cls._retracted_probes(db, rid))
-
-    @staticmethod
     def _summary_sources(db: sqlite3.Connection, rid: str) -> list[dict[str, str]]:
         rows = db.execute(
             "SELECT sources FROM docs WHERE scope = ? ORDER BY id", (f"items:{rid}",)
@@ -1186,7 +1141,7 @@ class SearchIndex:
         ):
             plain = _unpack(text)
             if conv not in probes:
-                probes[conv] = SearchIndex._retracted_probes(db, conv)
+                probes[conv] = RetractedItems._retracted_probes(db, conv)
             if probes[conv] and states_any(plain, probes[conv]):
                 continue
             item = _sources_of(sources)[0]["item"]
@@ -1821,7 +1776,7 @@ class SearchIndex:
                 # An item of a run a retracted entry was learned from that states it (the
                 # assistant's echo, the user saying it again) is hidden with its sources.
                 if conv not in probes:
-                    probes[conv] = SearchIndex._retracted_probes(db, conv)
+                    probes[conv] = RetractedItems._retracted_probes(db, conv)
                 if probes[conv] and states_any(_unpack(text), probes[conv]):
                     continue
             ranked.append(_hit_of(row[:10], query, whole=whole))
