@@ -62,7 +62,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping
 from operator import mul
 from pathlib import Path
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from ... import bounded, spans
 from ...datapolicy import exc_text
@@ -72,7 +72,6 @@ from ...record.segments import LineCheck, read_new_segments, rollout_path
 from ...stores.records import ConversationMemory, Entry, LayoutMemory, Source
 from ...stores.seam import MemoryStore
 from ...workspace import LocalWorkspace, Workspace
-from ..bm25 import rank_few
 from ..embedding import EMBED_BATCH, EMBED_CHARS, Embedder, EmbedderError, normalized
 from .documents import (
     MAX_ITEM_CHARS,
@@ -101,6 +100,11 @@ from .hits import (
     hit_text_chars,
     one_per_key,
 )
+from .rank import (
+    KIND_ORDER,
+    RRF_K,
+    LexicalRanking,
+)
 from .retracted import (
     STATED_MIN_CHARS,
     RetractedItems,
@@ -111,7 +115,6 @@ from .schema import (
     _VECTORS_TABLE,
     FEW_TABLES,
     INDEX_FILE,
-    KIND_TABLES,
     SCHEMA_VERSION,
     SYNCHRONOUS,
     TEXT_COMPRESSION,
@@ -187,20 +190,10 @@ USAGE_PATHS_RE = re.compile(
 ENTRY_SHOWN_RE = re.compile(r"\*\*(?P<key>[a-z0-9][a-z0-9._-]{0,63})\*\* \(")
 """An entry line of ``MEMORY.md`` (``- **key** (kind): ...``) in a tool result."""
 
-KIND_ORDER: Final[tuple[HitKind, ...]] = ("entry", "rollout_summary", "item")
-"""The order of the kinds on one rank: curated text (an entry, then a summary) before the raw
-item."""
-
 Fusion = Literal["rrf", "rerank"]
 
 RERANK_POOL = 50
 """BM25's documents that ``fusion="rerank"`` reorders (at least: a larger search reads more)."""
-
-RRF_K = 60
-"""Reciprocal rank fusion: a document's fused score is ``sum(RRF_K / (RRF_K + rank))`` over
-the two rankings (BM25, cosine) it is in; 60 is the constant of the original paper (Cormack,
-Clarke and Buettcher, 2009), which damps the head of each list so that agreement between the
-two rankings counts more than a first place in one."""
 
 FLAGGED_SYNC_MAX = 256
 """Most rollouts a flagged sync looks at one by one (a few calls each); with more flagged, one
@@ -312,7 +305,7 @@ class RemoteIndex(Protocol):
         ...
 
 
-class SearchIndex(RetractedItems):
+class SearchIndex(LexicalRanking):
     """The search index of one layout: sync it with the workspace, query it, read usage."""
 
     def __init__(
@@ -1467,322 +1460,6 @@ class SearchIndex(RetractedItems):
             else:
                 ranked += self._ranked_own(db, expression, kind=kind, person=person, limit=limit)
         return self._one_per_key(db, ranked, person, None, whole=True)
-
-    @classmethod
-    def _ranked_own(
-        cls,
-        db: sqlite3.Connection,
-        expression: str,
-        *,
-        kind: HitKind,
-        person: str | None,
-        limit: int,
-    ) -> list[SearchHit]:
-        """The hits :meth:`_ranked` gives for ``kind`` (whose table in :data:`KIND_TABLES`
-        holds only its documents), their text whole: the same documents, order and scores,
-        with ``docs`` read for the documents FTS5 scores at least as well as its
-        ``2 * limit``-th best (ties included) instead of for every one holding a term; when
-        fewer than ``limit`` of those are this person's, for all of them."""
-
-        table = KIND_TABLES[kind]
-        # r is read twice: SQLite 3.35 and later compute it once (older ones twice, slower
-        # but the same rows).
-        rows = db.execute(
-            f"WITH r AS (SELECT rowid AS id, bm25({table}) AS s FROM {table} "
-            f"WHERE {table} MATCH ?) "
-            "SELECT r.id, r.s FROM r JOIN docs d ON d.id = r.id "
-            "WHERE r.s <= COALESCE((SELECT s FROM r ORDER BY s LIMIT 1 OFFSET ?), 1e308) "
-            "AND d.kind = ? AND (d.person IS NULL OR d.person = ?)",
-            (expression, 2 * limit - 1, kind, person),
-        ).fetchall()
-        if len(rows) >= limit:
-            return cls._best(
-                db, {int(r): float(b) for r, b in rows}, kind=kind, person=person, limit=limit
-            )
-        return cls._ranked(
-            db,
-            expression,
-            query="",
-            person=person,
-            conversation=None,
-            kinds=(kind,),
-            limit=limit,
-            whole=True,
-            table=table,
-        )
-
-    @classmethod
-    def _ranked_few(
-        cls,
-        db: sqlite3.Connection,
-        terms: list[str],
-        *,
-        kind: HitKind,
-        person: str | None,
-        limit: int,
-        held: Mapping[str, int] | None = None,
-    ) -> list[SearchHit]:
-        """The hits :meth:`_ranked` gives for ``kind`` (a kind of :data:`FEW_TABLES`), the
-        expression ``terms`` joined by ``OR``, in the table :data:`KIND_TABLES` names, their
-        text whole: the same documents, order and scores, found by scoring the documents of
-        this kind that hold a term (:func:`.bm25.rank_few`) instead of every document that
-        does. ``held``: :meth:`_held` of the words among ``terms``, if read already."""
-
-        scores = rank_few(
-            db,
-            terms,
-            table=KIND_TABLES[kind],
-            few=FEW_TABLES[kind],
-            tokenizer=TOKENIZER,
-            held=held,
-        )
-        return cls._best(db, scores, kind=kind, person=person, limit=limit)
-
-    @classmethod
-    def _best(
-        cls,
-        db: sqlite3.Connection,
-        scores: dict[int, float],
-        *,
-        kind: HitKind,
-        person: str | None,
-        limit: int,
-    ) -> list[SearchHit]:
-        """The best ``limit`` of the documents ``scores`` gives a BM25 value (FTS5's: lower is
-        better) in :meth:`_ranked`'s order and under its filters, their text whole."""
-
-        if not scores:
-            return []
-        rows = db.execute(
-            "SELECT id, updated_at, doc FROM docs WHERE id IN (SELECT value FROM json_each(?)) "
-            "AND kind = ? AND (person IS NULL OR person = ?)",
-            (json.dumps(sorted(scores)), kind, person),
-        ).fetchall()
-        # As _ranked orders them: BM25, then newest, then by name (one kind).
-        rows.sort(key=lambda r: (scores[int(r[0])], -int(r[1]), str(r[2])))
-        ids = [int(r[0]) for r in rows[:limit]]
-        found: list[int] = []
-        hits = cls._ranked(
-            db,
-            "",
-            query="",
-            person=person,
-            conversation=None,
-            kinds=(kind,),
-            limit=limit,
-            whole=True,
-            ids=ids,
-            doc_ids=found,
-        )
-        return [
-            hit.model_copy(update={"score": round(-scores[doc], 4)})
-            for doc, hit in zip(found, hits, strict=True)
-        ]
-
-    @staticmethod
-    def _held(db: sqlite3.Connection, words: list[str]) -> dict[str, int]:
-        """How many indexed documents hold each of ``words`` (FTS5 terms such as ``"parser"``),
-        read from the index's vocabulary: each word is tokenized as the index does (stemmed),
-        then looked up. A word that is more than one token (a CJK phrase) counts as its
-        rarest token."""
-
-        if not words:
-            return {}
-        db.execute(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_words "
-            f"USING fts5(body, tokenize='{TOKENIZER}')"
-        )
-        db.execute(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_tokens "
-            "USING fts5vocab(temp, query_words, instance)"
-        )
-        db.execute(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.index_terms USING fts5vocab(main, fts, row)"
-        )
-        db.execute("DELETE FROM temp.query_words")
-        db.executemany(
-            "INSERT INTO temp.query_words(rowid, body) VALUES (?, ?)",
-            [(n, w.strip('"')) for n, w in enumerate(words, 1)],
-        )
-        held: dict[str, int] = {}
-        for row, count in db.execute(
-            "SELECT q.doc, COALESCE(t.doc, 0) FROM temp.query_tokens q "
-            "LEFT JOIN temp.index_terms t ON t.term = q.term"
-        ):
-            word = words[int(row) - 1]
-            held[word] = min(held.get(word, int(count)), int(count))
-        db.execute("DELETE FROM temp.query_words")
-        return held
-
-    @classmethod
-    def _lexical(
-        cls,
-        db: sqlite3.Connection,
-        expression: str,
-        *,
-        query: str,
-        person: str | None,
-        conversation: str | None,
-        limit: int,
-        doc_ids: list[int],
-    ) -> list[SearchHit]:
-        """The best ``limit`` documents for ``expression``, the kinds taken in turn: each kind
-        ranked by BM25 on its own (in the table :data:`KIND_TABLES` names), the first of each
-        kind, then the second of each, and so on (on one rank: entry, summary, item; see
-        :data:`KIND_ORDER`). ``doc_ids`` receives the id of each hit returned.
-
-        One BM25 over all documents ranks by the collection's statistics, which the recorded
-        items make: a word in every entry (``pytest`` in a project's fix notes) is rare among
-        items, so it weighs heavily, and an entry is short, so it scores as though it were all
-        about that word. Ranked that way, a long task's text put every project entry above the
-        recorded run of the earlier fix that shares its words. Ranked among its own kind, an
-        entry is weighed by what sets it apart from other entries, an item by what sets it
-        apart from other items; taking the kinds in turn is reciprocal rank fusion of the three
-        rankings (each document is in one of them, so its constant does not matter). A hit's
-        :attr:`SearchHit.score` is then ``RRF_K / (RRF_K + rank)``, its rank in its kind, and 0
-        where BM25 gives it nothing, among its kind and among all documents (every word it
-        shares with the query is in more than half of them: see :data:`SCORE_SHOWN_MIN`)."""
-
-        fused: list[tuple[float, int, float, int, SearchHit]] = []
-        lists: list[tuple[int, list[int], list[SearchHit]]] = []
-        for order, kind in enumerate(KIND_ORDER):
-            ids: list[int] = []
-            hits = cls._ranked(
-                db,
-                expression,
-                query=query,
-                person=person,
-                conversation=conversation,
-                kinds=(kind,),
-                limit=limit,
-                whole=False,
-                doc_ids=ids,
-                table=KIND_TABLES[kind],
-            )
-            lists.append((order, ids, hits))
-        # A kind of few documents (one entry) floors every word's IDF: such a hit is judged
-        # by its BM25 among all documents instead.
-        unweighed = [
-            doc
-            for _, ids, hits in lists
-            for doc, hit in zip(ids, hits, strict=True)
-            if hit.score < SCORE_SHOWN_MIN
-        ]
-        weighed = cls._weighed(db, expression, unweighed)
-        for order, ids, hits in lists:
-            for rank, (doc, hit) in enumerate(zip(ids, hits, strict=True), 1):
-                said = hit.score >= SCORE_SHOWN_MIN or doc in weighed
-                score = RRF_K / (RRF_K + rank) if said else 0.0
-                fused.append((score, order, -hit.score, doc, hit))
-        fused.sort(key=lambda f: (-f[0], f[1], f[2]))  # then the kind, then BM25's order
-        kept = fused[:limit]
-        doc_ids.extend(doc for _, _, _, doc, _ in kept)
-        return [hit.model_copy(update={"score": round(score, 4)}) for score, _, _, _, hit in kept]
-
-    @staticmethod
-    def _weighed(db: sqlite3.Connection, expression: str, ids: list[int]) -> set[int]:
-        """Which of the documents ``ids`` BM25 over all documents gives a score (at least
-        :data:`SCORE_SHOWN_MIN`) for ``expression``."""
-
-        if not ids:
-            return set()
-        return {
-            int(doc)
-            for doc, score in db.execute(
-                "SELECT rowid, -bm25(fts) FROM fts WHERE fts MATCH ? "
-                "AND rowid IN (SELECT value FROM json_each(?))",
-                (expression, json.dumps(ids)),
-            )
-            if score >= SCORE_SHOWN_MIN
-        }
-
-    @staticmethod
-    def _ranked(
-        db: sqlite3.Connection,
-        expression: str,
-        *,
-        query: str,
-        person: str | None,
-        conversation: str | None,
-        kinds: tuple[HitKind, ...] | None,
-        limit: int,
-        whole: bool,
-        ids: list[int] | None = None,
-        doc_ids: list[int] | None = None,
-        table: str = "fts",
-    ) -> list[SearchHit]:
-        """Documents matching ``expression`` in :data:`HIT_ORDER`; text cut to a window
-        around ``query``'s words unless ``whole``. With ``ids`` (document ids, best first),
-        those documents instead, in that order, under the same filters (person, conversation,
-        retracted items). ``doc_ids`` receives the id of each hit returned."""
-
-        head = (
-            "SELECT d.kind, d.text, {score}, d.updated_at, d.conversation, "
-            "d.sources, d.key, d.detail, d.path, COALESCE(u.uses, 0), d.id "
-        )
-        joins = (
-            "LEFT JOIN usage u ON u.target = CASE WHEN d.kind = 'entry' THEN d.key "
-            "ELSE d.conversation END AND u.kind = CASE WHEN d.kind = 'entry' THEN 'entry' "
-            "ELSE 'conversation' END "
-        )
-        filters = (
-            "(d.person IS NULL OR d.person = ?) "
-            "AND NOT (d.kind = 'item' AND EXISTS (SELECT 1 FROM retracted r "
-            "WHERE r.conversation = d.conversation "
-            "AND r.item = json_extract(d.sources, '$[0].item')))"
-        )
-        args: list[Any]
-        if ids is None:
-            sql = (
-                head.format(score=f"-bm25({table}) AS score")
-                + f"FROM {table} JOIN docs d ON d.id = {table}.rowid "
-                + joins
-                + f"WHERE {table} MATCH ? AND "
-                + filters
-            )
-            args = [expression, person]
-        else:
-            sql = (
-                head.format(score="0.0")
-                + "FROM docs d "
-                + joins
-                + "WHERE d.id IN (SELECT value FROM json_each(?)) AND "
-                + filters
-            )
-            args = [json.dumps(ids), person]
-        if conversation is not None:
-            sql += " AND d.conversation = ?"
-            args.append(conversation)
-        if kinds is not None:
-            sql += " AND d.kind IN (SELECT value FROM json_each(?))"
-            args.append(json.dumps(list(kinds)))
-        # Ties (the same score) in a fixed order, whatever order the index was filled in:
-        # see HIT_ORDER.
-        if ids is None:
-            sql += (
-                f" ORDER BY bm25({table}), d.updated_at DESC, CASE d.kind WHEN 'entry' THEN 0 "
-                "WHEN 'rollout_summary' THEN 1 ELSE 2 END, d.doc LIMIT ?"
-            )
-            args.append(limit)
-            rows = db.execute(sql, args).fetchall()
-        else:
-            place = {doc: n for n, doc in enumerate(ids)}
-            rows = sorted(db.execute(sql, args).fetchall(), key=lambda r: place[r[10]])
-        ranked: list[SearchHit] = []
-        probes: dict[str, list[str]] = {}
-        for row in rows:
-            kind, text, conv = row[0], row[1], row[4]
-            if kind == "item" and conv is not None:
-                # An item of a run a retracted entry was learned from that states it (the
-                # assistant's echo, the user saying it again) is hidden with its sources.
-                if conv not in probes:
-                    probes[conv] = RetractedItems._retracted_probes(db, conv)
-                if probes[conv] and states_any(_unpack(text), probes[conv]):
-                    continue
-            ranked.append(_hit_of(row[:10], query, whole=whole))
-            if doc_ids is not None:
-                doc_ids.append(int(row[10]))
-        return ranked
 
     @staticmethod
     def _one_per_key(
