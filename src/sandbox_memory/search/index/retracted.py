@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from .base import IndexBase
 from .schema import _unpack
 from .text import _plain
 
@@ -37,7 +38,7 @@ def states_any(text: str, probes: list[str]) -> bool:
     return False
 
 
-class RetractedItems:
+class RetractedItems(IndexBase):
     """Reads the ``retracted`` table: what the entries retracted while resting on a rollout
     said, to hide the items and summary lines that state it."""
 
