@@ -49,7 +49,6 @@ import asyncio
 import itertools
 import json
 import logging
-import re
 import sqlite3
 import zlib
 from collections import Counter
@@ -57,7 +56,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from ... import bounded, spans
-from ...engines.transcript import item_text, output_call_id, segment_id_of, segment_items
+from ...engines.transcript import item_text, segment_id_of, segment_items
 from ...errors import MemoryConfigError
 from ...record.segments import read_new_segments, rollout_path
 from ...stores.records import ConversationMemory, Entry, LayoutMemory, Source
@@ -68,7 +67,6 @@ from .documents import (
     SEARCH_TOOL_NAME,
     _clip,
     _entry_stamp,
-    _is_assistant_text,
     _item_label,
     settled_text,
     subject_terms,
@@ -117,6 +115,7 @@ from .text import (
     says_the_same,
     search_expression,
 )
+from .usage import UsageCounts, _active_keys, _uses_in
 from .vectors import RERANK_POOL, VectorRanking
 
 logger = logging.getLogger("sandbox_memory")
@@ -161,87 +160,12 @@ ranked)."""
 YIELD_EVERY_SEGMENTS = 20
 """Segments indexed between two yields to the event loop (a few milliseconds of work)."""
 
-USAGE_PATHS_RE = re.compile(
-    r"(?:rollout_summaries/(?P<summary>[A-Za-z0-9][A-Za-z0-9._-]*)\.md"
-    r"|raw_memories/(?P<raw>[A-Za-z0-9][A-Za-z0-9._-]*?)\.md"
-    r"|sessions/(?P<session>[A-Za-z0-9][A-Za-z0-9._-]*?)\.jsonl)"
-)
-"""A memory file of one conversation named in a tool call: reading it is a use."""
-
-ENTRY_SHOWN_RE = re.compile(r"\*\*(?P<key>[a-z0-9][a-z0-9._-]{0,63})\*\* \(")
-"""An entry line of ``MEMORY.md`` (``- **key** (kind): ...``) in a tool result."""
-
 FLAGGED_SYNC_MAX = 256
 """Most rollouts a flagged sync looks at one by one (a few calls each); with more flagged, one
 listing of every rollout (one call per folder) costs less."""
 
 
-def _active_keys(db: sqlite3.Connection, words: Iterable[str]) -> set[str]:
-    """Which of ``words`` are keys of active entries in the index (through ``docs_entry_key``)."""
-
-    wanted = sorted(set(words))
-    if not wanted:
-        return set()
-    return {
-        str(k)
-        for (k,) in db.execute(
-            "SELECT DISTINCT key FROM docs WHERE kind = 'entry' "
-            "AND key IN (SELECT value FROM json_each(?))",
-            (json.dumps(wanted),),
-        )
-    }
-
-
-def _uses_in(
-    item: dict[str, Any],
-    text: str,
-    calls_reading: set[str],
-    active_keys: Callable[[Iterable[str]], set[str]],
-    known: Callable[[str], bool],
-) -> list[tuple[str, str]]:
-    """Uses of memory one recorded item shows: ``(target, "conversation" | "entry")``.
-
-    ``calls_reading`` collects the ids of tool calls that read memory files, so that their
-    results can be checked for the entry lines they showed. ``active_keys`` tells which of
-    some words are keys of active entries (an index lookup: the cost follows the item, not
-    the number of entries).
-    """
-
-    found: list[tuple[str, str]] = []
-    kind = item.get("type")
-    is_output = isinstance(kind, str) and kind.endswith("_output")
-    is_call = isinstance(kind, str) and not is_output and kind.endswith("_call")
-    if is_call:
-        reads_memory = False
-        for match in USAGE_PATHS_RE.finditer(text):
-            rid = match.group("raw") or match.group("session")
-            if match.group("summary"):
-                # ``<rollout-id>_<slug>``: the id may itself hold '_', so try each split.
-                name = match.group("summary")
-                splits = [name[:i] for i, ch in enumerate(name) if ch == "_"]
-                rid = next((r for r in splits if known(r)), None)
-            if rid is not None and known(rid):
-                found.append((rid, "conversation"))
-                reads_memory = True
-        if reads_memory or "MEMORY.md" in text or "memory_summary.md" in text:
-            call_id = item.get("call_id")
-            if isinstance(call_id, str):
-                calls_reading.add(call_id)
-    elif is_output:
-        if output_call_id(item) in calls_reading:
-            shown = list(dict.fromkeys(ENTRY_SHOWN_RE.findall(text)))
-            active = active_keys(shown) if shown else set()
-            found += [(key, "entry") for key in shown if key in active]
-    elif _is_assistant_text(item):
-        words = set(re.findall(r"[a-z0-9][a-z0-9._-]*[a-z0-9]", text.lower()))
-        for key in sorted(active_keys(words)):
-            # One-word keys are ordinary words too: cited only when marked as a key.
-            if any(c in key for c in "-_.") or f"`{key}`" in text or f"**{key}**" in text:
-                found.append((key, "entry"))
-    return found
-
-
-class SearchIndex(VectorRanking):
+class SearchIndex(VectorRanking, UsageCounts):
     """The search index of one layout: sync it with the workspace, query it, read usage."""
 
     def mark(self, rollout_id: str) -> None:
@@ -1192,33 +1116,6 @@ class SearchIndex(VectorRanking):
         while len(self._known_words) > KNOWN_SCOPE_SETS:
             del self._known_words[next(iter(self._known_words))]
         return words
-
-    async def usage(self) -> dict[str, tuple[int, int]]:
-        """Per conversation: ``(uses, last use in ms)`` by later runs, from the synced index.
-
-        A use of an entry counts for every conversation the entry rests on.
-        """
-
-        db = await self._open()
-        result: dict[str, tuple[int, int]] = {}
-
-        def add(rid: str, uses: int, at: int) -> None:
-            n, last = result.get(rid, (0, 0))
-            result[rid] = (n + uses, max(last, at))
-
-        for target, uses, at in db.execute(
-            "SELECT target, uses, last_used_at FROM usage WHERE kind = 'conversation'"
-        ):
-            add(str(target), int(uses), int(at))
-        # From the usage rows to their entries (CROSS JOIN keeps that order: SQLite would
-        # otherwise scan every entry to look each up in the usage table).
-        for uses, at, sources in db.execute(
-            "SELECT u.uses, u.last_used_at, d.sources FROM usage u CROSS JOIN docs d "
-            "ON d.kind = 'entry' AND d.key = u.target WHERE u.kind = 'entry'"
-        ):
-            for rid in {s["conversation"] for s in _sources_of(sources)}:
-                add(str(rid), int(uses), int(at))
-        return result
 
     async def count(self, kind: HitKind | None = None) -> int:
         db = await self._open()

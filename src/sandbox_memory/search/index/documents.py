@@ -133,7 +133,3 @@ def _item_label(item: dict[str, Any], names: dict[str, str]) -> str:
     if isinstance(kind, str) and kind.endswith("_output"):
         return f"tool result {name}" if name else kind
     return f"tool {name}" if name else str(kind or "item")
-
-
-def _is_assistant_text(item: dict[str, Any]) -> bool:
-    return item.get("role") == "assistant" and item.get("type") in (None, "message")
