@@ -16,6 +16,7 @@ from agents.sandbox import Manifest
 from helpers import layout_runtime
 from sandbox_memory.runtime import LayoutRuntime
 from sandbox_memory.search import index as search
+from sandbox_memory.search.index import sync as index_sync
 from sandbox_memory.workspace import LocalWorkspace, SessionWorkspace
 from test_extract_scale import ListingCounter
 from test_search import payload
@@ -167,7 +168,7 @@ async def test_many_flagged_rollouts_are_found_by_one_listing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ws, rt = await seeded(tmp_path)
-    monkeypatch.setattr(search, "FLAGGED_SYNC_MAX", 2)
+    monkeypatch.setattr(index_sync, "FLAGGED_SYNC_MAX", 2)
     for k in range(3):
         await rt.record(run(f"Batch run {k}."), rollout_id=f"batch{k}")
     await rt.search_index.sync(flagged=True)
