@@ -1,4 +1,4 @@
-"""Embedders: the seam through which search ranks by meaning beside BM25 (``search/index.py``).
+"""Embedders: the seam through which search ranks by meaning beside BM25 (``search/index/``).
 
 An :class:`Embedder` turns texts into vectors of one fixed ``dimension``. Search embeds the
 texts it indexed (already redacted when they were recorded) and the query, ranks the

@@ -1,7 +1,7 @@
 """Keeping the derived search index in step with the workspace: after runs, in phase 2, at close.
 
 Not a step of its own: extract, consolidate and the commands call these. The index is derived
-data (``search/index.py``), so a failure here is logged and never fails a run or a close.
+data (``search/index/``), so a failure here is logged and never fails a run or a close.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The search index of a shared store, in PostgreSQL: one index for every sandbox of a namespace.
 
 Without it, each sandbox attached to a shared store builds its own SQLite index
-(``search/index.py``) from everything its copy fetched, so a new sandbox's first search pays for
+(``search/index/``) from everything its copy fetched, so a new sandbox's first search pays for
 the whole history. With it, the documents live in PostgreSQL (tables ``sbm_search_*``, made by
 migration 6 in ``stores/postgres/schema.py``) and a search on a sandbox attached to the store
 queries them there, the copy's index untouched.
