@@ -100,6 +100,7 @@ class IndexBase(abc.ABC):
         self.rows_indexed = 0
         """Documents written since this object was made (a cost figure for tests and bench)."""
         self.known_fallback_logged = False
+        """Whether an extraction already warned that it read every entry (the index failed)."""
         self._known_words: dict[str, tuple[frozenset[str], dict[str, list[int]]]] = {}
         """Per set of wanted scopes (as JSON): those scopes, and per word the newest of their
         entries holding it, as :meth:`known_entries` found them (see :meth:`_known_words_of`)."""
@@ -113,7 +114,6 @@ class IndexBase(abc.ABC):
         """Scopes whose entries this object wrote or dropped since that check."""
         self._entry_dropped = False
         """Whether this object dropped an entry since that check."""
-        """Whether an extraction already warned that it read every entry (the index failed)."""
         self.remote: RemoteIndex | None = None
         """A shared store's index, asked first by :meth:`curated` (``None``: this one only)."""
         self.shared_out = False

@@ -43,6 +43,7 @@ CANDIDATES_PER_HIT = 3
 
 
 MAX_LIMIT = 100
+"""Largest ``limit`` accepted: a search is for the best few, not an export."""
 
 
 class IndexQueries(IndexSync, VectorRanking):
