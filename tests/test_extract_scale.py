@@ -8,6 +8,7 @@ same however many entries there are.
 from __future__ import annotations
 
 import logging
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,11 @@ from helpers import layout_runtime, run_payload
 from sandbox_memory.engines.base import Extraction, ExtractionRequest
 from sandbox_memory.engines.offline import OfflineEngine
 from sandbox_memory.runtime import LayoutRuntime
-from sandbox_memory.search.index import INDEX_FILE, KNOWN_CANDIDATES, KNOWN_NEWEST
+from sandbox_memory.search.index import (
+    KNOWN_CANDIDATES,
+    KNOWN_NEWEST,
+    SearchIndex,
+)
 from sandbox_memory.stores.records import Entry, LayoutMemory, LogRecord, Source, now_ms
 from sandbox_memory.stores.seam import MemoryStore
 from sandbox_memory.workspace import LocalWorkspace
@@ -142,14 +147,18 @@ async def test_known_entries_follow_changes_made_since_the_index_was_synced(
 
 
 async def test_without_a_usable_index_every_entry_is_known_and_it_is_said_once(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     engine = RecordingEngine()
     rt = layout_runtime(tmp_path, engine=engine)
     entries = [entry(f"note-{i:02d}", filler(i), 1_000 + i) for i in range(5)]
     await seed_layout(rt, entries)
-    # A folder where the index file belongs: SQLite cannot open it.
-    (tmp_path / "memories" / "store" / INDEX_FILE).mkdir(parents=True)
+    # SQLite cannot open the index file (as for a file it may not open).
+
+    def unopenable(self: Any, path: Path) -> Any:
+        raise sqlite3.OperationalError("unable to open database file")
+
+    monkeypatch.setattr(SearchIndex, "_connect", unopenable)
     caplog.set_level(logging.WARNING, logger="sandbox_memory")
     for rid in ("a", "b"):
         await rt.record(run_payload(f"Zanzibar ferry for {rid}."), rollout_id=rid)

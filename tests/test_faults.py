@@ -19,6 +19,7 @@ import random
 import re
 import shutil
 import signal
+import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -658,6 +659,11 @@ def outside_tree(base: Path) -> Path:
     (out / "store" / "layout" / "head.json").write_text('{"version": 0, "stamp": "outside"}')
     (out / "SKILL.md").write_text(f"# outside skill {OUTSIDE_MARKER}\n")
     (out / "conv.jsonl").write_text("")
+    other = sqlite3.connect(out / "index.sqlite")  # another program's database
+    other.execute("CREATE TABLE notes(body TEXT)")
+    other.execute("INSERT INTO notes VALUES (?)", (OUTSIDE_MARKER,))
+    other.commit()
+    other.close()
     return out
 
 
@@ -682,6 +688,7 @@ def place_link(root: Path, target: str, outside: Path) -> None:
         "memories/MEMORY.md": outside / "MEMORY.md",
         "sessions/now.jsonl": outside / "conv.jsonl",
         "memories/skills/run-tests": outside,
+        "memories/store/search.sqlite": outside / "index.sqlite",
     }.get(target, outside)
     link.symlink_to(points_to)
 
@@ -720,6 +727,7 @@ async def memory_with_a_procedure(
         "memories/MEMORY.md",
         "sessions/now.jsonl",
         "sessions",
+        "memories/store/search.sqlite",
     ],
 )
 async def test_a_link_placed_beforehand_never_takes_memory_out_of_the_workspace(
@@ -1241,6 +1249,7 @@ FIFO_TARGETS = (
     "memories/store/layout/head.json",
     "memories/store/registry.json",
     "memories/raw_memories.md",
+    "memories/store/search.sqlite",
     "memories/store/lock",
     "sessions/now.jsonl",
 )

@@ -227,7 +227,7 @@ class ClientReads(ClientBase):
         ``conversation`` keeps to one conversation's material; ``person`` adds that person's
         private entries and runs (without it, only shared memory is searched). A client acting
         for a person searches as that person; another ``person`` is refused. See
-        ``search/index.py`` and docs/search.md.
+        ``search/index/`` (``query.py``) and docs/search.md.
 
         .. versionadded:: 0.1
         """

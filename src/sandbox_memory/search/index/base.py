@@ -130,8 +130,9 @@ class IndexBase(abc.ABC):
         if self._db is not None:
             return self._db
         if isinstance(self.ws, LocalWorkspace):
-            path = self.ws.root / self.rel_path
-            path.parent.mkdir(parents=True, exist_ok=True)
+            # SQLite opens the file by name: a link, FIFO or folder the agent put there is
+            # set aside first (a link to another database would have the index written there).
+            path = self.ws.library_file(self.rel_path)
         else:
             self._tmpdir = tempfile.mkdtemp(prefix="sandbox-memory-search-")
             # The copy goes with this object even if close() is never called.
