@@ -25,6 +25,7 @@ Tool results are JSON objects (the MCP result's structured content, and its text
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from importlib.metadata import version
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -178,6 +179,18 @@ def build_server(
         log_level="WARNING",
     )
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    for tool in _read_tools(client, person):
+        server.add_tool(tool, annotations=read_only)
+    if not allow_writes:
+        return server
+    write = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+    for tool in _write_tools(client, person):
+        server.add_tool(tool, annotations=write)
+    return server
+
+
+def _read_tools(client: MemoryClient, person: str | None) -> list[Callable[..., Any]]:
+    """The read tools (search, show, get, log, conversations), acting for ``person``."""
 
     async def memory_search(
         query: Annotated[
@@ -276,13 +289,12 @@ def build_server(
             raise _tool_error(exc) from exc
         return {"conversations": [c.model_dump() for c in found]}
 
-    server.add_tool(memory_search, annotations=read_only)
-    server.add_tool(memory_show, annotations=read_only)
-    server.add_tool(memory_get, annotations=read_only)
-    server.add_tool(memory_log, annotations=read_only)
-    server.add_tool(memory_conversations, annotations=read_only)
-    if not allow_writes:
-        return server
+    return [memory_search, memory_show, memory_get, memory_log, memory_conversations]
+
+
+def _write_tools(client: MemoryClient, person: str | None) -> list[Callable[..., Any]]:
+    """The write tools (remember, forget, configure), acting for ``person``: each applies a
+    command with the version its caller read."""
 
     async def memory_remember(
         key: Annotated[
@@ -355,11 +367,7 @@ def build_server(
             raise _tool_error(exc) from exc
         return _view(view)
 
-    write = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
-    server.add_tool(memory_remember, annotations=write)
-    server.add_tool(memory_forget, annotations=write)
-    server.add_tool(memory_configure, annotations=write)
-    return server
+    return [memory_remember, memory_forget, memory_configure]
 
 
 async def serve_stdio(
