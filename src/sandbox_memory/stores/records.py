@@ -13,7 +13,7 @@ import re
 import time
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from ..engines.base import EntryKind, Subjects
 from ..errors import MemoryConfigError
@@ -294,14 +294,21 @@ class LayoutCommit(BaseModel):
     """The head's stamp this commit applies to: a commit is only ever pending on that head
     or on its own (applied, not yet dropped); an older sealed commit put back is refused."""
 
-    def shards(self) -> set[int]:
-        """The shards this commit writes."""
+    _shards: frozenset[int] | None = PrivateAttr(default=None)
 
-        return {
-            *self.rewrite,
-            *(layout_shard(k) for k in self.put),
-            *(layout_shard(k) for k in self.delete),
-        }
+    def shards(self) -> frozenset[int]:
+        """The shards this commit writes (worked out once: readers ask it of every shard they
+        read while the commit is pending, and it hashes every key it puts or deletes)."""
+
+        if self._shards is None:
+            self._shards = frozenset(
+                {
+                    *self.rewrite,
+                    *(layout_shard(k) for k in self.put),
+                    *(layout_shard(k) for k in self.delete),
+                }
+            )
+        return self._shards
 
     def changed_keys(self) -> list[str] | None:
         """The keys this commit changes, ``None`` when any may change (see
