@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import abc
 import errno
+import functools
 import hashlib
 import logging
 import posixpath
@@ -44,10 +45,19 @@ the file and its folder), well under a process's usual limit of 1,024."""
 
 
 def _check_rel(path: str) -> str:
+    return _rel_parts(path)[0]
+
+
+@functools.lru_cache(maxsize=8_192)
+def _rel_parts(path: str) -> tuple[str, tuple[str, ...]]:
+    """``path`` checked to stay inside the workspace, normalised, and its components: worked
+    out once per path (a close walks the same few hundred paths thousands of times). A path
+    refused raises each time (exceptions are not cached)."""
+
     p = PurePosixPath(path)
     if p.is_absolute() or ".." in p.parts or not p.parts:
         raise MemoryConfigError("path", path, "must be a relative path inside the workspace")
-    return str(p)
+    return str(p), p.parts
 
 
 SWAP_GUARD_SUFFIX = ".guard-sbm"

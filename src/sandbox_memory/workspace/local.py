@@ -17,7 +17,7 @@ import stat
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from ..errors import MemoryPathError
@@ -33,6 +33,7 @@ from .base import (
     Workspace,
     _check_rel,
     _flag_failed,
+    _rel_parts,
     logger,
     swap_guard,
 )
@@ -54,8 +55,7 @@ class _Walk:
     """Descriptors of the folders on a path, opened from the root without following links."""
 
     def __init__(self, root: Path, rel: str, *, create: bool, whole: bool = False) -> None:
-        self.rel = _check_rel(rel)
-        parts = PurePosixPath(self.rel).parts
+        self.rel, parts = _rel_parts(rel)
         self.name = parts[-1]
         self.fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | _O_CLOEXEC)
         try:
