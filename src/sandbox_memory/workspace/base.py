@@ -263,11 +263,25 @@ async def set_aside_folder(workspace: Workspace, path: str) -> str:
     a fresh file.
     """
 
-    aside = f"{path}.broken-{int(time.time() * 1000)}-{secrets.token_hex(2)}"
+    aside = aside_name(path)
     await workspace.rename(path, aside)
+    log_set_aside("a folder", path, aside)
+    return aside
+
+
+def aside_name(path: str) -> str:
+    """Where something memory cannot use as its file is kept: ``<path>.broken-<ms>-<hex>``."""
+
+    return f"{path}.broken-{int(time.time() * 1000)}-{secrets.token_hex(2)}"
+
+
+def log_set_aside(what: str, path: str, aside: str) -> None:
+    """Say, once, that ``what`` (a folder, a FIFO, a link) was found where memory's file
+    ``path`` belongs and kept as ``aside``."""
+
     logger.error(
-        "memory found a folder where its file %s belongs; kept as %s and starting it afresh",
+        "memory found %s where its file %s belongs; kept as %s and starting it afresh",
+        what,
         path,
         aside,
     )
-    return aside

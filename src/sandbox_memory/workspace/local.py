@@ -34,7 +34,8 @@ from .base import (
     _check_rel,
     _flag_failed,
     _rel_parts,
-    logger,
+    aside_name,
+    log_set_aside,
     swap_guard,
 )
 
@@ -117,14 +118,9 @@ class _Walk:
         itself, never what it points to) to ``<name>.broken-<ms>-<hex>`` beside it, and log
         it; the path reads as missing after."""
 
-        aside = f"{self.name}.broken-{int(time.time() * 1000)}-{secrets.token_hex(2)}"
+        aside = aside_name(self.name)
         os.rename(self.name, aside, src_dir_fd=self.fd, dst_dir_fd=self.fd)
-        logger.error(
-            "memory found %s where its file %s belongs; kept as %s and starting it afresh",
-            what,
-            self.rel,
-            aside,
-        )
+        log_set_aside(what, self.rel, aside)
         return aside
 
     def lstat(self) -> os.stat_result:

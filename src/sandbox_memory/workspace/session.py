@@ -25,7 +25,7 @@ from .base import (
     Workspace,
     _check_rel,
     _flag_failed,
-    logger,
+    log_set_aside,
     swap_guard,
 )
 
@@ -43,7 +43,7 @@ nolink() {
   if [ -e "$p" ] && [ ! -f "$p" ] && [ ! -d "$p" ]; then
     a=$p.broken-$(date +%s)000-$$
     mv -f -- "$p" "$a" 2>/dev/null || exit 41
-    printf 'aside:%s\n' "$1" >&2
+    printf 'aside:%s %s\n' "$1" "${a##*/}" >&2
   fi
 }
 """
@@ -186,12 +186,8 @@ class SessionWorkspace(Workspace):
         errors = result.stderr.decode("utf-8", "replace").splitlines()
         for line in errors:
             if line.startswith("aside:"):
-                logger.error(
-                    "memory found a FIFO, a socket or a device where its file %s belongs; "
-                    "kept as %s.broken-<ms>-<pid> and starting it afresh",
-                    line[len("aside:") :],
-                    line[len("aside:") :],
-                )
+                path, _, aside = line[len("aside:") :].rpartition(" ")
+                log_set_aside("a FIFO, a socket or a device", path, aside)
         if result.exit_code == 40:
             bad = "".join(e for e in errors if not e.startswith("aside:")) or ", ".join(checked)
             raise MemoryPathError(bad, "goes through a symbolic link")
