@@ -316,6 +316,31 @@ async def test_known_entries_lookups_share_word_lists_until_an_entry_of_their_sc
     other.search_index.close()
 
 
+async def test_an_entry_built_by_an_earlier_lookup_is_built_again_once_it_changes(
+    tmp_path: Path,
+) -> None:
+    # The lookups keep the entries they built, by the index row each came from: an entry
+    # rewritten (here under the rowid its old row had, the newest one) comes back as it is now.
+    rt = layout_runtime(tmp_path)
+    await save_conversation(rt, "c1", entry("ferry-pier", "The Zanzibar ferry leaves pier 9.", 10))
+    index = rt.search_index
+    scopes = {"conversation:c1"}
+    first = await index.known_entries("Zanzibar ferry pier", scopes=scopes)
+    assert [(e.key, e.content) for e in first] == [
+        ("ferry-pier", "The Zanzibar ferry leaves pier 9.")
+    ]
+    assert await index.known_entries("Zanzibar ferry pier", scopes=scopes) == first
+    db = await index._open()
+    (old_id,) = db.execute("SELECT id FROM docs WHERE key = 'ferry-pier'").fetchone()
+    await save_conversation(rt, "c1", entry("ferry-pier", "The Zanzibar ferry leaves pier 4.", 20))
+    again = await index.known_entries("Zanzibar ferry pier", scopes=scopes)
+    (new_id,) = db.execute("SELECT id FROM docs WHERE key = 'ferry-pier'").fetchone()
+    assert new_id == old_id  # SQLite gave the rewritten row the old one's rowid
+    assert [(e.key, e.content, e.updated_at) for e in again] == [
+        ("ferry-pier", "The Zanzibar ferry leaves pier 4.", 20)
+    ]
+
+
 async def test_a_word_held_by_many_entries_is_not_counted_again_until_an_entry_is_dropped(
     tmp_path: Path,
 ) -> None:

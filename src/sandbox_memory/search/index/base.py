@@ -24,6 +24,7 @@ from typing import Any, Literal, Protocol
 
 from ...datapolicy import exc_text
 from ...record.segments import LineCheck
+from ...stores.records import Entry
 from ...stores.seam import MemoryStore
 from ...workspace import LocalWorkspace, Workspace
 from ..embedding import Embedder
@@ -107,6 +108,9 @@ class IndexBase(abc.ABC):
         self._common_words: set[str] = set()
         """Words :meth:`known_entries` found held by more than :data:`KNOWN_PER_WORD`
         entries (their count is not taken again while no entry is dropped)."""
+        self._known_built: dict[tuple[Any, ...], Entry] = {}
+        """The entries :meth:`known_entries` built, by the index row each was built from
+        (rowid and every column read): a row read again is not unpacked and validated again."""
         self._known_version: int | None = None
         """SQLite's ``data_version`` when these were last checked
         (:meth:`_check_known_lookups`)."""
@@ -202,6 +206,7 @@ class IndexBase(abc.ABC):
     def close(self) -> None:
         self._known_words.clear()
         self._common_words.clear()
+        self._known_built.clear()
         if self._db is not None:
             self._db.close()
             self._db = None

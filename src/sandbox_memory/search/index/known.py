@@ -15,6 +15,7 @@ import json
 import sqlite3
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
+from typing import Any
 
 from ...stores.records import Entry
 from .schema import _unpack
@@ -53,6 +54,11 @@ KNOWN_NEWEST = 50
 """Newest entries added to those sharing words with a transcript, so that a prompt whose
 budget the shared ones do not fill shows the latest memory (as it did when every entry was
 ranked)."""
+
+
+KNOWN_BUILT_KEPT = 4 * (KNOWN_CANDIDATES + KNOWN_NEWEST)
+"""Entries :meth:`KnownLookup.known_entries` keeps built for the next lookups (a few lookups'
+worth; all are dropped when it is full)."""
 
 
 _KNOWN_PER_WORD_SQL = (
@@ -214,9 +220,20 @@ class KnownLookup(IndexSync):
                 (json.dumps(best),),
             ).fetchall()
         rows.sort(key=lambda r: (-shared.get(r[0], 0), -r[4], r[1]))
-        # An entry's text is ``<key with spaces>: <content>`` (see ``_sync_scope``).
-        return [
-            Entry.model_validate(
+        return [self._known_entry(row) for row in rows]
+
+    def _known_entry(self, row: tuple[Any, ...]) -> Entry:
+        """The entry of one row :meth:`known_entries` read, built once per row: the lookups of
+        one close return mostly the same entries (the newest ones, the common words'), and
+        building each again was half of a lookup. The row is the key, every column of it,
+        so a row rewritten under a reused rowid is built afresh. Callers read the entries
+        they are given and never change them (they are shared between lookups)."""
+
+        built = self._known_built.get(row)
+        if built is None:
+            _, key, kind, packed, updated_at, person = row
+            # An entry's text is ``<key with spaces>: <content>`` (see ``_sync_scope``).
+            built = Entry.model_validate(
                 {
                     "key": key,
                     "kind": kind,
@@ -225,8 +242,10 @@ class KnownLookup(IndexSync):
                     "updated_at": int(updated_at),
                 }
             )
-            for _, key, kind, packed, updated_at, person in rows
-        ]
+            if len(self._known_built) >= KNOWN_BUILT_KEPT:
+                self._known_built.clear()
+            self._known_built[row] = built
+        return built
 
     def _check_known_lookups(self, db: sqlite3.Connection) -> None:
         """Drop what earlier lookups of :meth:`known_entries` found that may have changed
