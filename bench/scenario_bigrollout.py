@@ -78,7 +78,7 @@ async def _setup(system: str, root: Path, megabytes: int) -> dict[str, Any]:
     segments = max(1, megabytes)
     if system == "ours":
         from sandbox_memory.integrity import SegmentSeal, host_keys
-        from sandbox_memory.record.segments import append_segment, build_segment
+        from sandbox_memory.stores.segments import append_segment, build_segment
 
         seal = SegmentSeal(host_keys())
         from sandbox_memory.workspace import LocalWorkspace

@@ -28,9 +28,9 @@ from workload import entry_text
 
 from sandbox_memory import MemoryClient, MemoryReadConfig, Refresh
 from sandbox_memory.config import DEFAULT_RELEVANT_BUDGET_CHARS, DEFAULT_SUMMARY_BUDGET_CHARS
-from sandbox_memory.record.segments import history_fingerprint
 from sandbox_memory.render.files import entry_line, render_read_prompt
 from sandbox_memory.stores.records import ConversationMemory, Entry, LayoutMemory, Source
+from sandbox_memory.stores.segments import history_fingerprint
 
 CONVERSATION = "conv-read"
 RUN_INPUT = [

@@ -37,8 +37,8 @@ from workload import conversation_id, segment_payload
 
 from sandbox_memory import _sdk
 from sandbox_memory.record import offload
-from sandbox_memory.record.segments import build_segment
 from sandbox_memory.runtime import LayoutRuntime
+from sandbox_memory.stores.segments import build_segment
 from sandbox_memory.workspace import LocalWorkspace, SessionWorkspace
 
 WARMUP = 3

@@ -47,7 +47,6 @@ from workload import conversation_id, entry_text, notes_for, segment_payload  # 
 
 from sandbox_memory import Forget, MemoryClient, Remember  # noqa: E402
 from sandbox_memory.integrity import SegmentSeal, host_keys  # noqa: E402
-from sandbox_memory.record.segments import history_fingerprint  # noqa: E402
 from sandbox_memory.stores.files import _thread_data
 from sandbox_memory.stores.records import (
     ConversationMemory,
@@ -57,6 +56,7 @@ from sandbox_memory.stores.records import (
     RolloutProgress,
     Source,
 )
+from sandbox_memory.stores.segments import history_fingerprint  # noqa: E402
 
 SELECTED = 256
 """Rollouts phase 2 keeps (``max_raw_memories_for_consolidation``, both systems' default)."""

@@ -16,9 +16,9 @@ import pytest
 from helpers import layout_runtime, sealed
 from sandbox_memory.config import MemoryLayoutConfig
 from sandbox_memory.record import offload
-from sandbox_memory.record.segments import build_segment, segment_line
 from sandbox_memory.redact import Redactor
 from sandbox_memory.runtime import LayoutRuntime
+from sandbox_memory.stores.segments import build_segment, segment_line
 
 SECRET = "ghp_aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"
 

@@ -14,8 +14,8 @@ from typing import Any
 from helpers import layout_runtime, sealed
 from sandbox_memory.config import MemoryLayoutConfig
 from sandbox_memory.integrity import SegmentSeal
-from sandbox_memory.record import segments as rollouts
-from sandbox_memory.record.segments import (
+from sandbox_memory.stores import segments as rollouts
+from sandbox_memory.stores.segments import (
     MAX_STRING_CHARS,
     LineCheck,
     clip_strings,

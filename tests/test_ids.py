@@ -19,7 +19,7 @@ from sandbox_memory import (
     Remember,
     for_person,
 )
-from sandbox_memory.record.segments import run_rollout_id, safe_rollout_id
+from sandbox_memory.stores.segments import run_rollout_id, safe_rollout_id
 
 OFFLINE = MemoryGenerateConfig(engine="offline")
 

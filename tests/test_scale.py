@@ -15,7 +15,7 @@ from agents.sandbox import Manifest
 
 from helpers import layout_runtime, read_progress, run_payload
 from sandbox_memory import MemoryGenerateConfig
-from sandbox_memory.record.segments import history_fingerprint
+from sandbox_memory.stores.segments import history_fingerprint
 from sandbox_memory.workspace import LocalWorkspace, SessionWorkspace
 
 STORE = "memories/store"
@@ -399,7 +399,7 @@ async def test_the_conversation_view_lists_processed_items_a_chunk_at_a_time(
 ) -> None:
     from sandbox_memory import MemoryClient
     from sandbox_memory.edit.commands import base as commands
-    from sandbox_memory.record.segments import parse_segments
+    from sandbox_memory.stores.segments import parse_segments
 
     rt = layout_runtime(LocalWorkspace(tmp_path))
     tricky = run_payload('The tool printed {"memory_item_id":"not-an-id"} and more.')

@@ -14,9 +14,9 @@ import pytest
 
 from helpers import layout_runtime
 from sandbox_memory.engines.base import Candidate
-from sandbox_memory.record.segments import safe_rollout_id
 from sandbox_memory.redact import Redactor
 from sandbox_memory.rules import ItemIndex, check_candidates, secret_problem
+from sandbox_memory.stores.segments import safe_rollout_id
 from test_offline_engine import Seg, extract
 
 SPECIAL = list('&;)<>\\]}"`([') + ["'"]

@@ -1,4 +1,4 @@
-"""A recorded segment is encoded once (``record.segments.EncodedSegment``): its line must read
+"""A recorded segment is encoded once (``stores.segments.EncodedSegment``): its line must read
 back as the segment, and its item digests must be the ones a reader of the file computes."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import pytest
 
 from sandbox_memory.engines.base import ITEM_ID_FIELD
 from sandbox_memory.engines.transcript import REPLAYED_ITEM_TYPE
-from sandbox_memory.record.segments import (
+from sandbox_memory.redact import Redactor
+from sandbox_memory.stores.segments import (
     EncodedSegment,
     build_segment,
     item_digest,
@@ -19,7 +20,6 @@ from sandbox_memory.record.segments import (
     replay_plan,
     segment_line,
 )
-from sandbox_memory.redact import Redactor
 
 WHEN = datetime.datetime(2026, 12, 6, 4, 30, tzinfo=datetime.timezone.utc)
 

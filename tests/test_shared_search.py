@@ -24,8 +24,8 @@ from sandbox_memory import Forget, MemoryClient, MemoryGenerateConfig, MemoryLay
 from sandbox_memory.errors import MemoryConfigError, MemoryLeaseLost
 from sandbox_memory.runtime import LayoutRuntime
 from sandbox_memory.search.index import INDEX_FILE, SearchIndex
+from sandbox_memory.search.postgres import send_index, store_search
 from sandbox_memory.stores import PostgresStore
-from sandbox_memory.stores.postgres_search import send_index, store_search
 from sandbox_memory.workspace import LocalWorkspace
 from shared_flow import lesson, remember_ann_and_forget_bravo, run_payload
 
@@ -330,7 +330,7 @@ async def test_the_lookup_at_run_start_answers_as_the_copys_index(
     pg_dsn: str, tmp_path: Path
 ) -> None:
     from sandbox_memory.render.relevant import CANDIDATES, QUERY_TERMS, task_terms
-    from sandbox_memory.stores.postgres_search import PostgresSearch
+    from sandbox_memory.search.postgres import PostgresSearch
 
     store = PostgresStore(pg_dsn, namespace="acme")
     rt = runtime(tmp_path / "m", store)

@@ -256,7 +256,7 @@ class SegmentReads(PostgresStore):
 async def test_a_new_copy_fetches_the_runs_in_batches_and_gets_what_one_batch_gets(
     pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sandbox_memory.stores.shared_copy import fetch
+    from sandbox_memory.shared_copy import fetch
     from shared_flow import lesson, run_payload
 
     seed = PostgresStore(pg_dsn, namespace="acme")

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 from .datapolicy import exc_text
 from .errors import SandboxMemoryError
 from .extract.rollout import CANCEL_GRACE_SECONDS, stray_cancel
-from .record.segments import display_id
 from .runtime.facade import LayoutRuntime
+from .stores.segments import display_id
 from .workspace import LocalWorkspace, SessionWorkspace, Workspace
 
 if TYPE_CHECKING:

@@ -33,11 +33,11 @@ from .consolidate.selection import displayed_entries
 from .datapolicy import exc_text
 from .engines.base import ExtractionEngine
 from .errors import MemoryConfigError
-from .record.segments import history_fingerprint, run_rollout_id, text_value
 from .render.files import render_read_prompt, render_summary_text
 from .render.relevant import CANDIDATES as RELEVANT_CANDIDATES
 from .render.relevant import HEADER as RELEVANT_HEADER
 from .render.relevant import QUERY_TERMS, input_text, render_relevant, task_terms
+from .stores.segments import history_fingerprint, run_rollout_id, text_value
 from .tools import live_update_tools, search_tool
 
 logger = logging.getLogger("sandbox_memory")

@@ -629,7 +629,7 @@ def log(
 
     cli = current()
     client = cli.open(conversation)
-    from .record.segments import safe_rollout_id
+    from .stores.segments import safe_rollout_id
 
     scope = f"conversation:{safe_rollout_id(conversation)}" if conversation is not None else None
     records = [

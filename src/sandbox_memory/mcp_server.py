@@ -272,7 +272,7 @@ def _read_tools(client: MemoryClient, person: str | None) -> list[Callable[..., 
         except SandboxMemoryError as exc:
             raise _tool_error(exc) from exc
         if conversation is not None:
-            from .record.segments import safe_rollout_id
+            from .stores.segments import safe_rollout_id
 
             scope = f"conversation:{safe_rollout_id(conversation)}"
             records = [r for r in records if r.scope == scope]

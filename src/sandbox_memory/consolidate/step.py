@@ -9,7 +9,7 @@ and save the changes, then render (:mod:`sandbox_memory.render`). The rules them
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .. import spans
 from ..runtime.state import LayoutState
@@ -27,11 +27,29 @@ from ..stores.seam import LayoutEdit
 from .carryover import carry_over
 from .selection import Selection, forget_conversations, promote, select_rollouts
 
-if TYPE_CHECKING:
-    from ..edit.live_edits import LiveEdits
-    from ..render.step import Renderer
-
 logger = logging.getLogger("sandbox_memory")
+
+
+class LiveEditIntake(Protocol):
+    """What phase 2 uses of the live-edit step (:class:`sandbox_memory.edit.live_edits.LiveEdits`,
+    a later step, which reads phase 2's selection: it is passed in, not imported)."""
+
+    as_rendered: bool
+    """Whether the last :meth:`collect` found ``MEMORY.md`` as last rendered."""
+
+    async def collect(self, layout: LayoutEdit, changes: list[LogRecord]) -> None:
+        """Take a person's edits of ``MEMORY.md`` into ``layout``, noting them in ``changes``."""
+
+
+class Rendering(Protocol):
+    """What phase 2 uses of the render step (:class:`sandbox_memory.render.step.Renderer`, the
+    step after it, which reads phase 2's selection: it is passed in, not imported)."""
+
+    memory_md_checked: bool
+    """Set before :meth:`render` when this phase 2 found ``MEMORY.md`` as last rendered."""
+
+    async def render(self, registry: Registry, selected: list[tuple[str, RolloutProgress]]) -> None:
+        """Write the files rendered from the store (see ``Renderer.render``)."""
 
 
 class Consolidator:
@@ -42,8 +60,8 @@ class Consolidator:
         state: LayoutState,
         *,
         index: SearchIndex,
-        live_edits: LiveEdits,
-        renderer: Renderer,
+        live_edits: LiveEditIntake,
+        renderer: Rendering,
     ) -> None:
         self.state = state
         self.index = index

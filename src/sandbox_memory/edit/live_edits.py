@@ -15,7 +15,6 @@ from .. import bounded
 from ..consolidate.selection import shown_entries
 from ..engines.base import ENTRY_KINDS
 from ..integrity import MEMORY_MD_NOTE
-from ..record.segments import last_item_id, parse_segments, rollout_path
 from ..render.files import parse_registry
 from ..rules import retract, secret_problem
 from ..runtime.state import LayoutState
@@ -30,6 +29,7 @@ from ..stores.records import (
     now_ms,
 )
 from ..stores.seam import LayoutEdit
+from ..stores.segments import last_item_id, parse_segments, rollout_path
 from .copies import retract_copies, save_changed_conversation
 
 logger = logging.getLogger("sandbox_memory")

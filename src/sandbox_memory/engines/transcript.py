@@ -1,6 +1,6 @@
 """Rollout segments as compact text, plus typed access to their items.
 
-A segment is one recorded ``Runner.run`` (see ``record/segments.py``): ``input`` and ``generated_items``
+A segment is one recorded ``Runner.run`` (see ``stores/segments.py``): ``input`` and ``generated_items``
 hold Responses-API input items, each carrying ``memory_item_id``. This module knows the shapes of
 those items as SDK 0.24 writes them (messages, ``function_call``/``function_call_output`` for the
 sandbox ``exec_command``/``write_stdin`` tools, ``custom_tool_call`` for the sandbox
@@ -28,7 +28,7 @@ from .. import bounded
 
 REPLAYED_ITEM_TYPE = "memory_replayed_item"
 """Type of the reference that stands for an input item the conversation already recorded (a
-history replayed with ``result.to_input_list()``, see ``record.segments.EncodedSegment.mark_replayed``): it keeps
+history replayed with ``result.to_input_list()``, see ``stores.segments.EncodedSegment.mark_replayed``): it keeps
 the item's original ``memory_item_id`` and nothing else, so the item is neither stored again
 nor re-extracted, and never cited under a new id."""
 

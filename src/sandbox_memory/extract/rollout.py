@@ -17,7 +17,7 @@ from ..datapolicy import data_text, exc_text
 from ..engines.base import Candidate, Extraction, ExtractionRequest, KnownEntry, traits
 from ..engines.transcript import item_text, one_line, segment_id_of, segment_items
 from ..privacy import keep_private, run_person, self_statements, shared_slug, shared_text
-from ..record.segments import ParsedSegments, last_item_id, read_new_segments, rollout_path
+from ..record.item_notes import note_items
 from ..rules import (
     ItemIndex,
     Rejection,
@@ -36,6 +36,7 @@ from ..stores.records import (
     now_ms,
     tail_hash,
 )
+from ..stores.segments import ParsedSegments, last_item_id, read_new_segments, rollout_path
 
 if TYPE_CHECKING:
     from ..runtime.state import LayoutState
@@ -1077,43 +1078,6 @@ def bounded_summary(text: str, max_chars: int = SUMMARY_FILE_MAX_CHARS) -> str:
     dropped = earlier + len(sections) - len(kept)
     note = f"({dropped} earlier part(s) of this conversation dropped to keep this file short)\n\n"
     return header.rstrip() + "\n\n" + note + "".join(reversed(kept))
-
-
-async def note_items(rt: LayoutState, rollout_id: str, digests: list[tuple[str, str]]) -> None:
-    """Note the digests of a rollout's items (``ParsedSegments.item_digests``: taken before
-    long strings were clipped) in ``store/items/<id>.txt`` (one line per segment: ``<segment
-    id> <position>:<digest> ...``, some 15 bytes an item): a later run that replays them is
-    recognised (see ``record.segments.EncodedSegment.mark_replayed``). Best effort: a failure only costs a replay
-    recorded again."""
-
-    by_segment: dict[str, list[str]] = {}
-    for digest, item_id in digests:
-        seg, _, position = item_id.rpartition(":")
-        by_segment.setdefault(seg, []).append(f"{position}:{digest}")
-    lines = [f"{seg} {' '.join(parts)}\n" for seg, parts in by_segment.items()]
-    if not lines:
-        return
-    try:
-        await rt.ws.append_line(rt.items_path(rollout_id), "".join(lines).encode())
-    except Exception as exc:  # noqa: BLE001
-        logger.warning(
-            "could not note the items of conversation %s (%s); a replay of them is recorded again",
-            rollout_id,
-            exc_text(exc),
-        )
-
-
-def parse_item_notes(raw: bytes) -> list[tuple[str, str]]:
-    """``(digest, item id)`` pairs of notes written by :func:`note_items`."""
-
-    pairs: list[tuple[str, str]] = []
-    for line in raw.decode("utf-8", "replace").splitlines():
-        seg, _, rest = line.partition(" ")
-        for part in rest.split():
-            position, _, digest = part.partition(":")
-            if digest:
-                pairs.append((digest, f"{seg}:{position}"))
-    return pairs
 
 
 def _only_edits(segment: dict[str, object]) -> bool:

@@ -19,7 +19,7 @@ from ..errors import MemoryConfigError
 from ..integrity import SEAL_HEX
 from ..runtime.state import LayoutState
 from ..stores.records import tail_hash
-from .segments import rollout_path
+from ..stores.segments import rollout_path
 
 logger = logging.getLogger("sandbox_memory")
 

@@ -31,7 +31,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from ..datapolicy import exc_text
 from ..integrity import SegmentSeal
-from .segments import (
+from ..stores.segments import (
     EncodedSegment,
     build_segment,
     display_id,

@@ -8,26 +8,32 @@ replayed items are recognised by their digests.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .. import spans
 from ..datapolicy import exc_text
-from ..extract.rollout import note_items, parse_item_notes
 from ..integrity import MEMORY_MD_NOTE
 from ..runtime.state import LayoutState
+from ..stores.segments import read_new_segments, rollout_path, run_rollout_id, text_value
+from .item_notes import note_items, parse_item_notes
 from .offload import Recording
-from .segments import read_new_segments, rollout_path, run_rollout_id, text_value
-
-if TYPE_CHECKING:
-    from ..stores.shared_copy import SharedCopy
 
 logger = logging.getLogger("sandbox_memory")
+
+
+class RecordedSink(Protocol):
+    """Where a recorded segment goes besides the workspace: a shared store's working copy
+    (:class:`sandbox_memory.shared_copy.SharedCopy`, a layer above this step: passed in, not
+    imported)."""
+
+    async def after_record(self, rollout_id: str, segment: dict[str, Any], line: bytes) -> None:
+        """Send one recorded segment (``line``, as appended to the rollout)."""
 
 
 class Recorder:
     """Records run segments of one layout (see :meth:`record`)."""
 
-    def __init__(self, state: LayoutState, *, shared: SharedCopy | None) -> None:
+    def __init__(self, state: LayoutState, *, shared: RecordedSink | None) -> None:
         self.state = state
         self.shared = shared
         self._item_digests: dict[str, dict[str, list[str]]] = {}

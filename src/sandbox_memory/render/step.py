@@ -22,9 +22,9 @@ from pydantic import BaseModel
 
 from .. import bounded
 from ..consolidate.selection import select_rollouts
-from ..record.segments import rollout_path
 from ..runtime.state import LayoutState
 from ..stores.records import Entry, LayoutMemory, Registry, RolloutProgress, now_ms
+from ..stores.segments import rollout_path
 from ..workspace import Workspace
 from .files import (
     LayoutRendering,

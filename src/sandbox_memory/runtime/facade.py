@@ -4,7 +4,7 @@
 the steps, record (:mod:`sandbox_memory.record`), extract (:mod:`sandbox_memory.extract`), consolidate
 (:mod:`sandbox_memory.consolidate`), render (:mod:`sandbox_memory.render`) and live edits (:mod:`sandbox_memory.edit.live_edits`), and
 hands each call to the step that does it. The SDK bridge (``_sdk.py``), the commands, the CLI
-and a shared store's copy (``stores/shared_copy/``) all go through it.
+and a shared store's copy (``shared_copy/``) all go through it.
 """
 
 from __future__ import annotations
@@ -44,10 +44,10 @@ logger = logging.getLogger("sandbox_memory")
 
 if TYPE_CHECKING:
     from ..redact import Redactor
+    from ..shared_copy import SharedCopy
     from ..stores.files import Store
     from ..stores.seam import Lease
     from ..stores.shared import SharedStore
-    from ..stores.shared_copy import SharedCopy
     from ..workspace import Workspace
 
 
@@ -88,10 +88,10 @@ class LayoutRuntime:
         )
         """The derived full-text index (:mod:`sandbox_memory.search.index`), synced after runs and at close."""
         self.shared: SharedCopy | None = None
-        """With a shared store: keeps this workspace's copy in step with it (stores/shared_copy/)."""
+        """With a shared store: keeps this workspace's copy in step with it (shared_copy/)."""
         if store is not None:
-            from ..stores.postgres_search import store_search
-            from ..stores.shared_copy import SharedCopy
+            from ..search.postgres import store_search
+            from ..shared_copy import SharedCopy
 
             self.shared = SharedCopy(self, store, store_search(store))
         st = self.state

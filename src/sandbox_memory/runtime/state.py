@@ -22,10 +22,10 @@ from ..engines.base import ExtractionEngine
 from ..extract.engine import resolve_engine
 from ..integrity import SegmentSeal, host_keys
 from ..record.offload import RedactionSettings
-from ..record.segments import LineCheck
 from ..stores.files import Store
 from ..stores.records import CopyRetraction, Entry, RolloutProgress
 from ..stores.seam import Lease
+from ..stores.segments import LineCheck
 from ..workspace import Workspace
 
 if TYPE_CHECKING:
@@ -184,7 +184,7 @@ class LayoutState:
         return self.generate_enabled if name == "generate" else self.read is not None
 
     def items_path(self, rid: str) -> str:
-        """Digests of a conversation's extracted items (see ``extract.rollout.note_items``)."""
+        """Digests of a conversation's extracted items (see ``record.item_notes.note_items``)."""
 
         return f"{self.store.dir}/items/{rid}.txt"
 

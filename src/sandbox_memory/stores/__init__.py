@@ -2,7 +2,7 @@
 
 Without a store, memory lives in the sandbox workspace (``memories/store/``, the embedded
 default). :class:`PostgresStore` keeps it in PostgreSQL, shared by sandboxes on many machines;
-the workspace then holds a working copy (:mod:`sandbox_memory.stores.shared_copy`).
+the workspace then holds a working copy (:mod:`sandbox_memory.shared_copy`).
 
 ``PostgresStore`` needs the ``postgres`` extra: ``pip install 'sandbox-memory[postgres]'``.
 """

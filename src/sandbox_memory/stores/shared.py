@@ -1,8 +1,8 @@
 """The shared-store contract: what a store that several sandboxes share must offer
 (:class:`SharedStore`), the records it hands over (:class:`ScopeState`, :class:`RolloutState`),
 and the lease that fences its writes (:class:`Fence`); what its own search index offers is
-``stores/shared_copy/host.py``'s ``StoreSearch`` (it names the search index's types, which
-import the store package). The working copy (``stores/shared_copy/``) is written against these
+``shared_copy/host.py``'s ``StoreSearch`` (it names the search index's types, which
+import the store package). The working copy (``shared_copy/``) is written against these
 alone; ``stores/postgres/`` is one backend of them, and a new one is a module implementing
 them.
 """

@@ -8,14 +8,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ...engines.base import ITEM_ID_FIELD
 from ...errors import MemoryConfigError, MemoryConflict, MemoryStoreUnavailable
-from ...record.segments import (
-    append_segment,
-    build_segment,
-    display_id,
-    rollout_path,
-    safe_rollout_id,
-    text_value,
-)
 from ...rules import key_problem, secret_problem
 from ...stores.records import (
     MAX_CONTENT_CHARS,
@@ -28,6 +20,14 @@ from ...stores.records import (
     now_ms,
     tail_hash,
     validate_key,
+)
+from ...stores.segments import (
+    append_segment,
+    build_segment,
+    display_id,
+    rollout_path,
+    safe_rollout_id,
+    text_value,
 )
 
 if TYPE_CHECKING:

@@ -12,12 +12,6 @@ from typing import TYPE_CHECKING, Any, Self
 from ...config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
 from ...engines.base import ITEM_ID_FIELD
 from ...errors import MemoryConfigError, MemoryConflict, MemoryNotFound, MemoryStoreUnavailable
-from ...record.segments import (
-    LineCheck,
-    rollout_path,
-    safe_rollout_id,
-    text_value,
-)
 from ...rules import retract
 from ...runtime.facade import LayoutRuntime
 from ...stores.records import (
@@ -26,6 +20,12 @@ from ...stores.records import (
     Source,
 )
 from ...stores.seam import EditedEntries
+from ...stores.segments import (
+    LineCheck,
+    rollout_path,
+    safe_rollout_id,
+    text_value,
+)
 from ...workspace import LocalWorkspace, Workspace
 
 if TYPE_CHECKING:

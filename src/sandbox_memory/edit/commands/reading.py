@@ -7,15 +7,15 @@ from typing import TYPE_CHECKING
 
 from ... import bounded
 from ...errors import MemoryConfigError, MemoryStoreUnavailable
-from ...record.segments import (
-    rollout_path,
-    safe_rollout_id,
-)
 from ...stores.records import (
     ConversationMemory,
     LogRecord,
     iso_to_ms,
     validate_key,
+)
+from ...stores.segments import (
+    rollout_path,
+    safe_rollout_id,
 )
 
 if TYPE_CHECKING:

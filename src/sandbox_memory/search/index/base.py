@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ...datapolicy import exc_text
-from ...record.segments import LineCheck
 from ...stores.records import Entry
 from ...stores.seam import MemoryStore
+from ...stores.segments import LineCheck
 from ...workspace import LocalWorkspace, Workspace
 from ..embedding import Embedder
 from .hits import SearchHit
@@ -38,7 +38,7 @@ Fusion = Literal["rrf", "rerank"]
 
 class RemoteIndex(Protocol):
     """A search index held elsewhere for this layout (a shared store's, see
-    ``stores/postgres_search.py``) that the lookup at run start asks first."""
+    ``search/postgres.py``) that the lookup at run start asks first."""
 
     async def curated(
         self,
@@ -122,7 +122,7 @@ class IndexBase(abc.ABC):
         """A shared store's index, asked first by :meth:`curated` (``None``: this one only)."""
         self.shared_out = False
         """Whether the documents written or dropped are noted (table ``shared_out``) for a
-        shared store's search index to take in (``stores/postgres_search.py``)."""
+        shared store's search index to take in (``search/postgres.py``)."""
 
     @property
     def in_place(self) -> bool:

@@ -49,7 +49,7 @@ _ITEM_REFS_RE = re.compile(
     r" ?\[(?:[0-9a-f]{8}|segment-\d+)(?::\d+)?(?:, (?:[0-9a-f]{8}|segment-\d+)(?::\d+)?)*\]"
 )
 """The item ids a rollout summary line cites (``[28178a5d:0, 28178a5d:5]``): random ids given
-by the recorder (``record/segments.py``); the hit's sources name them."""
+by the recorder (``stores/segments.py``); the hit's sources name them."""
 
 
 _SUMMARY_HEADER_LINE_RE = re.compile(

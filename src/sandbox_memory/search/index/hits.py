@@ -5,7 +5,7 @@ its text whole or cut to the window around the query's words (:func:`excerpt_of`
 :func:`one_per_key` joins the copies of one statement (an entry promoted to layout memory, the
 same text learned twice) into one hit, :func:`distinct` keeps curated text above the raw items
 it stands for, and :func:`format_hits` writes the hits for the agent tool and the CLI. Both
-the SQLite index and a shared store's (``stores/postgres_search.py``) shape their hits here.
+the SQLite index and a shared store's (``search/postgres.py``) shape their hits here.
 """
 
 from __future__ import annotations

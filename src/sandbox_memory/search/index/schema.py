@@ -162,7 +162,7 @@ def _sources_of(raw: str | bytes) -> list[dict[str, str]]:
 
 SHARED_OUT_TABLE = "CREATE TABLE shared_out(doc TEXT PRIMARY KEY)"
 """The documents written or dropped since a shared store's search index last took them in
-(``stores/postgres_search.py``): made with the first use of an index attached to a shared
+(``search/postgres.py``): made with the first use of an index attached to a shared
 store, holding then every document the index had (and meta ``shared_full``: the first
 sending is the whole index)."""
 

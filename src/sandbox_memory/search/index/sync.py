@@ -21,8 +21,8 @@ from typing import Any
 
 from ... import bounded
 from ...engines.transcript import item_text, segment_id_of, segment_items
-from ...record.segments import read_new_segments, rollout_path
 from ...stores.records import ConversationMemory, Entry, LayoutMemory
+from ...stores.segments import read_new_segments, rollout_path
 from .documents import (
     MAX_ITEM_CHARS,
     MIXED_PERSONS,

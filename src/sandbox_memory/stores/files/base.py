@@ -24,8 +24,8 @@ from pydantic import BaseModel, ValidationError
 
 from ... import bounded
 from ...integrity import SegmentSeal
-from ...record.segments import ROLLOUT_ID_RE, LineCheck
 from ...workspace import LeaseLock, Workspace, set_aside_folder
+from ..segments import ROLLOUT_ID_RE, LineCheck
 
 if TYPE_CHECKING:
     from ...redact import Redactor

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 
 from ... import bounded
 from ...datapolicy import exc_text
-from ...record.segments import ROLLOUT_ID_RE, segment_fingerprint
 from ...workspace import set_aside_folder
+from ..segments import ROLLOUT_ID_RE, segment_fingerprint
 from .base import FileRecords
 
 logger = logging.getLogger("sandbox_memory")

@@ -5,7 +5,7 @@ sources, versions and status, the append-only change log, switches (conversation
 phase-1 progress as a watermark per rollout, leases with fencing tokens, the recorded
 (redacted) run segments, and the derived notes phase 1 writes (raw memories, rollout
 summaries). The sandbox workspace keeps the seed's file layout as a working copy
-(:mod:`sandbox_memory.stores.shared_copy`).
+(:mod:`sandbox_memory.shared_copy`).
 
 Every write is conditional: on the version of the scope (a command) or of each entry it
 read (a consolidation's changes), and, for writes made under the layout's lease, on the

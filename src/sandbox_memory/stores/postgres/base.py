@@ -156,8 +156,8 @@ class PostgresBase(abc.ABC):
         self, doing: str, fence: Fence | None = None
     ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         """One transaction on the namespace's search tables (``sbm_search_*``, read and
-        written by ``stores/postgres_search.py``), checked against ``fence`` when given: the
-        store's side of :class:`~sandbox_memory.stores.postgres_search.SearchTables`."""
+        written by ``search/postgres.py``), checked against ``fence`` when given: the
+        store's side of :class:`~sandbox_memory.search.postgres.SearchTables`."""
 
         async with self._tx(doing) as conn:
             await self._check_fence(conn, fence)

@@ -138,7 +138,7 @@ MIGRATIONS: list[str] = [
     ALTER TABLE sbm_entries ADD COLUMN subjects jsonb;
     """,
     # 6: the search index of the namespace, one for every sandbox sharing it
-    # (``stores/postgres_search.py``): its documents with their terms as a tsvector (a GIN
+    # (``search/postgres.py``): its documents with their terms as a tsvector (a GIN
     # index finds the documents holding a query's terms), the statistics BM25 needs (documents
     # and tokens per kind, documents per term), the
     # items a retracted entry hides, and the uses later runs made of memory.

@@ -7,9 +7,9 @@ import contextlib
 import json
 from typing import Any
 
-from ...record.segments import rollout_path
-from ..records import ConversationMemory, LayoutMemory, RolloutProgress
-from ..shared import LAYOUT_SCOPE, RolloutState
+from ..stores.records import ConversationMemory, LayoutMemory, RolloutProgress
+from ..stores.segments import rollout_path
+from ..stores.shared import LAYOUT_SCOPE, RolloutState
 from .base import CopyBase, _entry_hash, _h, _lines_with_ends, _segment_id
 
 PULL_BATCH = 256

@@ -11,9 +11,9 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from typing import Any
 
-from ...datapolicy import exc_text
-from ...errors import MemoryConflict, MemoryLockTimeout, MemoryStoreUnavailable
-from ..shared import Fence
+from ..datapolicy import exc_text
+from ..errors import MemoryConflict, MemoryLockTimeout, MemoryStoreUnavailable
+from ..stores.shared import Fence
 from .base import CopyBase
 
 logger = logging.getLogger("sandbox_memory")

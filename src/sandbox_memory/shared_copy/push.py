@@ -8,10 +8,10 @@ import logging
 from collections.abc import Collection
 from typing import Any
 
-from ...errors import MemoryConflict
-from ...record.segments import rollout_path
-from ..records import Entry, LogRecord, RolloutProgress
-from ..shared import LAYOUT_SCOPE, SETTINGS_NOTE, Fence, ScopeState, conversation_scope
+from ..errors import MemoryConflict
+from ..stores.records import Entry, LogRecord, RolloutProgress
+from ..stores.segments import rollout_path
+from ..stores.shared import LAYOUT_SCOPE, SETTINGS_NOTE, Fence, ScopeState, conversation_scope
 from .base import REGISTRY_FILE, CopyBase, _entry_hash, _h, _lines_with_ends, _segment_id
 
 logger = logging.getLogger("sandbox_memory")

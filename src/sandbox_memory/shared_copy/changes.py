@@ -7,8 +7,8 @@ import json
 from collections.abc import Collection
 from typing import Any
 
-from ..records import RolloutProgress
-from ..shared import LAYOUT_SCOPE, conversation_scope
+from ..stores.records import RolloutProgress
+from ..stores.shared import LAYOUT_SCOPE, conversation_scope
 from .base import REGISTRY_FILE, CopyBase, _entry_hash, _h
 
 

@@ -6,15 +6,15 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from ...datapolicy import exc_text
-from ...errors import MemoryConflict, MemoryStoreUnavailable
-from ..shared import Fence
+from ..datapolicy import exc_text
+from ..errors import MemoryConflict, MemoryStoreUnavailable
+from ..stores.shared import Fence
 from .base import CopyBase
 
 logger = logging.getLogger("sandbox_memory")
 
 if TYPE_CHECKING:
-    from ...search.index import SearchHit
+    from ..search.index import SearchHit
 
 
 class CopySearch(CopyBase):

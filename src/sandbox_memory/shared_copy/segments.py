@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import MemoryStoreUnavailable
-from ...integrity import SegmentSeal, host_keys
-from ...record.segments import rollout_path
+from ..errors import MemoryStoreUnavailable
+from ..integrity import SegmentSeal, host_keys
+from ..stores.segments import rollout_path
 from .base import CopyBase, _lines_with_ends, _segment_id
 
 PUSH_BATCH = 512

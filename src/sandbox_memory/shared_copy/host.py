@@ -6,15 +6,15 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Protocol
 
-from ...integrity import SegmentSeal
-from ..shared import Fence
+from ..integrity import SegmentSeal
+from ..stores.shared import Fence
 
 if TYPE_CHECKING:
-    from ...config import MemoryGenerateConfig, MemoryLayoutConfig
-    from ...record.segments import LineCheck
-    from ...search.index import SearchHit, SearchIndex
-    from ...workspace import Workspace
-    from ..files import Store
+    from ..config import MemoryGenerateConfig, MemoryLayoutConfig
+    from ..search.index import SearchHit, SearchIndex
+    from ..stores.files import Store
+    from ..stores.segments import LineCheck
+    from ..workspace import Workspace
 
 
 class _SealedState(Protocol):
@@ -24,8 +24,8 @@ class _SealedState(Protocol):
 
 
 class StoreSearch(Protocol):
-    """A shared store's own search index of its namespace (``stores/postgres_search.py``'s
-    :class:`~sandbox_memory.stores.postgres_search.PostgresSearch` is one): what the working
+    """A shared store's own search index of its namespace (``search/postgres.py``'s
+    :class:`~sandbox_memory.search.postgres.PostgresSearch` is one): what the working
     copy sends its index's changes to, and searches instead of the copy's once whole."""
 
     async def ready(self) -> bool: ...

@@ -19,15 +19,15 @@ import secrets
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
-from ... import bounded
-from ...datapolicy import exc_text
-from ..files import SHARED_COPY_FILE
-from ..records import Entry, RolloutProgress
-from ..shared import Fence, SharedStore
+from .. import bounded
+from ..datapolicy import exc_text
+from ..stores.files import SHARED_COPY_FILE
+from ..stores.records import Entry, RolloutProgress
+from ..stores.shared import Fence, SharedStore
 from .host import CopyHost, StoreSearch
 
 if TYPE_CHECKING:
-    from ...search.index import SearchHit
+    from ..search.index import SearchHit
 
 logger = logging.getLogger("sandbox_memory")
 
@@ -97,7 +97,7 @@ class CopyBase(abc.ABC):
         runtime.store.shared_copy = True  # records are noted before they change
         self.store_search = search
         """The namespace's search index in the store, when the store holds one
-        (``stores/postgres_search.py``): searches go there, and this copy's index notes what
+        (``search/postgres.py``): searches go there, and this copy's index notes what
         it writes so that its closes send it."""
         if search is not None:
             runtime.search_index.shared_out = True

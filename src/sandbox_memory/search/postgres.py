@@ -43,8 +43,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 from ..errors import MemoryConfigError
-from ..search import bm25
-from ..search.index import (
+from ..stores.records import Source
+from . import bm25
+from .index import (
     CANDIDATES_PER_HIT,
     DEFAULT_LIMIT,
     ENTRY_TEXT_CHARS,
@@ -71,12 +72,11 @@ from ..search.index import (
     search_expression,
     states_any,
 )
-from .records import Source
 
 if TYPE_CHECKING:
     import psycopg
 
-    from .shared import Fence
+    from ..stores.shared import Fence
 
 logger = logging.getLogger("sandbox_memory")
 
