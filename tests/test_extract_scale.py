@@ -448,7 +448,7 @@ def test_the_model_engine_is_built_without_importing_the_offline_engine() -> Non
         "import sys\n"
         "from agents.testing import ScriptedModel\n"
         "from sandbox_memory import MemoryGenerateConfig\n"
-        "from sandbox_memory.extract.engine import resolve_engine\n"
+        "from sandbox_memory.engines.resolve import resolve_engine\n"
         "engine = resolve_engine(MemoryGenerateConfig(engine='model', "
         "phase_one_model=ScriptedModel([])))\n"
         "assert engine.name == 'model', engine.name\n"

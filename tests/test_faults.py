@@ -274,7 +274,7 @@ async def test_a_holder_whose_lock_was_taken_over_cannot_commit(
     import threading
 
     from sandbox_memory import MemoryLeaseLost
-    from sandbox_memory.runtime import state as state_module
+    from sandbox_memory import layout_state as state_module
     from sandbox_memory.stores.records import Entry, RolloutProgress, Source
 
     monkeypatch.setattr(state_module, "DEFAULT_LOCK_LEASE_SECONDS", 0.3)

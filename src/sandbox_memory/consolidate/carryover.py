@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from ..stores.records import MAX_CONTENT_CHARS, Entry, LogRecord, Source, now_ms
 
 if TYPE_CHECKING:
-    from ..runtime.state import LayoutState
+    from ..layout_state import LayoutState
     from ..stores.seam import LayoutEdit
 
 logger = logging.getLogger("sandbox_memory")

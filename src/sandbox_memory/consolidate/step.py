@@ -12,7 +12,7 @@ import logging
 from typing import Protocol
 
 from .. import spans
-from ..runtime.state import LayoutState
+from ..layout_state import LayoutState
 from ..search.index import SearchIndex
 from ..search.step import sync_index
 from ..stores.records import (

@@ -33,8 +33,8 @@ from ..search.index import STATED_MIN_CHARS, _plain, states_any
 from ..stores.records import Entry, RolloutProgress
 
 if TYPE_CHECKING:
+    from ..layout_state import LayoutState
     from ..render.step import Renderer
-    from ..runtime.state import LayoutState
     from ..search.index import SearchIndex
 
 logger = logging.getLogger("sandbox_memory")

@@ -15,9 +15,9 @@ from .. import bounded
 from ..consolidate.selection import shown_entries
 from ..engines.base import ENTRY_KINDS
 from ..integrity import MEMORY_MD_NOTE
+from ..layout_state import LayoutState
 from ..render.files import parse_registry
 from ..rules import retract, secret_problem
-from ..runtime.state import LayoutState
 from ..stores.records import (
     KEY_RE,
     LONG_LIVED_KINDS,

@@ -39,7 +39,7 @@ from ..stores.records import (
 from ..stores.segments import ParsedSegments, last_item_id, read_new_segments, rollout_path
 
 if TYPE_CHECKING:
-    from ..runtime.state import LayoutState
+    from ..layout_state import LayoutState
     from ..search.index import SearchIndex
 
 logger = logging.getLogger("sandbox_memory")

@@ -15,7 +15,7 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from .. import spans
-from ..runtime.state import LayoutState
+from ..layout_state import LayoutState
 from ..search.index import SearchIndex
 from ..search.step import embed_index, save_index, sync_index
 from .rollout import Budget, extract_rollout

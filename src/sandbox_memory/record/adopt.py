@@ -17,7 +17,7 @@ import re
 from .. import bounded
 from ..errors import MemoryConfigError
 from ..integrity import SEAL_HEX
-from ..runtime.state import LayoutState
+from ..layout_state import LayoutState
 from ..stores.records import tail_hash
 from ..stores.segments import rollout_path
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from ..datapolicy import exc_text
 
 if TYPE_CHECKING:
-    from ..runtime.state import LayoutState
+    from ..layout_state import LayoutState
 
 logger = logging.getLogger("sandbox_memory")
 

@@ -25,12 +25,12 @@ import subprocess
 import sys
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from ..datapolicy import exc_text
 from ..integrity import SegmentSeal
+from ..layout_state import RedactionSettings
 from ..stores.segments import (
     EncodedSegment,
     build_segment,
@@ -48,19 +48,6 @@ OFFLOAD_CHARS = 4 << 20
 """A payload whose strings hold more characters than this (4 Mi) is redacted and encoded in a
 child process: in-process, that work would hold the event loop for about 0.1 s per 1 MB. Below
 it, the cost of handing the payload to a child is larger than the work itself."""
-
-
-@dataclass(frozen=True)
-class RedactionSettings:
-    """What a redactor is built from: the child builds its own, identical one."""
-
-    extra_patterns: tuple[tuple[str, str], ...] = ()
-    allowlist: tuple[str, ...] = ()
-
-    def build(self) -> Redactor:
-        from ..redact import Redactor
-
-        return Redactor(extra_patterns=dict(self.extra_patterns), allowlist=self.allowlist)
 
 
 def payload_chars(value: Any, limit: int) -> int:

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from .. import spans
 from ..datapolicy import exc_text
 from ..integrity import MEMORY_MD_NOTE
-from ..runtime.state import LayoutState
+from ..layout_state import LayoutState
 from ..stores.segments import read_new_segments, rollout_path, run_rollout_id, text_value
 from .item_notes import note_items, parse_item_notes
 from .offload import Recording

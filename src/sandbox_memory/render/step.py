@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 from .. import bounded
 from ..consolidate.selection import select_rollouts
-from ..runtime.state import LayoutState
+from ..layout_state import LayoutState
 from ..stores.records import Entry, LayoutMemory, Registry, RolloutProgress, now_ms
 from ..stores.segments import rollout_path
 from ..workspace import Workspace

@@ -2,14 +2,11 @@
 
 The steps live in packages of their own, one per step: :mod:`sandbox_memory.record`,
 :mod:`sandbox_memory.extract`, :mod:`sandbox_memory.consolidate`, :mod:`sandbox_memory.render`,
-:mod:`sandbox_memory.edit` and :mod:`sandbox_memory.search`. This package holds what joins them:
-
-- :mod:`.state`: what every step of one layout shares (settings, store, workspace, locks);
-- :mod:`.facade`: :class:`LayoutRuntime`, the steps put together behind one object.
-
-Importing a module of this package imports nothing else of it: the steps' modules take a type
-from :mod:`.state`, and the facade imports every step. ``from sandbox_memory.runtime import
-LayoutRuntime`` works, loaded on first use.
+:mod:`sandbox_memory.edit` and :mod:`sandbox_memory.search`; what every step of one layout
+shares (settings, store, workspace, locks) is :mod:`sandbox_memory.layout_state`, below them.
+This package holds what joins them: :mod:`.facade`, :class:`LayoutRuntime`, the steps put
+together behind one object. ``from sandbox_memory.runtime import LayoutRuntime`` works,
+loaded on first use.
 """
 
 from __future__ import annotations
@@ -19,7 +16,7 @@ from typing import Any
 
 _WHERE = {
     "LayoutRuntime": "sandbox_memory.runtime.facade",
-    "resolve_engine": "sandbox_memory.extract.engine",
+    "resolve_engine": "sandbox_memory.engines.resolve",
 }
 
 __all__ = sorted(_WHERE)

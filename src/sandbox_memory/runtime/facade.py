@@ -1,6 +1,6 @@
 """The memory of one layout in one workspace, as one object: the flow's steps put together.
 
-:class:`LayoutRuntime` holds no step's code: it builds the shared state (:mod:`.state`) and
+:class:`LayoutRuntime` holds no step's code: it builds the shared state (:mod:`sandbox_memory.layout_state`) and
 the steps, record (:mod:`sandbox_memory.record`), extract (:mod:`sandbox_memory.extract`), consolidate
 (:mod:`sandbox_memory.consolidate`), render (:mod:`sandbox_memory.render`) and live edits (:mod:`sandbox_memory.edit.live_edits`), and
 hands each call to the step that does it. The SDK bridge (``_sdk.py``), the commands, the CLI
@@ -24,6 +24,7 @@ from ..edit.forgetting import forget_derived as take_out
 from ..edit.live_edits import LiveEdits
 from ..engines.base import ExtractionEngine
 from ..extract.step import Extractor
+from ..layout_state import LayoutState
 from ..record.step import Recorder
 from ..render.step import Renderer
 from ..search.embedding import resolve as resolve_embedder
@@ -38,7 +39,6 @@ from ..stores.records import (
     RolloutProgress,
     Source,
 )
-from .state import LayoutState
 
 logger = logging.getLogger("sandbox_memory")
 
@@ -69,7 +69,12 @@ class LayoutRuntime:
     ) -> None:
         layout = layout.normalized()  # memory's own paths; the prompt keeps the user's spelling
         self.state = LayoutState(
-            workspace, layout=layout, generate=generate, read=read, engine=engine
+            workspace,
+            layout=layout,
+            generate=generate,
+            read=read,
+            retract_copies=retract_copies,
+            engine=engine,
         )
         """Settings, store, workspace and locks that every step shares."""
         self.search_index = SearchIndex(

@@ -9,27 +9,50 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
-from ..config import (
+from .config import (
     DEFAULT_LOCK_LEASE_SECONDS,
     DEFAULT_SUMMARY_BUDGET_CHARS,
     MemoryGenerateConfig,
     MemoryLayoutConfig,
     MemoryReadConfig,
 )
-from ..engines.base import ExtractionEngine
-from ..extract.engine import resolve_engine
-from ..integrity import SegmentSeal, host_keys
-from ..record.offload import RedactionSettings
-from ..stores.files import Store
-from ..stores.records import CopyRetraction, Entry, RolloutProgress
-from ..stores.seam import Lease
-from ..stores.segments import LineCheck
-from ..workspace import Workspace
+from .engines.base import ExtractionEngine
+from .engines.resolve import resolve_engine
+from .integrity import SegmentSeal, host_keys
+from .stores.files import Store
+from .stores.records import Cause, CopyRetraction, Entry, LogRecord, RolloutProgress, Source
+from .stores.seam import Lease
+from .stores.segments import LineCheck
+from .workspace import Workspace
 
 if TYPE_CHECKING:
-    from ..redact import Redactor
+    from .redact import Redactor
+
+
+@dataclass(frozen=True)
+class RedactionSettings:
+    """What a redactor is built from: the child builds its own, identical one."""
+
+    extra_patterns: tuple[tuple[str, str], ...] = ()
+    allowlist: tuple[str, ...] = ()
+
+    def build(self) -> Redactor:
+        from .redact import Redactor
+
+        return Redactor(extra_patterns=dict(self.extra_patterns), allowlist=self.allowlist)
+
+
+class CopyRetractor(Protocol):
+    """Retracts a layout entry's copies in conversation memory (the edit step's
+    :func:`sandbox_memory.edit.copies.retract_copies`, given by the runtime that builds this
+    state: a step above it)."""
+
+    async def __call__(
+        self, store: Store, entry: Entry, source: Source, *, stamp: int, cause: Cause, log: bool
+    ) -> list[LogRecord]: ...
 
 
 class LayoutState:
@@ -42,9 +65,11 @@ class LayoutState:
         layout: MemoryLayoutConfig,
         generate: MemoryGenerateConfig | None,
         read: MemoryReadConfig | None,
+        retract_copies: CopyRetractor,
         engine: ExtractionEngine | None = None,
     ) -> None:
         self.ws = workspace
+        self._copy_retractor = retract_copies
         self.layout = layout
         self.generate_enabled = generate is not None
         self.generate = generate or MemoryGenerateConfig()
@@ -84,9 +109,7 @@ class LayoutState:
     async def _retract_copies(self, entry: Entry, copy: CopyRetraction) -> None:
         """A Forget's commit: the layout entry's copies in conversations go with it."""
 
-        from ..edit.copies import retract_copies
-
-        await retract_copies(
+        await self._copy_retractor(
             self.store, entry, copy.source, stamp=copy.stamp, cause=copy.cause, log=True
         )
         # Part of the commit, so done again by the next writer if this one dies.

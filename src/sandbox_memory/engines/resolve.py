@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 
 from ..config import MemoryGenerateConfig, model_settings
-from ..engines.base import ExtractionEngine
+from .base import ExtractionEngine
 
 logger = logging.getLogger("sandbox_memory")
 
@@ -21,7 +21,7 @@ def resolve_engine(generate: MemoryGenerateConfig) -> ExtractionEngine:
     (``OPENAI_API_KEY``, ``set_default_openai_key``, ``set_default_openai_client``, or a model
     object). The choice is logged once, naming the model."""
 
-    from ..engines.model import ModelEngine, credentials_source
+    from .model import ModelEngine, credentials_source
 
     choice = generate.engine
     model = generate.phase_one_model
@@ -45,7 +45,7 @@ def resolve_engine(generate: MemoryGenerateConfig) -> ExtractionEngine:
     if choice == "offline":
         # Imported only when used: its rules and word lists are about 2 MB the model engine's
         # close does not need.
-        from ..engines.offline import OfflineEngine
+        from .offline import OfflineEngine
 
         return OfflineEngine()
     settings = model_settings(
