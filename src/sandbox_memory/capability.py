@@ -280,6 +280,7 @@ class Memory(_SDKMemory):
             summary=summary,
             query=query,
             budget=self.read.max_relevant_chars - len(RELEVANT_HEADER) - 1,
+            phrases=phrases,
         )
         return f"{RELEVANT_HEADER}\n{body}" if body else ""
 

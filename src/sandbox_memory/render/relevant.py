@@ -41,7 +41,7 @@ from ..search.index import (
     fts_query,
     known_terms,
     named_phrases,
-    says_the_same,
+    words_said,
 )
 
 QUERY_TAIL_CHARS = 6_000
@@ -161,29 +161,36 @@ def _summary_lines(
     """A summary's best lines for the query: those sharing the most of its words, a path or
     symbol it names counting as :data:`PHRASE_WEIGHT` words."""
 
-    scored: list[tuple[int, int, str]] = []
+    scored: list[tuple[int, int, str, set[str]]] = []
     for n, raw in enumerate(hit.text.splitlines()):
         line = " ".join(raw.split()).lstrip("-* ").strip()
         if not line or line.startswith("#") or _FIELD_RE.match(line):
             continue
-        shared = len(_words(line) & query_words)
+        # The line's words read once: all of them (as says_the_same reads them), and those
+        # long enough to be query words (the query's words hold no stopword).
+        tokens = _WORD_RE.findall(line)
+        lowered = [w.lower() for w in tokens]
+        words = {w for w, t in zip(lowered, tokens, strict=True) if len(t) > 2}
+        shared = len(words & query_words)
         if shared < MIN_LINE_TERMS:
             continue
-        plain_line = f" {_plain(line)} "
-        shared += PHRASE_WEIGHT * sum(f" {p} " in plain_line for p in query_phrases)
-        if says_the_same(line, said):
+        if query_phrases:
+            plain_line = f" {_plain(line)} "
+            shared += PHRASE_WEIGHT * sum(f" {p} " in plain_line for p in query_phrases)
+        every = set(lowered)
+        if words_said(every, said):
             continue  # an entry shown (in the summary or here), or a line here, says it
-        scored.append((shared, n, line))
-    best: list[tuple[int, int, str]] = []
+        scored.append((shared, n, line, every))
+    best: list[tuple[int, int, str, set[str]]] = []
     picked: list[set[str]] = []
     for item in sorted(scored, key=lambda t: (-t[0], t[1])):
-        if says_the_same(item[2], picked):
+        if words_said(item[3], picked):
             continue  # a better line of this summary says it (``user: ...`` after the request)
         best.append(item)
-        picked.append(all_words(item[2]))
+        picked.append(item[3])
         if len(best) == SUMMARY_LINES_PER_HIT:
             break
-    return [line for _, _, line in sorted(best, key=lambda t: t[1])]
+    return [line for _, _, line, _ in sorted(best, key=lambda t: t[1])]
 
 
 def interleaved(hits: Iterable[SearchHit]) -> list[SearchHit]:
@@ -200,15 +207,23 @@ def interleaved(hits: Iterable[SearchHit]) -> list[SearchHit]:
     return out
 
 
-def render_relevant(hits: Iterable[SearchHit], *, summary: str, query: str, budget: int) -> str:
+def render_relevant(
+    hits: Iterable[SearchHit],
+    *,
+    summary: str,
+    query: str,
+    budget: int,
+    phrases: Iterable[str] | None = None,
+) -> str:
     """The section's text (without the header): whole blocks, best first (see
     :func:`interleaved`), within ``budget`` characters; empty when nothing relevant is left
-    once the summary's entries are skipped."""
+    once the summary's entries are skipped. ``phrases``: the query's phrases as
+    :func:`task_terms` gives them, if read already (else read from ``query``)."""
 
     skip = shown_keys(summary)
     tail = query[-QUERY_TAIL_CHARS:]
     query_words = _words(tail)
-    query_phrases = _phrases(tail)
+    query_phrases = _phrases(tail) if phrases is None else {phrase.strip('"') for phrase in phrases}
     blocks: list[str] = []
     said = [all_words(line) for line in summary.splitlines() if _LINE_KEY_RE.match(line)]
     used = 0

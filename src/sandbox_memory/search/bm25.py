@@ -49,12 +49,26 @@ def score(counts: Sequence[int], length: int, weights: Sequence[float], avgdl: f
     ``fts5Bm25Function``'s operations in its order, so the float is SQLite's and so are the
     ties. The one formula of both indexes (the PostgreSQL index scores with it too)."""
 
-    norm = K1 * (1 - B + B * float(length) / avgdl)
+    norm = length_norm(length, avgdl)
     total = 0.0
     for weight, count in zip(weights, counts, strict=True):
-        hits = float(count)
-        total += weight * ((hits * (K1 + 1.0)) / (hits + norm))
+        total += term_score(weight, count, norm)
     return total
+
+
+def length_norm(length: int, avgdl: float) -> float:
+    """The length part of :func:`score`'s denominator for a document of ``length`` tokens."""
+
+    return K1 * (1 - B + B * float(length) / avgdl)
+
+
+def term_score(weight: float, count: int, norm: float) -> float:
+    """One phrase's part of :func:`score`: ``count`` occurrences of a phrase weighing
+    ``weight`` in a document of :func:`length_norm` ``norm``. A phrase a document does not
+    hold adds 0.0, which leaves FTS5's sum as it was."""
+
+    hits = float(count)
+    return weight * ((hits * (K1 + 1.0)) / (hits + norm))
 
 
 def phrase_count(offsets: Mapping[str, Collection[int]], phrase: Sequence[str]) -> int:
@@ -154,27 +168,34 @@ def rank_few(
         f"USING fts5vocab(main, {few}, instance)"
     )
     vocab = f"temp.bm25_{few}_terms"
-    freq: dict[int, list[int]] = {}
-    for i, phrase in enumerate(tokens):
+    counted: list[list[tuple[int, int]]] = []
+    for phrase in tokens:
         if len(phrase) == 1:
-            counted = db.execute(
-                f"SELECT doc, count(*) FROM {vocab} WHERE term = ? GROUP BY doc", (phrase[0],)
-            ).fetchall()
+            counted.append(
+                db.execute(
+                    f"SELECT doc, count(*) FROM {vocab} WHERE term = ? GROUP BY doc", (phrase[0],)
+                ).fetchall()
+            )
         else:
-            counted = list(_phrase_counts(db, vocab, phrase).items())
-        for doc, n in counted:
-            freq.setdefault(int(doc), [0] * len(tokens))[i] = int(n)
-    if not freq:
+            counted.append(list(_phrase_counts(db, vocab, phrase).items()))
+    holding = {doc for rows in counted for doc, _ in rows}
+    if not holding:
         return {}
 
     weights = [
         _weight(db, table, phrase, text, n_row, (held or {}).get(text))
         for phrase, text in zip(tokens, phrases, strict=True)
     ]
-    return {
-        doc: -1.0 * score(freq[doc], length, weights, avgdl)
-        for doc, length in _sizes(db, table, freq).items()
-    }
+    # Summed phrase by phrase in the query's order, each row's parts as score() adds them (a
+    # phrase a row does not hold adds nothing), so each float is FTS5's, at a cost that
+    # follows the phrases the rows hold rather than rows times phrases.
+    norms = {doc: length_norm(length, avgdl) for doc, length in _sizes(db, table, holding).items()}
+    sums = dict.fromkeys(norms, 0.0)
+    for weight, rows in zip(weights, counted, strict=True):
+        for doc, n in rows:
+            if doc in norms:
+                sums[doc] += term_score(weight, n, norms[doc])
+    return {doc: -1.0 * total for doc, total in sums.items()}
 
 
 def _phrase_counts(db: sqlite3.Connection, vocab: str, phrase: list[str]) -> dict[int, int]:

@@ -100,6 +100,7 @@ from .text import (
     named_phrases,
     says_the_same,
     search_expression,
+    words_said,
 )
 from .usage import UsageCounts
 
@@ -151,4 +152,5 @@ __all__ = [
     "settled_text",
     "states_any",
     "timestamp_ms",
+    "words_said",
 ]

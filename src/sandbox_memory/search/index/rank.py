@@ -48,11 +48,32 @@ class LexicalRanking(RetractedItems):
     ) -> list[SearchHit]:
         """The hits :meth:`_ranked` gives for ``kind`` (whose table in :data:`KIND_TABLES`
         holds only its documents), their text whole: the same documents, order and scores,
-        with ``docs`` read for the documents FTS5 scores at least as well as its
-        ``2 * limit``-th best (ties included) instead of for every one holding a term; when
-        fewer than ``limit`` of those are this person's, for all of them."""
+        with ``docs`` read for FTS5's ``2 * limit`` best instead of for every document holding
+        a term. Those are kept in a bounded sort as FTS5 scores them (no table of every
+        score); they are enough when ``limit`` of them are this person's and the
+        ``limit``-th of those scores better than the last one read, so no document left
+        unread can reach or tie it. Otherwise (a tie at the edge, a person's best further
+        down), the documents scoring at least as well as the ``2 * limit``-th best, ties
+        included, are read; when fewer than ``limit`` of those are this person's, all."""
 
         table = KIND_TABLES[kind]
+        best = db.execute(
+            f"SELECT rowid, bm25({table}) AS s FROM {table} WHERE {table} MATCH ? "
+            "ORDER BY s LIMIT ?",
+            (expression, 2 * limit),
+        ).fetchall()
+        read = {int(r): float(b) for r, b in best}
+        seen = sorted(
+            read[int(doc)]
+            for (doc,) in db.execute(
+                "SELECT id FROM docs WHERE id IN (SELECT value FROM json_each(?)) "
+                "AND kind = ? AND (person IS NULL OR person = ?)",
+                (json.dumps(sorted(read)), kind, person),
+            )
+        )
+        every = len(best) < 2 * limit  # every document holding a term was read
+        if every or (len(seen) >= limit and seen[limit - 1] < float(best[-1][1])):
+            return cls._best(db, read, kind=kind, person=person, limit=limit)
         # r is read twice: SQLite 3.35 and later compute it once (older ones twice, slower
         # but the same rows).
         rows = db.execute(

@@ -194,7 +194,14 @@ def says_the_same(text: str, said: Iterable[set[str]]) -> bool:
     """Whether one of the word sets ``said`` holds nearly every word of ``text`` (at least
     :data:`SAME_WORDS` of them)."""
 
-    words = all_words(text)
+    return words_said(all_words(text), said)
+
+
+def words_said(words: set[str], said: Iterable[set[str]]) -> bool:
+    """:func:`says_the_same` for a text whose words (:func:`all_words`) are read already."""
+
     if not words:
         return True
-    return any(len(words & other) >= SAME_WORDS * len(words) for other in said)
+    need = SAME_WORDS * len(words)
+    # A set smaller than ``need`` cannot hold enough of them: not intersected.
+    return any(len(other) >= need and len(words & other) >= need for other in said)
