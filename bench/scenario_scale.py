@@ -697,22 +697,23 @@ async def run(sizes: dict[str, Any], progress: Progress) -> tuple[list[Row], dic
         ("read_relevant_short", "a short task message"),
         ("read_relevant_long", f"a {LONG_TASK_CHARS:,}-character task message"),
     ):
+        alone = ops_large["read_summary_only"]
         rows.append(
             Row(
                 name=f"scale.{name}_20k",
                 metric=(
                     f"first-turn read prompt with the relevant section, {label}, {large:,} "
-                    f"entries ({large // 2:,} conversations) / summary only"
+                    f"entries ({large // 2:,} conversations); built-in: its summary read"
                 ),
-                unit="x",
-                ours=ops_large[name] / ops_large["read_summary_only"],
-                builtin=None,
-                target="ours <= 0.5x built-in's summary read",
+                unit="ms",
+                ours=ops_large[name],
+                builtin=read_b,
+                target="ours <= 0.5x built-in",
                 met=ops_large[name] <= 0.5 * read_b,
                 note=(
-                    f"{ops_large['read_summary_only']:.2f} ms -> {ops_large[name]:.2f} ms "
-                    f"(built-in {read_b:.2f} ms; at {small:,} entries: "
-                    f"{ops_small['read_summary_only']:.2f} -> {ops_small[name]:.2f} ms)"
+                    f"ours without the section (the summary only): {alone:.2f} ms, so the "
+                    f"section costs {ops_large[name] - alone:.2f} ms; at {small:,} entries: "
+                    f"{ops_small['read_summary_only']:.2f} -> {ops_small[name]:.2f} ms"
                 ),
             )
         )
