@@ -205,6 +205,22 @@ def load(path: Path) -> list[Sequence]:
 # --------------------------------------------------------------------------- the runs
 
 
+def interleaved(sequences: list[Sequence]) -> Sequence:
+    """One sequence of every task of ``sequences``, taken in turn (the first task of each, then
+    the second of each, ...): one memory holding several repositories' lessons, so that a
+    task's earlier fix competes with many more entries than in its own sequence (a team's
+    memory after months, or a long sequence nobody tuned to). Each task keeps its place in
+    its own sequence, so the same tasks are scored."""
+
+    queues = [list(seq.tasks) for seq in sequences]
+    tasks: list[Task] = []
+    while any(queues):
+        for queue in queues:
+            if queue:
+                tasks.append(queue.pop(0))
+    return Sequence(id="all sequences interleaved in one memory", repo="(several)", tasks=tasks)
+
+
 def check_out(root: Path, task: Task) -> None:
     """The repository's stand-in before the task: each modified file holds the task's
     pre-image hunks (after what earlier tasks left there), each test file a passing test of
@@ -446,7 +462,9 @@ def figures(results: list[SequenceResult]) -> dict[str, Any]:
     }
 
 
-def render(results: list[SequenceResult], seconds: float) -> str:
+def render(
+    results: list[SequenceResult], seconds: float, mixed: SequenceResult | None = None
+) -> str:
     data = figures(results)
     lines = [
         SECTION_BEGIN,
@@ -474,6 +492,13 @@ def render(results: list[SequenceResult], seconds: float) -> str:
             + " | ".join(f"{seq[m]:.2f}" for m, _ in MEASURES)
             + " |"
         )
+    if mixed is not None:
+        seq = figures([mixed])["overall"]
+        lines.append(
+            f"| {mixed.id} | {seq['tasks']} | {seq['repeat_tasks']} | "
+            + " | ".join(f"{seq[m]:.2f}" for m, _ in MEASURES)
+            + " |"
+        )
     lines += [
         "",
         "Active entries per task after the last task: "
@@ -483,6 +508,11 @@ def render(results: list[SequenceResult], seconds: float) -> str:
         )
         + f"; duplicate active entries (of one kind citing exactly the same items, or saying the "
         f"same words): {data['overall']['duplicates']}. The whole run took {seconds:.0f} s.",
+        "",
+        "The last row runs every task of the sequences above in one memory, the sequences taken",
+        "in turn (a task of each, then the next of each): the same tasks are scored, but each",
+        "earlier fix competes with the lessons of every repository, as in a memory after months",
+        "of work or a sequence longer than these (it is not in the overall row).",
         "",
         "The `FAIL_TO_PASS` ids of this data are synthesized (see the data's README), so the",
         "test file is a stand-in too; what is measured is whether memory carries the file, the",
@@ -524,6 +554,11 @@ async def main() -> None:
     parser.add_argument(
         "--example", metavar="INSTANCE_ID", help="also print the memory that task's run was handed"
     )
+    parser.add_argument(
+        "--no-interleaved",
+        action="store_true",
+        help="skip the run of every sequence's tasks interleaved in one memory",
+    )
     args = parser.parse_args()
     if args.embedder != "none":
         SEARCH_READ["read"] = MemoryReadConfig(
@@ -545,10 +580,20 @@ async def main() -> None:
             results.append(await run_sequence(seq, root))
         finally:
             shutil.rmtree(root, ignore_errors=True)
+    mixed = None
+    if len(sequences) > 1 and not args.no_interleaved:
+        together = interleaved(sequences)
+        root = Path(tempfile.mkdtemp(prefix="sbm-quality-coding-interleaved-"))
+        try:
+            log(f"sequence {together.id}: {len(together.tasks)} tasks")
+            mixed = await run_sequence(together, root)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
     seconds = time.perf_counter() - started
-    section = render(results, seconds)
+    section = render(results, seconds, mixed)
     if args.json:
-        print(json.dumps({**figures(results), "seconds": seconds}, indent=1))
+        extra = {"interleaved": figures([mixed])} if mixed is not None else {}
+        print(json.dumps({**figures(results), **extra, "seconds": seconds}, indent=1))
     else:
         print(section)
     if args.example:

@@ -290,3 +290,33 @@ async def test_each_run_of_one_session_gets_the_section_its_own_input_points_at(
             handed_to.append(relevant_of(model.calls[0].system_instructions or ""))
     assert "fix-parse-header" in handed_to[0]
     assert "fix-render-footer" in handed_to[1]
+
+
+async def test_an_old_fix_of_a_file_the_task_names_comes_before_entries_sharing_more_words(
+    client, manifest, workspace_root
+) -> None:
+    # The task names `axes/_axes.py` only in a traceback's installed path; newer entries
+    # share many more of its words.
+    def fact(key: str, content: str, at: int) -> Entry:
+        return Entry(
+            key=key,
+            content=content,
+            kind="fact",
+            sources=[Source(conversation=f"task-{at}", item="a1b2c3d4:1")],
+            updated_at=at,
+        )
+
+    await save(
+        workspace_root,
+        fact("fix-axes-bar", "Fixed `lib/plotlib/axes/_axes.py`: an empty first value.", 1_000),
+        fact("bar-chart-nan", "Axes.bar raises StopIteration for all-nan data in bar charts.", 2),
+        fact("nan-data-bars", "In bar charts, Axes.bar with all-nan data raises again.", 3),
+    )
+    task = (
+        "ax.bar raises StopIteration for all-nan data in bar charts\n"
+        "File ~/envs/py310/lib/python3.10/site-packages/plotlib/axes/_axes.py:2182, in Axes.bar"
+    )
+    section = relevant_of(await handed(client, manifest, task))
+    keys = re.findall(r"\*\*([a-z0-9-]+)\*\*", section)
+    assert keys[0] == "fix-axes-bar"
+    assert {"bar-chart-nan", "nan-data-bars"} <= set(keys)

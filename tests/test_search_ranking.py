@@ -11,9 +11,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from helpers import sealed_store
 from sandbox_memory import MemoryClient, MemoryGenerateConfig
 from sandbox_memory.search.index import SearchHit, distinct
-from sandbox_memory.stores.records import Source
+from sandbox_memory.stores.records import Entry, LayoutMemory, Source
 
 OFFLINE = MemoryGenerateConfig(engine="offline")
 
@@ -170,3 +171,64 @@ async def test_raw_tool_output_never_outranks_the_entry_for_the_same_fix(tmp_pat
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     assert hits[0].kind == "entry" and hits[0].key == "parser-last-field"
     assert all("test_field_7" not in h.text for h in hits)  # the raw output it stands for
+
+
+TRACEBACK_TASK = (
+    "ax.bar raises StopIteration for all-nan data in bar charts\n"
+    "File ~/envs/py310/lib/python3.10/site-packages/plotlib/axes/_axes.py:2182, in Axes.bar\n"
+    "StopIteration: the bar chart with nan data raises; nan data, bar chart, raises again"
+)
+"""A task whose text names a file only inside a traceback's installed path."""
+
+
+def naming_memory() -> list[Entry]:
+    """An old fix naming the file the task's traceback names; newer entries sharing many more
+    of the task's words (``Axes.bar`` included) but naming no file, or another one; and
+    entries about other things, so that the shared words weigh."""
+
+    def fact(key: str, content: str, at: int) -> Entry:
+        return Entry(
+            key=key,
+            content=content,
+            kind="fact",
+            sources=[Source(conversation=f"task-{at}", item="a1b2c3d4:1")],
+            updated_at=at,
+        )
+
+    return [
+        fact("fix-axes-bar", "Fixed `lib/plotlib/axes/_axes.py`: an empty first value.", 1_000),
+        fact(
+            "bar-chart-nan",
+            "Axes.bar raises StopIteration for all-nan data: bar charts with nan data raise.",
+            2_000,
+        ),
+        fact(
+            "nan-data-bars",
+            "In bar charts, Axes.bar with all-nan data raises StopIteration again.",
+            3_000,
+        ),
+        fact(
+            "bar-colors",
+            "Bar charts: Axes.bar raises StopIteration for nan data in `lib/plotlib/colors.py`.",
+            4_000,
+        ),
+        *(
+            fact(f"rule-{i}", f"Invoice rounding rule {i} keeps two decimals.", 5_000 + i)
+            for i in range(20)
+        ),
+    ]
+
+
+async def test_a_document_naming_a_file_the_query_names_comes_first_among_its_kind(
+    tmp_path: Path,
+) -> None:
+    # The task names `axes/_axes.py` only through an installed path; the old fix names it from
+    # the repository's root. The other entries share more of the task's words.
+    await sealed_store(tmp_path).save_layout(
+        LayoutMemory(version=1, entries={e.key: e for e in naming_memory()})
+    )
+    found = await MemoryClient(tmp_path, generate=OFFLINE).search(TRACEBACK_TASK)
+    entries = [h.key for h in found if h.kind == "entry"]
+    assert entries[0] == "fix-axes-bar"
+    assert {"bar-chart-nan", "nan-data-bars", "bar-colors"} <= set(entries[1:])
+    assert [h.score for h in found] == sorted((h.score for h in found), reverse=True)

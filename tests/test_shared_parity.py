@@ -25,6 +25,7 @@ from sandbox_memory import (
     MemoryClient,
     MemoryGenerateConfig,
     MemoryReadConfig,
+    Remember,
 )
 from sandbox_memory.cli import main
 from sandbox_memory.runtime import LayoutRuntime
@@ -129,9 +130,28 @@ async def play(rt: LayoutRuntime, client: MemoryClient) -> None:
         person="ann",
     )
     await remember_ann_and_forget_bravo(client, rt)
+    # An old fix naming a file, and newer facts sharing more of a task's words (a search
+    # naming that file puts the fix first: both backends the same way).
+    for key, content in (
+        ("fix-axes-bar", "Fixed `lib/plotlib/axes/_axes.py`: an empty first value."),
+        ("bar-chart-nan", "Axes.bar raises StopIteration for all-nan data in bar charts."),
+        ("nan-data-bars", "In bar charts, Axes.bar with all-nan data raises again."),
+        # Entries about other things, so that the shared words weigh.
+        *((f"rule-{i}", f"Invoice rounding rule {i} keeps two decimals.") for i in range(12)),
+    ):
+        view = await client.view()
+        await client.apply(Remember(key=key, content=content, kind="fact"), expected=view.version)
+    await rt.close()
+
+
+TRACEBACK_TASK = (
+    "ax.bar raises StopIteration for all-nan data in bar charts\n"
+    "File ~/envs/py310/lib/python3.10/site-packages/plotlib/axes/_axes.py:2182, in Axes.bar"
+)
 
 
 QUERIES: list[tuple[str, dict[str, Any]]] = [
+    (TRACEBACK_TASK, {}),
     ("alpha deploy", {}),
     ("bravo", {}),
     ("noted", {"limit": 20}),
@@ -173,6 +193,9 @@ async def test_search_over_the_store_answers_as_over_the_workspace(
     assert (await remote.search("locker code", person="ann"))[0].conversation == "ann-chat"
     found = await remote.search("alpha deploy")
     assert {h.kind for h in found} == {"entry", "rollout_summary"}
+    assert [h.key for h in await remote.search(TRACEBACK_TASK) if h.kind == "entry"][
+        0
+    ] == "fix-axes-bar"
     replies = await remote.search("noted", limit=20)
     assert {h.conversation for h in replies if h.kind == "item"} == {"conv-a", "conv-b"}
 

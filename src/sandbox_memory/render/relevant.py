@@ -40,6 +40,7 @@ from ..search.index import (
     all_words,
     fts_query,
     known_terms,
+    named_files,
     named_phrases,
     words_said,
 )
@@ -111,7 +112,8 @@ def input_text(run_input: str | Iterable[Any] | None) -> str:
 
 def task_terms(text: str) -> tuple[list[str], list[str]]:
     """The query for a run's input text, as FTS5 terms: the paths and symbols it names as
-    phrases (the first :data:`QUERY_PHRASES`), and its words, most repeated first (which of
+    phrases (the first :data:`QUERY_PHRASES`, and every file it names: see
+    :func:`~sandbox_memory.search.index.named_files`), and its words, most repeated first (which of
     them are searched is decided by their rarity in the index: see
     :meth:`SearchIndex.curated <sandbox_memory.search.index.SearchIndex.curated>`)."""
 
@@ -120,7 +122,8 @@ def task_terms(text: str) -> tuple[list[str], list[str]]:
     if not words:  # only short words or numbers: search those
         found = fts_query(tail)
         words = found.split(" OR ") if found else []
-    return named_phrases(tail, QUERY_PHRASES), words
+    named = named_phrases(tail, QUERY_PHRASES)
+    return [*named, *(f for f in named_files(tail) if f not in named)], words
 
 
 def _words(text: str) -> set[str]:

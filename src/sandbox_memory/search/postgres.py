@@ -67,7 +67,9 @@ from .index import (
     all_words,
     distinct,
     excerpt_of,
+    file_phrases,
     hit_text_chars,
+    named_files,
     one_per_key,
     search_expression,
     states_any,
@@ -681,16 +683,21 @@ class PostgresSearch:
         args: dict[str, Any],
         limit: int,
         probes: dict[str, list[str]],
+        files: Sequence[Sequence[str]] = (),
     ) -> list[tuple[float, Sequence[Any], Sequence[Any], dict[str, list[int]]]]:
         """The best ``limit`` documents of ``kind`` by BM25 (``stats``: its group's), then
         the items stating a retracted entry left out, as ``SearchIndex._ranked`` reads them:
-        ``(score, light row, row, positions)``."""
+        ``(score, light row, row, positions)``. Those holding one of ``files`` (the phrases
+        of the files the query names) come first, as ``SearchIndex._lexical`` puts them."""
 
         where = "d.kind = %(kind)s" + (
             " AND d.conversation = %(conv)s" if args["conv"] is not None else ""
         )
         found = await self._candidates(conn, phrases, where, {**args, "kind": kind})
-        best = self._scored(found, phrases, stats, held)[:limit]
+        scored = self._scored(found, phrases, stats, held)
+        if files:
+            scored.sort(key=lambda s: not any(bm25.phrase_count(s[2], f) for f in files))
+        best = scored[:limit]
         full = await self._rows(conn, [str(light[0]) for _, light, _ in best])
         out: list[tuple[float, Sequence[Any], Sequence[Any], dict[str, list[int]]]] = []
         for score, light, pos in best:
@@ -713,14 +720,15 @@ class PostgresSearch:
         limit: int,
     ) -> list[SearchHit]:
         """The kinds ranked each by BM25 on its own and taken in turn (``SearchIndex.
-        _lexical``)."""
+        _lexical``), the documents naming a file the query names first in each."""
 
         fused: list[tuple[float, int, float, SearchHit]] = []
         probes: dict[str, list[str]] = {}
+        files = self._file_terms(named_files(query))
         for order, kind in enumerate(KIND_ORDER):
             grp = GROUPS[kind]
             ranked = await self._ranked(
-                conn, phrases, stats[grp], held[grp], kind, args, limit, probes
+                conn, phrases, stats[grp], held[grp], kind, args, limit, probes, files
             )
             for rank, (score, light, row, pos) in enumerate(ranked, 1):
                 shown = score >= SCORE_SHOWN_MIN
@@ -734,6 +742,11 @@ class PostgresSearch:
         return [
             hit.model_copy(update={"score": round(score, 4)}) for score, _, _, hit in fused[:limit]
         ]
+
+    def _file_terms(self, files: list[str]) -> list[list[str]]:
+        """The phrases of :func:`~sandbox_memory.search.index.file_phrases` as terms."""
+
+        return query_phrases(" OR ".join(files), self.tokenizer) if files else []
 
     async def curated(
         self,
@@ -778,6 +791,7 @@ class PostgresSearch:
             if not query:
                 return []
             found = await self._held(conn, query)
+            files = self._file_terms(file_phrases(phrases))
             ranked: list[SearchHit] = []
             for kind in ("entry", "rollout_summary"):
                 grp = GROUPS[kind]
@@ -790,6 +804,7 @@ class PostgresSearch:
                     args,
                     limit,
                     {},
+                    files,
                 ):
                     ranked.append(_hit(row, score, "", whole=True))
             return await self._one_per_key(conn, ranked, args, whole=True)

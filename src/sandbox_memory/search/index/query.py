@@ -28,9 +28,9 @@ from .hits import (
     one_per_key,
 )
 from .retracted import RetractedItems, states_any
-from .schema import FEW_TABLES, HitKind, _sources_of, _unpack
+from .schema import FEW_TABLES, KIND_TABLES, HitKind, _sources_of, _unpack
 from .sync import IndexSync
-from .text import _plain, all_words, search_expression
+from .text import _plain, all_words, file_phrases, search_expression
 from .vectors import RERANK_POOL, VectorRanking
 
 DEFAULT_LIMIT = 10
@@ -240,13 +240,19 @@ class IndexQueries(IndexSync, VectorRanking):
         if not expression:
             return []
         ranked: list[SearchHit] = []
+        files = file_phrases(phrases)
         for kind in ("entry", "rollout_summary"):  # each ranked among its kind (see _lexical)
+            # The documents naming a file the input names first (as a search ranks them).
+            naming = self._naming(db, KIND_TABLES[kind], files)
+            first = self._ranked_within(
+                db, expression, naming, kind=kind, person=person, limit=limit
+            )
             if kind in FEW_TABLES:
-                ranked += self._ranked_few(
-                    db, terms, kind=kind, person=person, limit=limit, held=held
-                )
+                rest = self._ranked_few(db, terms, kind=kind, person=person, limit=limit, held=held)
             else:
-                ranked += self._ranked_own(db, expression, kind=kind, person=person, limit=limit)
+                rest = self._ranked_own(db, expression, kind=kind, person=person, limit=limit)
+            seen = {(h.kind, h.path, h.key) for h in first}
+            ranked += [*first, *(h for h in rest if (h.kind, h.path, h.key) not in seen)][:limit]
         return self._one_per_key(db, ranked, person, None, whole=True)
 
     @staticmethod

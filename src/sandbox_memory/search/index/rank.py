@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, Final
 
 from ..bm25 import rank_few
 from .hits import SCORE_SHOWN_MIN, SearchHit, _hit_of
 from .retracted import RetractedItems, states_any
 from .schema import FEW_TABLES, KIND_TABLES, TOKENIZER, HitKind, _unpack
+from .text import named_files
 
 KIND_ORDER: Final[tuple[HitKind, ...]] = ("entry", "rollout_summary", "item")
 """The order of the kinds on one rank: curated text (an entry, then a summary) before the raw
@@ -234,20 +235,32 @@ class LexicalRanking(RetractedItems):
 
         fused: list[tuple[float, int, float, int, SearchHit]] = []
         lists: list[tuple[int, list[int], list[SearchHit]]] = []
+        files = named_files(query)
         for order, kind in enumerate(KIND_ORDER):
+            # The documents naming a file the query names first, then the others, each part in
+            # BM25's order (see :func:`~.text.file_phrases`).
+            naming = cls._naming(db, KIND_TABLES[kind], files)
             ids: list[int] = []
-            hits = cls._ranked(
-                db,
-                expression,
-                query=query,
-                person=person,
-                conversation=conversation,
-                kinds=(kind,),
-                limit=limit,
-                whole=False,
-                doc_ids=ids,
-                table=KIND_TABLES[kind],
-            )
+            hits: list[SearchHit] = []
+            for within in (naming, None) if naming else (None,):
+                part_ids: list[int] = []
+                part = cls._ranked(
+                    db,
+                    expression,
+                    query=query,
+                    person=person,
+                    conversation=conversation,
+                    kinds=(kind,),
+                    limit=limit,
+                    whole=False,
+                    doc_ids=part_ids,
+                    table=KIND_TABLES[kind],
+                    within=within,
+                )
+                for doc, hit in zip(part_ids, part, strict=True):
+                    if len(ids) < limit and doc not in ids:
+                        ids.append(doc)
+                        hits.append(hit)
             lists.append((order, ids, hits))
         # A kind of few documents (one entry) floors every word's IDF: such a hit is judged
         # by its BM25 among all documents instead.
@@ -267,6 +280,47 @@ class LexicalRanking(RetractedItems):
         kept = fused[:limit]
         doc_ids.extend(doc for _, _, _, doc, _ in kept)
         return [hit.model_copy(update={"score": round(score, 4)}) for score, _, _, _, hit in kept]
+
+    @classmethod
+    def _ranked_within(
+        cls,
+        db: sqlite3.Connection,
+        expression: str,
+        within: Collection[int],
+        *,
+        kind: HitKind,
+        person: str | None,
+        limit: int,
+    ) -> list[SearchHit]:
+        """The best ``limit`` of the documents ``within`` (of ``kind``) for ``expression``, as
+        :meth:`_best` orders and scores them (BM25 in the kind's own table), text whole."""
+
+        if not within:
+            return []
+        table = KIND_TABLES[kind]
+        scores = {
+            int(doc): float(score)
+            for doc, score in db.execute(
+                f"SELECT rowid, bm25({table}) FROM {table} WHERE {table} MATCH ? "
+                "AND rowid IN (SELECT value FROM json_each(?))",
+                (expression, json.dumps(sorted(within))),
+            )
+        }
+        return cls._best(db, scores, kind=kind, person=person, limit=limit)
+
+    @staticmethod
+    def _naming(db: sqlite3.Connection, table: str, files: list[str]) -> set[int]:
+        """The documents of ``table`` holding one of the phrases ``files`` (of
+        :func:`~.text.file_phrases`): about a file the query names."""
+
+        if not files:
+            return set()
+        return {
+            int(doc)
+            for (doc,) in db.execute(
+                f"SELECT rowid FROM {table} WHERE {table} MATCH ?", (" OR ".join(files),)
+            )
+        }
 
     @staticmethod
     def _weighed(db: sqlite3.Connection, expression: str, ids: list[int]) -> set[int]:
@@ -299,11 +353,13 @@ class LexicalRanking(RetractedItems):
         ids: list[int] | None = None,
         doc_ids: list[int] | None = None,
         table: str = "fts",
+        within: Collection[int] | None = None,
     ) -> list[SearchHit]:
         """Documents matching ``expression`` in :data:`HIT_ORDER`; text cut to a window
         around ``query``'s words unless ``whole``. With ``ids`` (document ids, best first),
         those documents instead, in that order, under the same filters (person, conversation,
-        retracted items). ``doc_ids`` receives the id of each hit returned."""
+        retracted items). ``within``: only these documents (ids). ``doc_ids`` receives the id
+        of each hit returned."""
 
         head = (
             "SELECT d.kind, d.text, {score}, d.updated_at, d.conversation, "
@@ -342,6 +398,9 @@ class LexicalRanking(RetractedItems):
         if conversation is not None:
             sql += " AND d.conversation = ?"
             args.append(conversation)
+        if within is not None:
+            sql += " AND d.id IN (SELECT value FROM json_each(?))"
+            args.append(json.dumps(sorted(within)))
         if kinds is not None:
             sql += " AND d.kind IN (SELECT value FROM json_each(?))"
             args.append(json.dumps(list(kinds)))

@@ -134,14 +134,52 @@ def named_phrases(text: str, limit: int = MAX_QUERY_PHRASES) -> list[str]:
     return list(dict.fromkeys(phrase for _, phrase in found))[:limit]
 
 
+CODE_FILE_EXTENSIONS: Final = frozenset(
+    "py pyi pyx js jsx mjs ts tsx rs go java kt rb php c h cc cpp hpp cs swift scala sh sql "
+    "html css md rst txt toml cfg ini yml yaml json xml ipynb".split()
+)
+"""What ends the name of a file a task's text names: a source, config or doc file."""
+
+
+def named_files(text: str, limit: int = MAX_QUERY_PHRASES) -> list[str]:
+    """The phrases of the files ``text`` names (see :func:`file_phrases`), first named first,
+    each once, at most ``limit``, however many other paths and symbols come before them (a
+    traceback names a dozen symbols before the file it fails in)."""
+
+    found: list[str] = []
+    for match in PATH_RE.finditer(text):
+        parts = [p for p in match.group(0).split("/") if p]
+        phrase = _words_phrase("/".join(parts[-PATH_TAIL_PARTS:]))
+        if phrase is not None:
+            found.append(phrase)
+    return file_phrases(dict.fromkeys(found))[:limit]
+
+
+def file_phrases(phrases: Iterable[str]) -> list[str]:
+    """The phrases of :func:`named_phrases` that name a file: a path's last parts ending in a
+    file name with one of :data:`CODE_FILE_EXTENSIONS` (``"axes axes py"`` for
+    ``site-packages/matplotlib/axes/_axes.py`` in a traceback, ``"basic py"`` for
+    ``basic.py``). A document holding one is about a file the query names: search and the
+    section "relevant to this task" rank such documents first among their kind."""
+
+    found: list[str] = []
+    for phrase in phrases:
+        words = phrase.strip('"').split()
+        if len(words) >= 2 and words[-1] in CODE_FILE_EXTENSIONS:
+            found.append(phrase)
+    return found
+
+
 def search_expression(query: str) -> str:
     """The FTS5 expression :meth:`SearchIndex.search` runs for ``query``: the paths and symbols
-    it names as phrases (:func:`named_phrases`), or any of its words (:func:`fts_query`)."""
+    it names as phrases (:func:`named_phrases`, and every file it names: :func:`named_files`),
+    or any of its words (:func:`fts_query`)."""
 
     words = fts_query(query)
     if not words:
         return ""
-    return " OR ".join(dict.fromkeys([*named_phrases(query), *words.split(" OR ")]))
+    named = [*named_phrases(query), *named_files(query)]
+    return " OR ".join(dict.fromkeys([*named, *words.split(" OR ")]))
 
 
 def known_terms(text: str) -> dict[str, int]:
