@@ -38,7 +38,14 @@ from agents.sandbox.capabilities import Filesystem, Shell
 from agents.testing import assistant_message
 from agents.usage import Usage
 
-from helpers import index_entry_rows, layout_runtime, read_progress, rebuilt_index_rows, sealed
+from helpers import (
+    index_entry_rows,
+    layout_runtime,
+    read_progress,
+    rebuilt_index_rows,
+    run_payload,
+    sealed,
+)
 
 TESTS_DIR = Path(__file__).resolve().parent
 SRC_DIR = TESTS_DIR.parent / "src"
@@ -309,9 +316,11 @@ async def record_conversations(root: Path, names: list[str], *, size: int = 400)
     rt = runtime(root, engine="offline")
     for name in names:
         await rt.record(
-            {
-                "input": [{"role": "user", "content": f"{name}: deploy the service. " * 4}],
-                "generated_items": [
+            run_payload(
+                f"{name}: deploy the service. " * 4,
+                reply=None,
+                when=None,
+                items=[
                     {
                         "type": "function_call",
                         "name": "exec_command",
@@ -325,8 +334,8 @@ async def record_conversations(root: Path, names: list[str], *, size: int = 400)
                         " 0\nOutput:\n" + "deployed\n" * (size // 9),
                     },
                 ],
-                "final_output": f"{name} deployed.",
-            },
+                final_output=f"{name} deployed.",
+            ),
             rollout_id=name,
         )
 
@@ -605,22 +614,12 @@ def race_run(who: str, trial: int, n: int) -> dict[str, Any]:
     """A run of the race above with a lesson of its own: a decision naming the run."""
 
     marker = f"w{who}t{trial}r{n}"
-    return {
-        "input": [
-            {
-                "role": "user",
-                "content": f"Run {marker}: we decided to deploy {marker} with make ship.",
-            }
-        ],
-        "generated_items": [
-            {
-                "type": "message",
-                "role": "assistant",
-                "content": [{"type": "output_text", "text": f"Noted for {marker}."}],
-            }
-        ],
-        "final_output": f"Noted for {marker}.",
-    }
+    return run_payload(
+        f"Run {marker}: we decided to deploy {marker} with make ship.",
+        reply=f"Noted for {marker}.",
+        when=None,
+        final_output=f"Noted for {marker}.",
+    )
 
 
 async def _crash_mid_extraction(root: str) -> None:
@@ -868,25 +867,17 @@ def learning_run(name: str, n: int) -> dict[str, Any]:
             },
         ]
 
-    return {
-        "input": [
-            {
-                "role": "user",
-                "content": f"Run {n} of {name}: fix the failing test. I prefer pytest over "
-                f"unittest. We decided to deploy {name} with make deploy-{name}.",
-            }
-        ],
-        "generated_items": [
+    return run_payload(
+        f"Run {n} of {name}: fix the failing test. I prefer pytest over "
+        f"unittest. We decided to deploy {name} with make deploy-{name}.",
+        reply=f"Fixed {name}; tests pass.",
+        when=None,
+        items=[
             *run("python3 -m pytest -q", f"a{n}", 1, f"FAILED test_{name}.py::test_{n}"),
             *run("python3 -m pytest -q", f"b{n}", 0, "3 passed"),
-            {
-                "type": "message",
-                "role": "assistant",
-                "content": [{"type": "output_text", "text": f"Fixed {name}; tests pass."}],
-            },
         ],
-        "final_output": f"Fixed {name}; tests pass.",
-    }
+        final_output=f"Fixed {name}; tests pass.",
+    )
 
 
 async def _close_with(root: str, kill_at: int) -> list[str]:

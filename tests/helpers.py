@@ -115,10 +115,16 @@ def run_payload(
     when: str | None = "2026-01-01T00:00:00+00:00",
     items: list[dict[str, Any]] | None = None,
     completed: bool = False,
+    history: list[dict[str, Any]] | None = None,
+    final_output: str | None = None,
 ) -> dict[str, Any]:
     """One run as the bridge records it: the user's ``text``, then ``items`` (the agent's tool
     calls and outputs) and the assistant's ``reply`` (None: no reply); ``when`` stamps it
-    (None: no stamp); ``completed`` adds the terminal state of a run that finished."""
+    (None: no stamp); ``completed`` adds the terminal state of a run that finished.
+
+    ``history`` is what the run's input holds before ``text`` (earlier messages, or a replay
+    of an earlier run: :func:`replay_of`); ``final_output`` the run's final output (None:
+    none)."""
 
     generated = list(items or [])
     if reply is not None:
@@ -129,13 +135,26 @@ def run_payload(
                 "content": [{"type": "output_text", "text": reply}],
             }
         )
-    payload: dict[str, Any] = {"input": [{"role": "user", "content": text}]}
+    said = {"role": "user", "content": text}
+    payload: dict[str, Any] = {"input": [*(history or []), said]}
     payload["generated_items"] = generated
     if when is not None:
         payload = {"updated_at": when, **payload}
     if completed:
         payload["terminal_metadata"] = {"terminal_state": "completed", "has_final_output": True}
+    if final_output is not None:
+        payload["final_output"] = final_output
     return payload
+
+
+def replay_of(run: dict[str, Any], text: str) -> dict[str, Any]:
+    """A later run of ``run``'s conversation, as the SDK hands over a run given its history:
+    the input replays ``run`` (its input, then what it generated) before the user's ``text``;
+    no reply, no stamp."""
+
+    return run_payload(
+        text, reply=None, when=None, history=[*run["input"], *run["generated_items"]]
+    )
 
 
 def sealed(line: bytes | str, rollout_id: str) -> bytes:

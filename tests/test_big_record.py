@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from helpers import layout_runtime, sealed
+from helpers import layout_runtime, replay_of, run_payload, sealed
 from sandbox_memory.config import MemoryLayoutConfig
 from sandbox_memory.record import offload
 from sandbox_memory.redact import Redactor
@@ -28,15 +28,16 @@ def big_payload(megabytes: float) -> dict[str, Any]:
     output = line * int(megabytes * (1 << 20) // len(line))
     half = len(output) // 2
     output = output[:half] + f"export GITHUB_TOKEN={SECRET}\n" + output[half:]
-    return {
-        "updated_at": "2026-01-01T12:00:00+00:00",
-        "input": [{"role": "user", "content": "Run the job and show its log."}],
-        "generated_items": [
+    return run_payload(
+        "Run the job and show its log.",
+        reply=None,
+        when="2026-01-01T12:00:00+00:00",
+        items=[
             {"type": "function_call", "name": "exec_command", "call_id": "c", "arguments": "{}"},
             {"type": "function_call_output", "call_id": "c", "output": output},
         ],
-        "final_output": "Done.",
-    }
+        final_output="Done.",
+    )
 
 
 async def record_measuring_stall(rt: LayoutRuntime, payload: dict[str, Any]) -> float:
@@ -126,8 +127,7 @@ def replaying_runs(root: Path) -> list[dict[str, Any]]:
     """A run with a big tool output, then a run (no conversation id) replaying its history."""
 
     first = big_payload(0.5)
-    history = [*first["input"], *first["generated_items"]]
-    second = {"input": [*history, {"role": "user", "content": "And now?"}], "generated_items": []}
+    second = replay_of(first, "And now?")
     root.mkdir()
     rt = layout_runtime(root)
 

@@ -11,7 +11,7 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
-from helpers import layout_runtime, sealed
+from helpers import layout_runtime, replay_of, run_payload, sealed
 from sandbox_memory.config import MemoryLayoutConfig
 from sandbox_memory.integrity import SegmentSeal
 from sandbox_memory.stores import segments as rollouts
@@ -105,9 +105,11 @@ def test_chunked_reading_equals_reading_whole(tmp_path: Path) -> None:
 
 
 def big_run() -> dict[str, Any]:
-    return {
-        "input": [{"role": "user", "content": "Build it and show the log."}],
-        "generated_items": [
+    return run_payload(
+        "Build it and show the log.",
+        reply=None,
+        when=None,
+        items=[
             {"type": "function_call", "name": "exec_command", "call_id": "c", "arguments": "{}"},
             {
                 "type": "function_call_output",
@@ -115,16 +117,15 @@ def big_run() -> dict[str, Any]:
                 "output": "compiling module\n" * (2 * MAX_STRING_CHARS // 17),
             },
         ],
-        "final_output": "Built.",
-    }
+        final_output="Built.",
+    )
 
 
 def replayed_items(root: Path) -> int:
     """A fresh runtime (nothing cached) records a run replaying the big run's history."""
 
     first = big_run()
-    history = [*first["input"], *first["generated_items"]]
-    second = {"input": [*history, {"role": "user", "content": "And now?"}], "generated_items": []}
+    second = replay_of(first, "And now?")
     rt = layout_runtime(root)
     assert asyncio.run(rt.record(second, rollout_id="run-x", per_run_id=True)) == "conv"
     lines = (root / MemoryLayoutConfig().sessions_dir / "conv.jsonl").read_bytes().splitlines()
@@ -143,8 +144,8 @@ def test_a_fresh_recorder_reads_the_rollouts_digests_keeping_no_segment(tmp_path
     lines = [sealed(json.dumps(segment(n, 200_000)), "conv") for n in range(60)]
     (sessions / "conv.jsonl").write_bytes(b"".join(lines))
     rt = layout_runtime(tmp_path)
-    said = [{"role": "user", "content": "Run step 3."}, {"role": "user", "content": "Again."}]
-    run = {"input": said, "generated_items": []}
+    earlier = [{"role": "user", "content": "Run step 3."}]
+    run = run_payload("Again.", reply=None, when=None, history=earlier)
     tracemalloc.start()
     try:
         asyncio.run(rt.record(run, rollout_id="conv"))

@@ -13,6 +13,8 @@ from types import ModuleType
 
 import pytest
 
+from helpers import run_payload
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
@@ -139,24 +141,26 @@ def _exec_output(code: int, text: str) -> str:
 def _bug_fix_payload() -> dict[str, object]:
     """One recorded run in the SDK's payload shape: a failing test, a patch, a passing test."""
 
-    return {
-        "updated_at": "2025-01-01T00:00:00+00:00",
-        "input": [{"role": "user", "content": "The invoice tests fail. I prefer short answers."}],
-        "generated_items": [
-            {"type": "function_call", "name": "exec_command", "call_id": "c1",
-             "arguments": json.dumps({"cmd": TEST_CMD})},
-            {"type": "function_call_output", "call_id": "c1",
-             "output": _exec_output(1, "FAIL: test_tax (t.T.test_tax)\nAssertionError: 1 != 2\n")},
-            {"type": "custom_tool_call", "name": "apply_patch", "call_id": "c2",
-             "input": "*** Begin Patch\n*** Update File: invoice.py\n@@\n-a\n+b\n*** End Patch\n"},
-            {"type": "custom_tool_call_output", "call_id": "c2", "output": "Updated invoice.py"},
-            {"type": "function_call", "name": "exec_command", "call_id": "c3",
-             "arguments": json.dumps({"cmd": TEST_CMD})},
-            {"type": "function_call_output", "call_id": "c3", "output": _exec_output(0, "OK\n")},
-        ],
-        "final_output": "Fixed invoice.py.",
-        "terminal_metadata": {"terminal_state": "completed", "has_final_output": True},
-    }  # fmt: skip
+    items = [
+        {"type": "function_call", "name": "exec_command", "call_id": "c1",
+         "arguments": json.dumps({"cmd": TEST_CMD})},
+        {"type": "function_call_output", "call_id": "c1",
+         "output": _exec_output(1, "FAIL: test_tax (t.T.test_tax)\nAssertionError: 1 != 2\n")},
+        {"type": "custom_tool_call", "name": "apply_patch", "call_id": "c2",
+         "input": "*** Begin Patch\n*** Update File: invoice.py\n@@\n-a\n+b\n*** End Patch\n"},
+        {"type": "custom_tool_call_output", "call_id": "c2", "output": "Updated invoice.py"},
+        {"type": "function_call", "name": "exec_command", "call_id": "c3",
+         "arguments": json.dumps({"cmd": TEST_CMD})},
+        {"type": "function_call_output", "call_id": "c3", "output": _exec_output(0, "OK\n")},
+    ]  # fmt: skip
+    return run_payload(
+        "The invoice tests fail. I prefer short answers.",
+        reply=None,
+        when="2025-01-01T00:00:00+00:00",
+        items=items,
+        completed=True,
+        final_output="Fixed invoice.py.",
+    )
 
 
 def test_docs_migrating_memory_accepts_the_sdks_config_objects() -> None:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from faultlib import figure, runtime, scenario_env, warnings_from
+from helpers import replay_of, run_payload
 from sandbox_memory.config import MemoryLayoutConfig
 
 LAYOUT = MemoryLayoutConfig()
@@ -21,24 +22,15 @@ THREADS = Path(LAYOUT.memories_dir) / "store" / "threads"
 
 
 def first_run() -> dict[str, Any]:
-    return {
-        "input": [{"role": "user", "content": "The invoice total is wrong; fix it."}],
-        "generated_items": [
-            {
-                "type": "message",
-                "role": "assistant",
-                "content": [{"type": "output_text", "text": "Fixed the rounding in total()."}],
-            }
-        ],
-    }
+    return run_payload(
+        "The invoice total is wrong; fix it.", reply="Fixed the rounding in total().", when=None
+    )
 
 
 def replaying_run() -> dict[str, Any]:
     """A run without a conversation id of its own whose input replays the first run."""
 
-    first = first_run()
-    history = [*first["input"], *first["generated_items"]]
-    return {"input": [*history, {"role": "user", "content": "Add a test."}], "generated_items": []}
+    return replay_of(first_run(), "Add a test.")
 
 
 CHILD = """

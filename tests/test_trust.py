@@ -18,7 +18,7 @@ from agents.testing import ScriptedModel, assistant_message
 from openai.types.responses import ResponseCustomToolCall
 
 from faultlib import rc, sandbox_agent
-from helpers import read_layout, sealed, shell
+from helpers import read_layout, replay_of, sealed, shell
 from sandbox_memory import Memory, MemoryClient, MemoryGenerateConfig, Remember
 from shared_flow import run_payload
 
@@ -552,10 +552,7 @@ async def test_a_conversation_index_record_the_agent_writes_sends_no_run_elsewhe
     records = list((tmp_path / "memories/store/threads").glob("*"))
     (record,) = [p for p in records if p.read_text().startswith("work")]
     record.write_text("secret")  # the agent points the history at another conversation
-    replay = {
-        "input": [*first["input"], *first["generated_items"], {"role": "user", "content": "More."}],
-        "generated_items": [],
-    }
+    replay = replay_of(first, "More.")
     rid = await rt.record(replay, rollout_id="run-1234", per_run_id=True)
     assert rid != "secret"
     assert len((tmp_path / "sessions/secret.jsonl").read_text().splitlines()) == 1
@@ -567,8 +564,5 @@ async def test_a_run_replaying_a_recorded_history_still_joins_its_conversation(
     mc = _client(tmp_path)
     first = run_payload("Fix the parser.")
     await mc.runtime.record(first, rollout_id="work")
-    replay = {
-        "input": [*first["input"], *first["generated_items"], {"role": "user", "content": "More."}],
-        "generated_items": [],
-    }
+    replay = replay_of(first, "More.")
     assert await mc.runtime.record(replay, rollout_id="run-1234", per_run_id=True) == "work"
