@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import extraction_reply, layout_runtime, read_segments
+from helpers import extraction_reply, layout_runtime, read_segments, run_payload
 from sandbox_memory import (
     Configure,
     Forget,
@@ -164,7 +164,7 @@ async def test_refresh_with_generate_off_does_nothing(mc, tmp_path: Path) -> Non
     await mc.apply(Configure(generate=False), expected=0, conversation="trip")
     rt: LayoutRuntime = mc.runtime
     await rt.record(
-        {"input": [{"role": "user", "content": "I prefer window seats."}], "generated_items": []},
+        run_payload("I prefer window seats.", reply=None, when=None),
         rollout_id="trip",
     )
     view = await mc.apply(Refresh(), expected=0, conversation="trip")
@@ -281,7 +281,7 @@ async def test_a_rejection_inside_consolidation_is_logged_at_warning(
     )
     await mc.apply(Forget(key="budget"), expected=1, conversation="trip")
     await mc.runtime.record(
-        {"input": [{"role": "user", "content": "I prefer window seats."}], "generated_items": []},
+        run_payload("I prefer window seats.", reply=None, when=None),
         rollout_id="trip",
     )
     caplog.set_level(logging.WARNING, logger="sandbox_memory")
@@ -293,7 +293,7 @@ async def test_a_rejection_inside_consolidation_is_logged_at_warning(
 async def test_refresh_with_generate_on_and_no_model_is_a_conflict(tmp_path: Path) -> None:
     mc = MemoryClient(tmp_path, generate=MemoryGenerateConfig(engine="model"))
     await mc.runtime.record(
-        {"input": [{"role": "user", "content": "I prefer window seats."}], "generated_items": []},
+        run_payload("I prefer window seats.", reply=None, when=None),
         rollout_id="trip",
     )
     with pytest.raises(MemoryConflict, match="no.* model|none is available"):

@@ -4,9 +4,8 @@ the engine's name."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from helpers import layout_runtime
+from helpers import layout_runtime, run_payload
 from sandbox_memory.engines.base import (
     Candidate,
     EngineTraits,
@@ -61,10 +60,7 @@ def test_the_offline_engine_spends_no_model_calls_and_takes_no_feedback() -> Non
 async def _close_three(tmp_path: Path, engine: CountingEngine) -> int:
     rt = layout_runtime(tmp_path, engine=engine, max_model_calls_per_close=1)
     for n in range(3):
-        run: dict[str, Any] = {
-            "input": [{"role": "user", "content": f"Note number {n}."}],
-            "generated_items": [],
-        }
+        run = run_payload(f"Note number {n}.", reply=None, when=None)
         await rt.record(run, rollout_id=f"c{n}")
     await rt.close()
     return len(await rt.store.pending_rollouts())

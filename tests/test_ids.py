@@ -7,10 +7,10 @@ Real workspaces in a temp folder, the offline engine.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from helpers import run_payload
 from sandbox_memory import (
     Memory,
     MemoryClient,
@@ -24,10 +24,6 @@ from sandbox_memory.stores.segments import run_rollout_id, safe_rollout_id
 OFFLINE = MemoryGenerateConfig(engine="offline")
 
 
-def run(text: str) -> dict[str, Any]:
-    return {"input": [{"role": "user", "content": text}], "generated_items": []}
-
-
 async def test_an_id_spelled_like_a_derived_one_never_shares_its_file(tmp_path: Path) -> None:
     client = MemoryClient(tmp_path, generate=OFFLINE)
     raw = "team/alice chat"
@@ -35,7 +31,9 @@ async def test_an_id_spelled_like_a_derived_one_never_shares_its_file(tmp_path: 
     # The literal ids an adversary could pick: the old derived form, and this one.
     ids = [raw, "team-alice-chat-e08e1ebd27ec", derived]
     recorded = [
-        await client.runtime.record(run(f"Message number {n} of its own."), rollout_id=rid)
+        await client.runtime.record(
+            run_payload(f"Message number {n} of its own.", reply=None, when=None), rollout_id=rid
+        )
         for n, rid in enumerate(ids)
     ]
     assert len(set(recorded)) == 3, recorded
@@ -58,7 +56,7 @@ async def test_a_lone_surrogate_in_a_conversation_id_is_refused_naming_it(
 ) -> None:
     client = MemoryClient(tmp_path, generate=OFFLINE)
     with pytest.raises(MemoryConfigError) as caught:
-        await client.runtime.record(run("Hello."), rollout_id=bad)
+        await client.runtime.record(run_payload("Hello.", reply=None, when=None), rollout_id=bad)
     assert caught.value.field == "rollout_id" and caught.value.value == bad
     assert "surrogate" in str(caught.value)
     assert not (tmp_path / "sessions").exists() or not list((tmp_path / "sessions").iterdir())
@@ -74,7 +72,9 @@ async def test_a_lone_surrogate_in_a_person_or_content_is_refused_and_nothing_st
     client = MemoryClient(tmp_path, generate=OFFLINE)
     view = await client.create("trip")
     with pytest.raises(MemoryConfigError) as caught:
-        await client.runtime.record(run("Hello."), rollout_id="trip", person="ann\ud800")
+        await client.runtime.record(
+            run_payload("Hello.", reply=None, when=None), rollout_id="trip", person="ann\ud800"
+        )
     assert caught.value.field == "person"
     for command, field in (
         (Remember(key="k", content="A fact.", person="b\ud800"), "person"),

@@ -7,11 +7,10 @@ An engine object at the model seam proposes the keys; real workspace in a temp f
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from helpers import layout_runtime
+from helpers import layout_runtime, run_payload
 from sandbox_memory import MemoryClient
 from sandbox_memory.engines.base import Candidate, Extraction, ExtractionRequest
 from sandbox_memory.redact import default_redactor
@@ -85,7 +84,7 @@ async def test_lessons_under_harmless_keys_are_kept_and_a_refusal_is_logged(
     keys = [*HARMLESS[:3], CREDENTIALS[0]]
     rt = layout_runtime(tmp_path, engine=KeyedEngine(keys))
     said = "Always use pnpm with Node 18; keep the npm v10 lockfile."
-    run: dict[str, Any] = {"input": [{"role": "user", "content": said}], "generated_items": []}
+    run = run_payload(said, reply=None, when=None)
     await rt.record(run, rollout_id="setup")
     with caplog.at_level("WARNING", logger="sandbox_memory"):
         await rt.close()

@@ -18,7 +18,7 @@ from agents.sandbox import SandboxAgent, SandboxRunConfig
 from agents.sandbox.capabilities import Filesystem, Shell
 from agents.testing import ScriptedModel, assistant_message, function_call
 
-from helpers import layout_runtime, shell
+from helpers import layout_runtime, run_payload, shell
 from sandbox_memory import (
     Forget,
     Memory,
@@ -188,7 +188,7 @@ async def test_bobs_run_cannot_replace_anns_private_entry_through_extraction(
     rt = layout_runtime(tmp_path, engine=OverwritingEngine())
     for rid in ("ann-1", "bob-1"):
         await rt.record(
-            {"input": [{"role": "user", "content": "Plan the menu."}], "generated_items": []},
+            run_payload("Plan the menu.", reply=None, when=None),
             rollout_id=rid,
             person="bob",
         )

@@ -16,7 +16,7 @@ from agents.sandbox import SandboxAgent, SandboxRunConfig
 from agents.sandbox.capabilities import Filesystem, Shell
 from agents.testing import ScriptedModel, assistant_message
 
-from helpers import bug_fix_script, layout_runtime
+from helpers import bug_fix_script, layout_runtime, run_payload
 from sandbox_memory import Memory, MemoryClient, MemoryGenerateConfig, for_person
 from sandbox_memory.engines.base import Candidate, Extraction, ExtractionRequest
 from sandbox_memory.privacy import self_statements, shared_text
@@ -119,7 +119,7 @@ async def test_shared_entries_and_files_lose_self_statements_whatever_the_engine
     rt = quoting_runtime(tmp_path)
     said = "Fix the failing test in calc.py. I prefer short answers with a list of changes. I'm allergic to peanuts."
     await rt.record(
-        {"input": [{"role": "user", "content": said}], "generated_items": []},
+        run_payload(said, reply=None, when=None),
         rollout_id="ana-1",
         person="ana",
     )
@@ -139,9 +139,7 @@ async def test_shared_entries_and_files_lose_self_statements_whatever_the_engine
 async def test_without_a_person_nothing_is_held_back(tmp_path: Path) -> None:
     rt = quoting_runtime(tmp_path)
     said = "Fix calc.py. I prefer short answers with a list of changes."
-    await rt.record(
-        {"input": [{"role": "user", "content": said}], "generated_items": []}, rollout_id="solo"
-    )
+    await rt.record(run_payload(said, reply=None, when=None), rollout_id="solo")
     await rt.close()
     assert (await MemoryClient(tmp_path).view("solo")).entries[
         "task-calc"
@@ -330,7 +328,7 @@ async def test_a_persons_run_keeps_first_person_work_in_shared_memory(
 ) -> None:
     rt = quoting_runtime(tmp_path, QuotingAll(work))
     await rt.record(
-        {"input": [{"role": "user", "content": said}], "generated_items": []},
+        run_payload(said, reply=None, when=None),
         rollout_id="ana-1",
         person="ana",
     )
@@ -373,7 +371,7 @@ async def test_a_summary_file_name_holds_no_private_word(tmp_path: Path, engine:
     rt = layout_runtime(tmp_path, engine=engine)
     said = "I'm allergic to peanuts and I'm going through a divorce. I prefer short answers."
     await rt.record(
-        {"input": [{"role": "user", "content": said}], "generated_items": []},
+        run_payload(said, reply=None, when=None),
         rollout_id="team-thread",
         person="ann",
     )

@@ -23,6 +23,7 @@ from click.testing import CliRunner
 
 from adversarial_corpus import CASES, NEAR_MISSES, Case, LeakFinder, leaks
 from faultlib import PhaseOneModel, extraction, item_id, log_text, runtime
+from helpers import run_payload
 from sandbox_memory.cli import main as cli_main
 from sandbox_memory.config import MemoryGenerateConfig
 from sandbox_memory.edit.commands import MemoryClient, MemoryConflict, Remember
@@ -138,16 +139,14 @@ def _chunks(cases: list[Case]) -> list[list[Case]]:
 
 def _run(chunk: list[Case], n: int) -> dict[str, Any]:
     body = "\n".join(case.text for case in chunk)
-    return {
-        "input": [{"role": "user", "content": f"Check these still work:\n{body}"}],
-        "generated_items": [
-            {"type": "function_call", "call_id": f"h{n}", "name": "exec_command",
-             "arguments": json.dumps({"cmd": f"cat <<'EOF'\n{body}\nEOF"})},
-            {"type": "function_call_output", "call_id": f"h{n}", "output": body},
-            {"type": "message", "role": "assistant",
-             "content": [{"type": "output_text", "text": f"Checked:\n{body}"}]},
-        ],
-    }  # fmt: skip
+    items = [
+        {"type": "function_call", "call_id": f"h{n}", "name": "exec_command",
+         "arguments": json.dumps({"cmd": f"cat <<'EOF'\n{body}\nEOF"})},
+        {"type": "function_call_output", "call_id": f"h{n}", "output": body},
+    ]  # fmt: skip
+    return run_payload(
+        f"Check these still work:\n{body}", reply=f"Checked:\n{body}", when=None, items=items
+    )
 
 
 def _stored_texts(root: Path) -> dict[str, str]:
@@ -269,7 +268,7 @@ def test_the_cli_stores_no_secret_of_the_corpus(tmp_path: Path) -> None:
 
 async def test_a_memory_file_edited_with_the_corpus_is_set_aside_redacted(tmp_path: Path) -> None:
     rt = runtime(tmp_path, engine="offline")
-    run = {"input": [{"role": "user", "content": "Fix the build."}], "generated_items": []}
+    run = run_payload("Fix the build.", reply=None, when=None)
     await rt.record(run, rollout_id="c1")
     await rt.close()
     cases = [cases[i] for cases in BY_CLASS.values() for i in range(0, len(cases), 7)]

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from helpers import layout_runtime
+from helpers import layout_runtime, run_payload
 from sandbox_memory.engines.base import Candidate
 from sandbox_memory.redact import Redactor
 from sandbox_memory.rules import ItemIndex, check_candidates, secret_problem
@@ -152,7 +152,7 @@ async def test_a_conversation_id_holding_a_token_reaches_no_file_name(tmp_path: 
     assert token not in rid and "a1B2c3D4e5" not in rid
     assert rid == safe_rollout_id(f"ci-{token}")  # stable: the same file every run
     rt = layout_runtime(tmp_path)
-    run = {"input": [{"role": "user", "content": "Fix the build."}], "generated_items": []}
+    run = run_payload("Fix the build.", reply=None, when=None)
     recorded = await rt.record(run, rollout_id=f"ci-{token}")
     await rt.close()
     for path in tmp_path.rglob("*"):
@@ -190,7 +190,7 @@ def test_a_private_key_split_over_two_tool_outputs_is_redacted_in_both(
 
 async def test_a_file_memory_sets_aside_is_redacted(tmp_path: Path) -> None:
     rt = layout_runtime(tmp_path)
-    run = {"input": [{"role": "user", "content": "Fix the build."}], "generated_items": []}
+    run = run_payload("Fix the build.", reply=None, when=None)
     await rt.record(run, rollout_id="c1")
     await rt.close()
     token = "ghp_" + "a1B2c3D4e5" * 4
