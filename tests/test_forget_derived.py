@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from helpers import run_payload
 from sandbox_memory import Forget, MemoryClient, Remember
 from sandbox_memory.engines.base import Candidate, Extraction, ExtractionRequest
 from sandbox_memory.stores import PostgresStore
@@ -39,16 +40,7 @@ class QuotingEngine:
 
 
 def run() -> dict[str, Any]:
-    return {
-        "input": [{"role": "user", "content": SAID}],
-        "generated_items": [
-            {
-                "type": "message",
-                "role": "assistant",
-                "content": [{"type": "output_text", "text": ECHO}],
-            }
-        ],
-    }
+    return run_payload(SAID, reply=ECHO, when=None)
 
 
 def memory_files(root: Path) -> dict[str, str]:

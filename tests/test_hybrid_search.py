@@ -146,19 +146,9 @@ async def test_a_forgotten_entry_and_its_items_stay_out_of_the_fused_ranking(
 ) -> None:
     openai_env.respond_with(embeddings(DIM, synonyms=SYNONYMS))
     c = hybrid(tmp_path)
-    payload = {
-        "updated_at": "2026-03-01T10:00:00+00:00",
-        "input": [{"role": "user", "content": "We use the staging database on port 6543."}],
-        "generated_items": [
-            {
-                "type": "message",
-                "role": "assistant",
-                "content": [{"type": "output_text", "text": "Noted."}],
-            }
-        ],
-        "terminal_metadata": {"terminal_state": "completed", "has_final_output": True},
-    }
-    await c.runtime.record(payload, rollout_id="ops")
+    await c.runtime.record(
+        payload("We use the staging database on port 6543.", "Noted."), rollout_id="ops"
+    )
     await c.runtime.close()
     view = await c.view(None)
     (learned,) = [e for e in view.entries.values() if "6543" in e.content and e.sources]

@@ -13,29 +13,29 @@ from typing import Any
 import pytest
 from agents.sandbox import Manifest
 
-from helpers import layout_runtime
+from helpers import layout_runtime, run_payload
 from sandbox_memory.runtime import LayoutRuntime
 from sandbox_memory.search import index as search
 from sandbox_memory.search.index import sync as index_sync
 from sandbox_memory.workspace import LocalWorkspace, SessionWorkspace
 from test_extract_scale import ListingCounter
-from test_search import payload
 
 STORE = "memories/store"
 LISTED = {"sessions", "memories/rollout_summaries"}
 
 
 def run(text: str, reply: str = "Done.", when: str = "2026-01-01T00:00:00+00:00") -> dict[str, Any]:
-    return payload(text, reply, when=when)
+    return run_payload(text, reply=reply, when=when, completed=True)
 
 
 def reading(path: str) -> dict[str, Any]:
     """A run whose tool call reads a memory file (a use of that conversation)."""
 
-    return {
-        "updated_at": "2026-01-05T00:00:00+00:00",
-        "input": [{"role": "user", "content": "Build it."}],
-        "generated_items": [
+    return run_payload(
+        "Build it.",
+        reply=None,
+        when="2026-01-05T00:00:00+00:00",
+        items=[
             {
                 "type": "function_call",
                 "name": "exec_command",
@@ -43,7 +43,7 @@ def reading(path: str) -> dict[str, Any]:
                 "arguments": json.dumps({"cmd": f"cat {path}"}),
             }
         ],
-    }
+    )
 
 
 async def phase_two(rt: LayoutRuntime) -> None:

@@ -19,14 +19,16 @@ from openai import AsyncOpenAI
 
 import http_provider as hp
 from faultlib import progress, warnings_from
-from helpers import layout_runtime, read_layout, read_segments
+from helpers import layout_runtime, read_layout, read_segments, run_payload
 from sandbox_memory import MemoryConfigError, MemoryGenerateConfig
 from sandbox_memory.engines.model import ModelEngine
 from sandbox_memory.runtime import LayoutRuntime
 
-FIX_RUN: dict[str, Any] = {
-    "input": [{"role": "user", "content": "The invoice tests fail. Fix the bug."}],
-    "generated_items": [
+FIX_RUN: dict[str, Any] = run_payload(
+    "The invoice tests fail. Fix the bug.",
+    reply="Fixed; the tests pass.",
+    when=None,
+    items=[
         {
             "type": "function_call",
             "name": "exec_command",
@@ -38,13 +40,8 @@ FIX_RUN: dict[str, Any] = {
             "call_id": "c1",
             "output": "Process exited with code 0\nOutput:\nOK\n",
         },
-        {
-            "type": "message",
-            "role": "assistant",
-            "content": [{"type": "output_text", "text": "Fixed; the tests pass."}],
-        },
     ],
-}
+)
 
 
 def client_for(server: hp.ProviderServer) -> AsyncOpenAI:
@@ -163,9 +160,11 @@ async def test_request_carries_model_settings_and_no_secret(
 async def test_external_tools_are_marked_in_the_transcript_the_model_receives(
     provider: hp.ProviderServer, workspace_root: Path
 ) -> None:
-    run = {
-        "input": [{"role": "user", "content": "Look up the release notes."}],
-        "generated_items": [
+    run = run_payload(
+        "Look up the release notes.",
+        reply=None,
+        when=None,
+        items=[
             {
                 "type": "function_call",
                 "name": "fetch_page",
@@ -181,7 +180,7 @@ async def test_external_tools_are_marked_in_the_transcript_the_model_receives(
             },
             {"type": "function_call_output", "call_id": "c1", "output": "README.md"},
         ],
-    }
+    )
     rt = layout_runtime(
         workspace_root, engine=responses_engine(provider), external_tools=("fetch_page",)
     )

@@ -22,7 +22,7 @@ from agents.sandbox.capabilities import Filesystem, Shell
 from agents.testing import ScriptedModel, assistant_message, function_call
 from click.testing import CliRunner
 
-from helpers import TEST_COMMAND, bug_fix_script
+from helpers import TEST_COMMAND, bug_fix_script, run_payload
 from sandbox_memory import (
     Forget,
     Memory,
@@ -43,18 +43,7 @@ OFFLINE = MemoryGenerateConfig(engine="offline")
 
 
 def payload(user: str, reply: str, *, when: str = "2026-03-01T10:00:00+00:00") -> dict[str, Any]:
-    return {
-        "updated_at": when,
-        "input": [{"role": "user", "content": user}],
-        "generated_items": [
-            {
-                "type": "message",
-                "role": "assistant",
-                "content": [{"type": "output_text", "text": reply}],
-            }
-        ],
-        "terminal_metadata": {"terminal_state": "completed", "has_final_output": True},
-    }
+    return run_payload(user, reply=reply, when=when, completed=True)
 
 
 def client_for(root: Path, **kw: Any) -> MemoryClient:
@@ -440,10 +429,11 @@ async def test_a_later_run_reading_a_summary_keeps_that_conversation(
     await c.runtime.close()
     summary = next((workspace_root / "memories" / "rollout_summaries").glob("alpha_*.md"))
     await c.runtime.record(
-        {
-            "updated_at": "2026-01-03T00:00:00Z",
-            "input": [{"role": "user", "content": "Build it."}],
-            "generated_items": [
+        run_payload(
+            "Build it.",
+            reply=None,
+            when="2026-01-03T00:00:00Z",
+            items=[
                 {
                     "type": "function_call",
                     "name": "exec_command",
@@ -453,7 +443,7 @@ async def test_a_later_run_reading_a_summary_keeps_that_conversation(
                     ),
                 },
             ],
-        },
+        ),
         rollout_id="gamma",
     )
     await c.runtime.close()

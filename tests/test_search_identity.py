@@ -10,23 +10,14 @@ import unicodedata
 from pathlib import Path
 from typing import Any
 
+from helpers import run_payload
 from sandbox_memory import MemoryClient, MemoryGenerateConfig, Remember
 
 OFFLINE = MemoryGenerateConfig(engine="offline")
 
 
 def payload(user: str, reply: str) -> dict[str, Any]:
-    return {
-        "input": [{"role": "user", "content": user}],
-        "generated_items": [
-            {
-                "type": "message",
-                "role": "assistant",
-                "content": [{"type": "output_text", "text": reply}],
-            }
-        ],
-        "terminal_metadata": {"terminal_state": "completed", "has_final_output": True},
-    }
+    return run_payload(user, reply=reply, when=None, completed=True)
 
 
 BUDGETS = {

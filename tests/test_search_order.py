@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from helpers import run_payload
 from sandbox_memory import MemoryClient, MemoryGenerateConfig
 from sandbox_memory.engines.base import Subjects
 from sandbox_memory.search.index import named_phrases, search_expression, settled_text
@@ -30,10 +31,11 @@ def tool_output(body: str, *, chunk: str, seconds: float) -> str:
 def fix_run(path: str, problem: str, *, chunk: str, seconds: float, when: str) -> dict[str, Any]:
     write = f"cat > {path} <<'EOF'\ndef normalize(value):\n    return value.strip()\nEOF"
     test = "python -m pytest -q tests/test_core.py"
-    return {
-        "updated_at": when,
-        "input": [{"role": "user", "content": problem}],
-        "generated_items": [
+    return run_payload(
+        problem,
+        reply=f"Fixed normalize in {path}.",
+        when=when,
+        items=[
             *shell(
                 "c1",
                 f"cat {path}",
@@ -47,14 +49,9 @@ def fix_run(path: str, problem: str, *, chunk: str, seconds: float, when: str) -
                 test,
                 tool_output(f"3 passed in {seconds:.2f}s", chunk="abc123", seconds=seconds * 3),
             ),
-            {
-                "type": "message",
-                "role": "assistant",
-                "content": [{"type": "output_text", "text": f"Fixed normalize in {path}."}],
-            },
         ],
-        "terminal_metadata": {"terminal_state": "completed", "has_final_output": True},
-    }
+        completed=True,
+    )
 
 
 PROBLEMS = [

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from helpers import sealed_store
+from helpers import run_payload, sealed_store
 from sandbox_memory import MemoryClient, MemoryGenerateConfig
 from sandbox_memory.search.index import SearchHit, distinct
 from sandbox_memory.stores.records import Entry, LayoutMemory, Source
@@ -156,12 +156,13 @@ async def test_raw_tool_output_never_outranks_the_entry_for_the_same_fix(tmp_pat
     ]
     client = MemoryClient(tmp_path, generate=OFFLINE)
     await client.runtime.record(
-        {
-            "updated_at": "2026-03-01T10:00:00+00:00",
-            "input": [{"role": "user", "content": "The header parser drops the last field."}],
-            "generated_items": items,
-            "terminal_metadata": {"terminal_state": "completed", "has_final_output": True},
-        },
+        run_payload(
+            "The header parser drops the last field.",
+            reply=None,
+            when="2026-03-01T10:00:00+00:00",
+            items=items,
+            completed=True,
+        ),
         rollout_id="fix-parser",
     )
     await client.runtime.close()

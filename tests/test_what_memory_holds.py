@@ -11,6 +11,7 @@ from typing import Any
 from agents import Runner
 from agents.testing import ScriptedModel, assistant_message
 
+from helpers import run_payload
 from sandbox_memory import for_person
 from sandbox_memory.engines.base import KnownEntry, Subjects
 from test_offline_engine import PATCH, Seg, extract
@@ -934,9 +935,11 @@ async def test_a_command_run_again_in_a_later_conversation_is_no_new_entry(
     from faultlib import runtime
 
     def run(task: str, call: str) -> dict[str, Any]:
-        return {
-            "input": [{"role": "user", "content": task}],
-            "generated_items": [
+        return run_payload(
+            task,
+            reply=None,
+            when=None,
+            items=[
                 {
                     "type": "function_call",
                     "name": "exec_command",
@@ -950,7 +953,7 @@ async def test_a_command_run_again_in_a_later_conversation_is_no_new_entry(
                     "Process exited with code 0\nOutput:\n3 passed\n",
                 },
             ],
-        }
+        )
 
     rt = runtime(tmp_path, engine="offline")
     await rt.record(run("Check the parser", "c1"), rollout_id="first")
@@ -1096,9 +1099,11 @@ async def test_a_new_version_that_says_otherwise_supersedes_the_old_one_in_the_l
     from faultlib import runtime
 
     def run(cmd: str, call: str) -> dict[str, Any]:
-        return {
-            "input": [{"role": "user", "content": "Run the checks"}],
-            "generated_items": [
+        return run_payload(
+            "Run the checks",
+            reply=None,
+            when=None,
+            items=[
                 {
                     "type": "function_call",
                     "name": "exec_command",
@@ -1112,7 +1117,7 @@ async def test_a_new_version_that_says_otherwise_supersedes_the_old_one_in_the_l
                     "Process exited with code 0\nOutput:\n3 passed\n",
                 },
             ],
-        }
+        )
 
     rt = runtime(tmp_path, engine="offline")
     await rt.record(run("make test", "c1"), rollout_id="ops")
@@ -1232,9 +1237,11 @@ def _fix_run(test: str, error: str, function: str, patch_line: str, call: str) -
         f"*** Begin Patch\n*** Update File: src/invoice.py\n@@ def {function}(items):\n"
         f"-    return 0\n+    {patch_line}\n*** End Patch\n"
     )
-    return {
-        "input": [{"role": "user", "content": "The invoice tests fail; fix them."}],
-        "generated_items": [
+    return run_payload(
+        "The invoice tests fail; fix them.",
+        reply=None,
+        when=None,
+        items=[
             {
                 "type": "function_call",
                 "name": "exec_command",
@@ -1264,7 +1271,7 @@ def _fix_run(test: str, error: str, function: str, patch_line: str, call: str) -
                 "output": output(0, "3 passed"),
             },
         ],
-    }
+    )
 
 
 async def test_a_files_history_of_fixes_is_one_entry_per_fix_findable_by_path(

@@ -22,7 +22,7 @@ from agents.sandbox import Manifest, SandboxAgent, SandboxRunConfig
 from agents.sandbox.capabilities import Filesystem, Shell
 from agents.testing import ScriptedModel, assistant_message
 
-from helpers import TEST_COMMAND, bug_fix_script, layout_runtime
+from helpers import TEST_COMMAND, bug_fix_script, layout_runtime, run_payload
 from sandbox_memory import Memory, MemoryGenerateConfig, MemoryLockTimeout, _sdk
 from sandbox_memory.workspace import LeaseLock, LocalWorkspace, SessionWorkspace, Workspace
 
@@ -496,10 +496,7 @@ async def test_a_first_record_through_the_session_api_takes_three_execs(
 
             setattr(sandbox, name, counted)
         reply = {"role": "assistant", "content": "Two days in Porto, then Lisbon."}
-        payload = {
-            "input": [{"role": "user", "content": "Plan the trip to Porto."}],
-            "generated_items": [reply],
-        }
+        payload = run_payload("Plan the trip to Porto.", reply=None, when=None, items=[reply])
         await rt.record(payload, rollout_id="porto")
         assert calls == ["exec", "exec", "exec"], calls
         threads = list((root / "memories/store/threads").iterdir())
