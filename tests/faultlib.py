@@ -41,7 +41,6 @@ from agents.usage import Usage
 from helpers import (
     index_entry_rows,
     layout_runtime,
-    read_progress,
     rebuilt_index_rows,
     run_payload,
     sealed,
@@ -192,8 +191,11 @@ def sandbox_agent(model: Any, memory: Any, *, tools: list[Any] | None = None) ->
     )
 
 
-def rc(sandbox: Any, **kw: Any) -> RunConfig:
-    return RunConfig(sandbox=SandboxRunConfig(session=sandbox), **kw)
+def rc(sandbox: Any, group_id: str | None = None, **kw: Any) -> RunConfig:
+    """The run config of a run in the sandbox session ``sandbox``: its ``group_id`` (the
+    conversation memory files the run under) and ``kw``'s other settings."""
+
+    return RunConfig(sandbox=SandboxRunConfig(session=sandbox), group_id=group_id, **kw)
 
 
 def manager_of(sandbox: Any, memory: Any) -> Any:
@@ -283,10 +285,6 @@ def warnings_from(caplog: Any, logger: str = "sandbox_memory") -> list[str]:
         for r in caplog.records
         if r.name.startswith(logger) and r.levelno >= 30  # WARNING and above
     ]
-
-
-def progress(root: Path) -> dict[str, Any]:
-    return read_progress(root)
 
 
 def figure(name: str, value: Any) -> None:

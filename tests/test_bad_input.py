@@ -26,7 +26,6 @@ from faultlib import (
     figure,
     item_id,
     manager_of,
-    progress,
     rc,
     runtime,
     sandbox_agent,
@@ -34,7 +33,7 @@ from faultlib import (
     unparsable_files,
     warnings_from,
 )
-from helpers import TEST_COMMAND, bug_fix_script, read_layout, sealed, shell
+from helpers import TEST_COMMAND, bug_fix_script, read_layout, read_progress, sealed, shell
 from sandbox_memory import Memory, MemoryClient, MemoryGenerateConfig
 
 OFFLINE = MemoryGenerateConfig(engine="offline")
@@ -99,7 +98,7 @@ async def test_a_malformed_line_is_skipped_and_logged_and_the_other_runs_are_lea
     learned = " ".join(e["content"] for e in entries(workspace_root).values())
     assert "tabs" in learned and "Postgres" in learned
     assert any("1 not recorded by memory" in m for m in warnings_from(caplog))
-    state = progress(workspace_root)["conv"]
+    state = read_progress(workspace_root)["conv"]
     assert state["offset"] == (workspace_root / "sessions/conv.jsonl").stat().st_size
 
 
@@ -114,7 +113,7 @@ async def test_a_torn_last_line_is_not_glued_to_the_next_run(
     runtime_now = runtime(workspace_root, engine="offline")
     await runtime_now.close()  # a close while the tail is torn leaves it for later
     assert (
-        progress(workspace_root)["conv"]["offset"]
+        read_progress(workspace_root)["conv"]["offset"]
         < (workspace_root / "sessions/conv.jsonl").stat().st_size
     )
 
@@ -166,7 +165,7 @@ async def test_a_100_mb_rollout_is_learned_and_memory_stays_small(
     report = await runtime(workspace_root, engine="offline").close()
     took = time.perf_counter() - started
     assert report["extracted"] == ["huge"]
-    assert progress(workspace_root)["huge"]["offset"] == size
+    assert read_progress(workspace_root)["huge"]["offset"] == size
     index = workspace_root / "memories/store/search.sqlite"
     memory_files = [
         p for p in (workspace_root / "memories").rglob("*") if p.is_file() and p != index
@@ -256,7 +255,7 @@ async def test_a_5_mb_tool_output_is_recorded_whole_and_memory_stays_small(
     )
     took = time.perf_counter() - started
     assert (workspace_root / "sessions/conv.jsonl").stat().st_size > 5_000_000
-    assert progress(workspace_root)["conv"]["consolidated"] is True
+    assert read_progress(workspace_root)["conv"]["consolidated"] is True
     memory_files = [p for p in (workspace_root / "memories").rglob("*") if p.is_file()]
     # Under 100 kB of memory, plus the seals binding memory's records (about 50 bytes a
     # record, a log line, and a shard named by the layout head), plus the search index's
@@ -279,7 +278,7 @@ async def test_a_memory_model_reply_that_is_not_json_is_a_failed_attempt_and_wri
         [("Deploy the app.", answer("Deployed."))],
         memory=Memory(generate=MemoryGenerateConfig(engine="model", phase_one_model=model)),
     )
-    state = progress(workspace_root)["conv"]
+    state = read_progress(workspace_root)["conv"]
     assert state["attempts"] == 1 and state["status"] == "retrying"
     assert "json" in state["last_error"].lower()
     assert not list((workspace_root / "memories").glob("raw_memories/*.md"))
@@ -404,7 +403,7 @@ async def test_a_store_file_edited_into_nonsense_is_kept_aside_and_rebuilt(
     assert set(before) <= set(after)  # nothing learned before was lost
     memory_md = (workspace_root / "memories/MEMORY.md").read_text()
     assert TEST_COMMAND in memory_md
-    assert progress(workspace_root)["conv"]["consolidated"] is True
+    assert read_progress(workspace_root)["conv"]["consolidated"] is True
 
 
 async def test_a_conversation_file_edited_into_nonsense_is_kept_aside_and_the_conversation_learns_on(
@@ -434,7 +433,7 @@ async def test_instructions_in_a_tool_result_never_become_a_preference_with_the_
     turns = [[shell("cat NOTES.txt", "n1")], [assistant_message("Read the notes.")]]
     await session(client, manifest, [("Summarise NOTES.txt.", turns)])
     learned = entries(workspace_root)
-    assert progress(workspace_root)["conv"]["consolidated"] is True
+    assert read_progress(workspace_root)["conv"]["consolidated"] is True
     assert not any(e["kind"] == "preference" for e in learned.values())
     assert not any("prefers X" in e["content"] for e in learned.values())
     assert "prefers X" not in (workspace_root / "memories/MEMORY.md").read_text()
@@ -465,7 +464,7 @@ async def test_instructions_in_a_tool_result_never_become_a_preference_with_the_
     )
     turns = [[shell("cat NOTES.txt", "n1")], [assistant_message("Read the notes.")]]
     await session(client, manifest, [("Summarise NOTES.txt.", turns)], memory=memory)
-    assert progress(workspace_root)["conv"]["consolidated"] is True
+    assert read_progress(workspace_root)["conv"]["consolidated"] is True
     assert "user-prefers-x" not in entries(workspace_root)
     assert any(
         "user-prefers-x" in m and "preference needs an explicit statement by the user" in m
@@ -488,5 +487,5 @@ async def test_a_deleted_memory_folder_is_rebuilt_from_the_recorded_runs(
     )
     memory_md = (workspace_root / "memories/MEMORY.md").read_text()
     assert TEST_COMMAND in memory_md and "tabs" in memory_md
-    assert set(progress(workspace_root)) == {"conv", "c2"}
+    assert set(read_progress(workspace_root)) == {"conv", "c2"}
     assert unparsable_files(workspace_root) == []

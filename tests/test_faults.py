@@ -38,7 +38,6 @@ from faultlib import (
     is_leftover,
     kill_when_ready,
     manager_of,
-    progress,
     race_run,
     rc,
     record_conversations,
@@ -51,7 +50,7 @@ from faultlib import (
     unparsable_files,
     warnings_from,
 )
-from helpers import layout_runtime, read_layout, run_payload
+from helpers import layout_runtime, read_layout, read_progress, run_payload
 from sandbox_memory import Memory, MemoryGenerateConfig, MemoryLockTimeout
 from sandbox_memory.extract import rollout as phase_one
 
@@ -116,7 +115,7 @@ async def test_after_a_kill_the_next_close_takes_every_recorded_run(tmp_path: Pa
     )
     await rt.close()
     sizes = {p.stem: p.stat().st_size for p in (root / "sessions").glob("*.jsonl")}
-    assert {rid: p["offset"] for rid, p in progress(root).items()} == sizes
+    assert {rid: p["offset"] for rid, p in read_progress(root).items()} == sizes
     assert unparsable_files(root) == []
     assert not list(root.rglob("*.broken-*"))  # no state file had to be set aside
 
@@ -143,7 +142,7 @@ def test_two_processes_closing_over_one_memory_folder_keep_both_conversations(
             )
         )
     figure("faults.two_process_seconds", round(time.monotonic() - started, 2))
-    state = progress(root)
+    state = read_progress(root)
     for conv in ("alpha", "beta"):
         lines = (root / "sessions" / f"{conv}.jsonl").read_text().splitlines()
         assert len(lines) == 3
@@ -198,7 +197,7 @@ def test_eight_processes_recording_and_closing_one_conversation_lose_no_run(
     for t in range(RACE_TRIALS):
         root = tmp_path / f"trial-{t}"
         data = (root / "sessions/shared.jsonl").read_bytes()
-        offset = progress(root)["shared"]["offset"]
+        offset = read_progress(root)["shared"]["offset"]
         ends = [i + 1 for i, byte in enumerate(data) if byte == ord("\n")]
         assert len(ends) == RACE_WORKERS  # every run recorded, whole
         lost = sum(1 for end in ends if end > offset)
@@ -254,7 +253,7 @@ async def test_an_extraction_that_loses_the_race_for_progress_extracts_what_is_l
     await asyncio.wait_for(b_task, 10)
 
     rollout = tmp_path / "sessions/shared.jsonl"
-    assert progress(tmp_path)["shared"]["offset"] == rollout.stat().st_size
+    assert read_progress(tmp_path)["shared"]["offset"] == rollout.stat().st_size
     conversation = json.loads((tmp_path / STORE / "conversations/shared.json").read_text())
     assert {"run-w0t0r1", "run-w1t0r2"} <= set(conversation["entries"])
     # B's second call was sent run 2 alone: the part A had not extracted.
@@ -313,7 +312,7 @@ async def test_a_lock_whose_holder_died_long_ago_is_taken_over(
         client, manifest, Memory(generate=MemoryGenerateConfig(engine="offline")), "Ship it."
     )
     assert time.monotonic() - started < 10
-    assert progress(workspace_root)["now"]["consolidated"] is True
+    assert read_progress(workspace_root)["now"]["consolidated"] is True
     assert not (workspace_root / STORE / "lock").exists()
     assert any("took it over" in m for m in warnings_from(caplog))
 
@@ -342,7 +341,7 @@ async def test_a_lock_of_a_process_that_is_gone_is_taken_over_before_its_lease_e
         "Ship it.",
     )
     assert time.monotonic() - started < 5
-    assert progress(workspace_root)["now"]["consolidated"] is True
+    assert read_progress(workspace_root)["now"]["consolidated"] is True
     assert any("took it over" in m for m in warnings_from(caplog))
 
 
@@ -375,11 +374,14 @@ async def test_a_close_that_cannot_get_the_lock_logs_and_leaves_the_run_for_late
     assert snapshot_tars(snapshots)
     assert any("generate.lock_timeout_seconds" in m for m in warnings_from(caplog))
     assert (workspace_root / "sessions/now.jsonl").exists()
-    assert "now" not in progress(workspace_root) or not progress(workspace_root)["now"]["slug"]
+    assert (
+        "now" not in read_progress(workspace_root)
+        or not read_progress(workspace_root)["now"]["slug"]
+    )
 
     lock.unlink()  # the other process finishes; the next close does the work
     await runtime(workspace_root, engine="offline").close()
-    assert progress(workspace_root)["now"]["consolidated"] is True
+    assert read_progress(workspace_root)["now"]["consolidated"] is True
 
 
 # ------------------------------------------------------------------ durable progress
@@ -392,12 +394,12 @@ async def test_runs_of_a_session_killed_mid_extraction_are_extracted_at_the_next
     done = run_scenario_killed("crash-mid-extraction", str(workspace_root))
     assert done == -signal.SIGKILL
     assert (workspace_root / "sessions/crashed.jsonl").exists()
-    assert not progress(workspace_root).get("crashed", {}).get("slug")
+    assert not read_progress(workspace_root).get("crashed", {}).get("slug")
 
     memory = Memory(generate=MemoryGenerateConfig(engine="offline"))
     report = await one_run(client, manifest, memory, "Next task.")
     assert "crashed" in report["extracted"]
-    state = progress(workspace_root)["crashed"]
+    state = read_progress(workspace_root)["crashed"]
     assert state["offset"] == (workspace_root / "sessions/crashed.jsonl").stat().st_size
     assert "make targets" in (workspace_root / "memories/MEMORY.md").read_text()
 
@@ -416,11 +418,11 @@ async def test_runs_recorded_by_a_session_that_was_never_closed_are_extracted_at
     result = await Runner.run(plain, "How do we lint? I prefer make targets.")
     await record_run(abandoned, result, memory=memory, conversation_id="abandoned")
     # ... and the session is dropped without a close: no pre-stop hook, no extraction.
-    assert "abandoned" not in progress(workspace_root)
+    assert "abandoned" not in read_progress(workspace_root)
 
     report = await one_run(client, manifest, memory, "Next task.")
     assert "abandoned" in report["extracted"]
-    assert progress(workspace_root)["abandoned"]["consolidated"] is True
+    assert read_progress(workspace_root)["abandoned"]["consolidated"] is True
 
 
 def run_scenario_killed(name: str, *args: str) -> int:
@@ -444,7 +446,7 @@ async def test_failed_extraction_is_retried_with_backoff_and_parked_after_max_at
     delays = []
     for attempt in (1, 2, 3):
         await rt.close()
-        state = progress(workspace_root)["flaky"]
+        state = read_progress(workspace_root)["flaky"]
         assert state["attempts"] == attempt
         assert "memory model is down" in state["last_error"]
         if attempt < 3:
@@ -469,10 +471,10 @@ async def test_extraction_that_failed_once_succeeds_on_retry_and_clears_the_erro
     await record_conversations(workspace_root, ["flaky"])
     rt = runtime(workspace_root, engine="model", phase_one_model=model)
     await rt.close()
-    assert progress(workspace_root)["flaky"]["attempts"] == 1
+    assert read_progress(workspace_root)["flaky"]["attempts"] == 1
     time.sleep(0.1)
     report = await rt.close()
-    state = progress(workspace_root)["flaky"]
+    state = read_progress(workspace_root)["flaky"]
     assert report["extracted"] == ["flaky"]
     assert (state["attempts"], state["last_error"], state["status"]) == (0, None, "ok")
 
@@ -505,7 +507,7 @@ async def test_closing_never_raises_when_the_memory_model_raises_and_the_snapsho
     )
     assert snapshot_tars(snapshots)
     assert any(type(error).__name__ in m for m in warnings_from(caplog))
-    assert progress(workspace_root)["now"]["attempts"] >= 1
+    assert read_progress(workspace_root)["now"]["attempts"] >= 1
 
 
 async def test_closing_never_raises_when_consolidation_itself_fails_and_the_snapshot_is_written(
@@ -551,7 +553,7 @@ def test_closing_with_a_read_only_memory_folder_never_raises_and_the_snapshot_is
     assert len(lines) == 1  # the run is recorded, once
 
     asyncio.run(runtime(root, engine="offline").close())  # writable again: the run is learned
-    assert progress(root)["read-only"]["consolidated"] is True
+    assert read_progress(root)["read-only"]["consolidated"] is True
 
 
 def make_read_only(folder: Path) -> None:
@@ -584,13 +586,13 @@ async def test_model_call_budget_leaves_the_rest_for_the_next_close(workspace_ro
     assert (len(first["extracted"]), len(first["deferred"]), first["model_calls"]) == (1, 2, 1)
     assert sorted(first["extracted"] + first["deferred"]) == ["c1", "c2", "c3"]
     assert any("left 2 rollout(s) for the next close" in m for m in warnings_from(caplog))
-    state = progress(workspace_root)
+    state = read_progress(workspace_root)
     for rid in first["deferred"]:
         assert state.get(rid, {}).get("attempts", 0) == 0  # waiting is not failing
     second = await rt.close()
     third = await rt.close()
     assert len(second["extracted"]) == len(third["extracted"]) == 1
-    assert all(p["consolidated"] for p in progress(workspace_root).values())
+    assert all(p["consolidated"] for p in read_progress(workspace_root).values())
 
 
 async def test_input_token_budget_leaves_the_rest_for_the_next_close(workspace_root) -> None:
@@ -618,7 +620,7 @@ async def test_extraction_cut_off_by_the_time_budget_waits_for_the_next_close(
     report = await rt.close()
     assert time.monotonic() - started < 5  # the budget, not the model's 20 s
     assert report["deferred"] == ["slow"]
-    assert progress(workspace_root).get("slow", {}).get("attempts", 0) == 0
+    assert read_progress(workspace_root).get("slow", {}).get("attempts", 0) == 0
     # One line says what waits for the next close.
     deferred = [m for m in warnings_from(caplog) if "for the next close" in m]
     assert len(deferred) == 1 and "slow" in deferred[0]
@@ -933,7 +935,7 @@ async def test_a_folder_where_a_state_file_belongs_is_set_aside_and_memory_goes_
     (state / "kept.txt").write_text("something a person put here")
     with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
         await runtime(workspace_root, engine="offline").close()
-    done = progress(workspace_root)
+    done = read_progress(workspace_root)
     sizes = {p.stem: p.stat().st_size for p in (workspace_root / "sessions").glob("*.jsonl")}
     assert {rid: p["offset"] for rid, p in done.items()} == sizes
     assert "second" in (workspace_root / "memories/MEMORY.md").read_text()
@@ -1021,7 +1023,7 @@ async def test_a_failed_layout_write_loses_nothing_the_next_close_consolidates_i
     with pytest.raises(OSError, match="No space left"):
         await rt.close()
     assert ws.failed
-    assert not any(p["consolidated"] for p in progress(failed).values())
+    assert not any(p["consolidated"] for p in read_progress(failed).values())
     await runtime(failed, engine="offline").close()  # the disk has room again
     assert _timeless(await close_state(failed)) == _timeless(await close_state(clean))
 
@@ -1063,7 +1065,7 @@ async def test_a_lock_stamped_years_ahead_is_taken_over_and_the_log_says_why(
     await record_conversations(workspace_root, ["later"])
     with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
         await runtime(workspace_root, engine="offline", lock_timeout_seconds=1).close()
-    assert progress(workspace_root)["later"]["consolidated"] is True
+    assert read_progress(workspace_root)["later"]["consolidated"] is True
     taken = [w for w in warnings_from(caplog) if "took it over" in w]
     assert len(taken) == 1 and "beyond the longest lease" in taken[0], taken
 
@@ -1091,7 +1093,7 @@ async def test_an_absurd_next_attempt_time_is_retried_now(
     with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
         report = await runtime(workspace_root, engine="offline").close()
     assert "stuck" in report["extracted"]
-    assert progress(workspace_root)["stuck"]["attempts"] == 0
+    assert read_progress(workspace_root)["stuck"]["attempts"] == 0
     assert any("beyond the longest backoff" in w for w in warnings_from(caplog))
 
 
@@ -1190,7 +1192,7 @@ async def test_an_older_copy_of_sessions_restored_learns_only_the_new_runs_once(
     assert len(learned) == len(set(learned)) == 6, learned  # 3 and 4 before the restore
     assert notes_twice(workspace_root, "conv") == []
     size = (workspace_root / "sessions/conv.jsonl").stat().st_size
-    assert progress(workspace_root)["conv"]["offset"] == size
+    assert read_progress(workspace_root)["conv"]["offset"] == size
 
 
 @pytest.mark.parametrize("learned", ["nothing", "a preference"])

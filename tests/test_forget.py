@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from agents import Runner
-from agents.run import RunConfig
-from agents.sandbox import SandboxAgent, SandboxRunConfig
+from agents.sandbox import SandboxAgent
 from agents.sandbox.capabilities import Filesystem, Shell
 from agents.testing import ScriptedModel, assistant_message, function_call
 
+from faultlib import rc
 from helpers import bug_fix_script, shell
 from sandbox_memory import Forget, Memory, MemoryClient, MemoryGenerateConfig, Remember
 
@@ -31,10 +31,6 @@ def agent(model: Any) -> SandboxAgent:
         model=model,
         capabilities=[Memory(generate=OFFLINE), Filesystem(), Shell()],
     )
-
-
-def rc(sandbox: Any, group_id: str) -> RunConfig:
-    return RunConfig(sandbox=SandboxRunConfig(session=sandbox), group_id=group_id)
 
 
 def instructions(model: ScriptedModel) -> str:

@@ -18,8 +18,8 @@ from agents import ModelSettings, OpenAIChatCompletionsModel, OpenAIResponsesMod
 from openai import AsyncOpenAI
 
 import http_provider as hp
-from faultlib import progress, warnings_from
-from helpers import layout_runtime, read_layout, read_segments, run_payload
+from faultlib import warnings_from
+from helpers import layout_runtime, read_layout, read_progress, read_segments, run_payload
 from sandbox_memory import MemoryConfigError, MemoryGenerateConfig
 from sandbox_memory.engines.model import ModelEngine
 from sandbox_memory.runtime import LayoutRuntime
@@ -333,7 +333,7 @@ async def test_nonexistent_ids_get_one_retry_with_the_reasons_then_are_visible(
     first, second = provider.requests
     assert "x:9" not in first.user_text
     assert "had every candidate rejected" in second.user_text and "x:9" in second.user_text
-    state = progress(workspace_root)["conv"]
+    state = read_progress(workspace_root)["conv"]
     assert state["last_error"].startswith("all 1 candidate(s) rejected")
     assert "x:9" in state["last_error"]
     # One warning: the rejection of the retry's answer (the first answer's went back to it).
@@ -353,7 +353,7 @@ async def test_a_retry_that_cites_correctly_is_kept(
     provider.script(reply([{**cand, "sources": ["nope"]}]), reply([{**cand, "sources": [good_id]}]))
     await rt.close()
     assert "`tests`" in memory_md(workspace_root) or "tests" in memory_md(workspace_root)
-    assert progress(workspace_root)["conv"]["last_error"] is None
+    assert read_progress(workspace_root)["conv"]["last_error"] is None
 
 
 # ------------------------------------------------------------ a whole flow
@@ -525,7 +525,7 @@ async def test_a_failing_provider_never_holds_the_close_past_its_budget(
     assert provider.phase_one_requests()  # the provider was asked (and failed)
     assert any(snapshots.iterdir())  # the snapshot was taken
     (rollout,) = [p.stem for p in (workspace_root / "sessions").glob("*.jsonl")]
-    state = progress(workspace_root).get(rollout, {})
+    state = read_progress(workspace_root).get(rollout, {})
     assert state.get("offset", 0) == 0  # nothing extracted: still pending
     lines = warnings_from(caplog)
     assert len(lines) == 1, lines
@@ -561,7 +561,7 @@ async def test_a_failing_provider_never_holds_the_close_past_its_budget(
             "Check the workspace.",
             run_config=RunConfig(sandbox=SandboxRunConfig(session=resumed)),
         )
-    state = progress(workspace_root)[rollout]
+    state = read_progress(workspace_root)[rollout]
     assert state["offset"] > 0 and state["status"] == "ok"
     assert "invoice-fix" in memory_md(workspace_root)
 

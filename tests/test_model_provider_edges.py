@@ -26,8 +26,8 @@ from agents.models.interface import Model, ModelTracing
 from agents.usage import Usage
 
 import http_provider as hp
-from faultlib import progress, warnings_from
-from helpers import layout_runtime
+from faultlib import warnings_from
+from helpers import layout_runtime, read_progress
 from sandbox_memory import MemoryGenerateConfig
 from sandbox_memory.config import MemoryLayoutConfig, MemoryReadConfig
 from sandbox_memory.engines.model import ExtractionSchema, ModelEngine
@@ -105,7 +105,7 @@ async def test_a_retry_after_longer_than_the_close_is_carried_into_the_next_atte
     await rt.close()
 
     assert len(provider.requests) == 1  # not retried within the close: it cannot wait 120 s
-    state = progress(workspace_root)["conv"]
+    state = read_progress(workspace_root)["conv"]
     assert state["offset"] == 0 and state["attempts"] == 1
     assert "HTTP 429" in state["last_error"]
     assert asked_at + 115 <= state["next_attempt_at"] <= time.time() + 121, state
@@ -117,13 +117,13 @@ async def test_a_retry_after_longer_than_the_close_is_carried_into_the_next_atte
     clock.advance(60)
     await rt.close()
     assert len(provider.requests) == 1
-    assert progress(workspace_root)["conv"]["offset"] == 0
+    assert read_progress(workspace_root)["conv"]["offset"] == 0
 
     # Past the time it asked for, the next close extracts the run.
     clock.advance(61)
     await rt.close()
     assert len(provider.requests) == 2
-    state = progress(workspace_root)["conv"]
+    state = read_progress(workspace_root)["conv"]
     assert state["offset"] > 0 and state["status"] == "ok"
     assert "test-command" in memory_md(workspace_root)
 
@@ -138,7 +138,7 @@ async def test_a_short_retry_after_ms_is_waited_for_within_the_close(
     first, second = provider.requests
     # retry-after-ms wins over the engine's own first backoff of a second.
     assert second.at - first.at < 0.9
-    assert progress(workspace_root)["conv"]["status"] == "ok"
+    assert read_progress(workspace_root)["conv"]["status"] == "ok"
 
 
 def test_retry_after_forms_are_read_as_seconds_from_now() -> None:
@@ -197,14 +197,14 @@ def test_a_model_given_by_name_works_across_two_asyncio_runs(
         asyncio.run(one_run(root))
     assert len(openai_env.phase_one_requests()) == 2
     for root in roots:
-        state = progress(root)["conv"]
+        state = read_progress(root)["conv"]
         assert state["status"] == "ok" and state["last_error"] is None, state
         assert "test-command" in memory_md(root)
 
     # A fresh engine (a new Memory in the same process) works on a third loop as well.
     engine.clear()
     asyncio.run(one_run(tmp_path / "three"))
-    assert progress(tmp_path / "three")["conv"]["status"] == "ok"
+    assert read_progress(tmp_path / "three")["conv"]["status"] == "ok"
 
 
 def test_the_agents_own_model_given_by_name_works_across_two_asyncio_runs(
@@ -251,7 +251,7 @@ def test_the_agents_own_model_given_by_name_works_across_two_asyncio_runs(
     assert [r.body.get("model") for r in turns] == ["agent-test-model"] * 2
     assert len(openai_env.phase_one_requests()) == 2
     for name in ("one", "two"):
-        states = [p["status"] for p in progress(tmp_path / name).values()]
+        states = [p["status"] for p in read_progress(tmp_path / name).values()]
         assert states == ["ok"], states
 
 
@@ -405,7 +405,7 @@ async def test_a_litellm_rate_limit_keeps_its_retry_after(
     model = LitellmLikeModel("anthropic/claude-test", provider.base_url)
     sandbox = await sandbox_run(client, manifest, litellm_memory(model))
     (rollout,) = [p.stem for p in (workspace_root / "sessions").glob("*.jsonl")]
-    state = progress(workspace_root)[rollout]
+    state = read_progress(workspace_root)[rollout]
     assert "HTTP 429" in state["last_error"] and "retry-after 120s" in state["last_error"]
     assert state["next_attempt_at"] >= time.time() + 115
     (line,) = warnings_from(caplog)
@@ -414,7 +414,7 @@ async def test_a_litellm_rate_limit_keeps_its_retry_after(
     provider.respond_with(good)
     clock.advance(125)
     await sandbox_run(client, manifest, litellm_memory(model), resume=sandbox.state)
-    assert progress(workspace_root)[rollout]["status"] == "ok"
+    assert read_progress(workspace_root)[rollout]["status"] == "ok"
     assert "test-command" in memory_md(workspace_root)
 
 
@@ -438,6 +438,6 @@ async def test_a_hung_litellm_like_model_is_bounded_by_the_close(
     assert time.monotonic() - started < 2 * BUDGET_SECONDS + _sdk.CLOSE_GRACE_SECONDS + 5
     assert model.timeouts and set(model.timeouts) == {None}
     (rollout,) = [p.stem for p in (workspace_root / "sessions").glob("*.jsonl")]
-    state = progress(workspace_root).get(rollout, {})
+    state = read_progress(workspace_root).get(rollout, {})
     assert state.get("offset", 0) == 0 and state.get("attempts", 0) == 0  # deferred
     assert any("for the next close" in m for m in warnings_from(caplog))

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 from agents import Runner
-from agents.run import RunConfig
-from agents.sandbox import SandboxAgent, SandboxRunConfig
+from agents.sandbox import SandboxAgent
 from agents.sandbox.capabilities import Filesystem, Shell
 from agents.testing import ScriptedModel, assistant_message, function_call
 
+from faultlib import rc
 from helpers import layout_runtime, run_payload, shell
 from sandbox_memory import (
     Forget,
@@ -46,10 +46,6 @@ def agent(model: Any) -> SandboxAgent:
             Shell(),
         ],
     )
-
-
-def rc(sandbox: Any, group_id: str) -> RunConfig:
-    return RunConfig(sandbox=SandboxRunConfig(session=sandbox), group_id=group_id)
 
 
 async def anns_private_entries(root: Path) -> MemoryClient:

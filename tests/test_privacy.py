@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 from agents import Runner
-from agents.run import RunConfig
-from agents.sandbox import SandboxAgent, SandboxRunConfig
+from agents.sandbox import SandboxAgent
 from agents.sandbox.capabilities import Filesystem, Shell
 from agents.testing import ScriptedModel, assistant_message
 
+from faultlib import rc
 from helpers import bug_fix_script, layout_runtime, run_payload
 from sandbox_memory import Memory, MemoryClient, MemoryGenerateConfig, for_person
 from sandbox_memory.engines.base import Candidate, Extraction, ExtractionRequest
@@ -36,10 +36,6 @@ def agent(model: Any) -> SandboxAgent:
             Shell(),
         ],
     )
-
-
-def rc(sandbox: Any, group_id: str) -> RunConfig:
-    return RunConfig(sandbox=SandboxRunConfig(session=sandbox), group_id=group_id)
 
 
 def shared_files(root: Path) -> dict[str, str]:

@@ -16,6 +16,7 @@ from agents.sandbox import LocalSnapshotSpec, Manifest, SandboxAgent, SandboxRun
 from agents.sandbox.capabilities import Filesystem, Shell
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 
+from faultlib import rc
 from helpers import (
     TEST_COMMAND,
     bug_fix_script,
@@ -48,10 +49,6 @@ def agent(model: Any, memory: Memory | None = None, *, name: str = "reviewer") -
         model=model,
         capabilities=[memory or Memory(generate=OFFLINE), Filesystem(), Shell()],
     )
-
-
-def rc(sandbox: Any, **kw: Any) -> RunConfig:
-    return RunConfig(sandbox=SandboxRunConfig(session=sandbox), **kw)
 
 
 async def run_bug_fix(client: Any, manifest: Any, group_id: str) -> None:

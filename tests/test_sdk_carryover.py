@@ -8,11 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from agents import Runner
-from agents.run import RunConfig
-from agents.sandbox import SandboxAgent, SandboxRunConfig
-from agents.sandbox.capabilities import Filesystem, Shell
 from agents.testing import ScriptedModel, assistant_message
 
+from faultlib import rc, sandbox_agent
 from helpers import read_layout, shell
 from sandbox_memory import Memory, MemoryGenerateConfig
 
@@ -60,15 +58,6 @@ def sdk_workspace(root: Path) -> dict[str, bytes]:
     return {rel: text.encode() for rel, text in files.items()}
 
 
-def sandbox_agent(model: Any, memory: Memory) -> SandboxAgent:
-    return SandboxAgent(
-        name="worker",
-        instructions="Work in the workspace.",
-        model=model,
-        capabilities=[memory, Filesystem(), Shell()],
-    )
-
-
 async def one_run(client: Any, manifest: Any, memory: Memory, text: str = "hello") -> str:
     """One run in a fresh sandbox session, closed after; the instructions the model got."""
 
@@ -78,7 +67,7 @@ async def one_run(client: Any, manifest: Any, memory: Memory, text: str = "hello
         await Runner.run(
             sandbox_agent(model, memory),
             text,
-            run_config=RunConfig(sandbox=SandboxRunConfig(session=sandbox), group_id="chat"),
+            run_config=rc(sandbox, "chat"),
         )
     return model.calls[0].system_instructions or ""
 
@@ -196,7 +185,7 @@ async def test_what_an_agent_writes_in_the_sdks_files_before_the_first_close_is_
         await Runner.run(
             sandbox_agent(model, memory),
             "hello",
-            run_config=RunConfig(sandbox=SandboxRunConfig(session=sandbox), group_id="chat"),
+            run_config=rc(sandbox, "chat"),
         )
         assert planted in (workspace_root / "memories" / "MEMORY.md").read_text()
     # While generating, the SDK's prompt is its read-only one: the first close replaces the files.
@@ -223,7 +212,7 @@ async def test_files_appearing_after_memory_recorded_here_are_not_the_sdks(
         await Runner.run(
             sandbox_agent(model, memory),
             "hello",
-            run_config=RunConfig(sandbox=SandboxRunConfig(session=sandbox), group_id="chat"),
+            run_config=rc(sandbox, "chat"),
         )
     assert not (workspace_root / "memories" / "store" / "sdk").exists()
     entries = read_layout(workspace_root)["entries"].values()

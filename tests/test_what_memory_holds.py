@@ -11,11 +11,12 @@ from typing import Any
 from agents import Runner
 from agents.testing import ScriptedModel, assistant_message
 
+from faultlib import rc
 from helpers import run_payload
 from sandbox_memory import for_person
 from sandbox_memory.engines.base import KnownEntry, Subjects
 from test_offline_engine import PATCH, Seg, extract
-from test_sandbox_memory import agent, memory_text, rc
+from test_sandbox_memory import agent, memory_text
 
 SPAN_RE = re.compile(r"`([^`]*)`")
 
