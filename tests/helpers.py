@@ -60,6 +60,27 @@ def bug_fix_script() -> list[Any]:
     ]
 
 
+def agent(model: Any, memory: Any = None, *, name: str = "reviewer") -> Any:
+    """A sandbox agent working in the workspace (files and a shell) with ``memory`` (a
+    ``Memory`` with the offline engine unless given)."""
+
+    from agents.sandbox import SandboxAgent
+    from agents.sandbox.capabilities import Filesystem, Shell
+
+    from sandbox_memory import Memory, MemoryGenerateConfig
+
+    return SandboxAgent(
+        name=name,
+        instructions="Work in the workspace.",
+        model=model,
+        capabilities=[
+            memory or Memory(generate=MemoryGenerateConfig(engine="offline")),
+            Filesystem(),
+            Shell(),
+        ],
+    )
+
+
 _DEFAULT: Any = object()
 
 

@@ -994,9 +994,6 @@ async def test_a_failed_layout_write_loses_nothing_the_next_close_consolidates_i
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     from faultlib import _prepare_close, _timeless, close_state, killing_workspace
-    from sandbox_memory.config import MemoryGenerateConfig as Generate
-    from sandbox_memory.config import MemoryLayoutConfig, MemoryReadConfig
-    from sandbox_memory.runtime import LayoutRuntime
 
     prepared, clean, failed = (tmp_path / n for n in ("prepared", "clean", "failed"))
     prepared.mkdir()
@@ -1014,12 +1011,7 @@ async def test_a_failed_layout_write_loses_nothing_the_next_close_consolidates_i
 
     ws = FullDisk(str(failed))
     ws.points, ws.failed = [], False
-    rt = LayoutRuntime(
-        ws,
-        layout=MemoryLayoutConfig(),
-        generate=Generate(engine="offline"),
-        read=MemoryReadConfig(),
-    )
+    rt = layout_runtime(ws)
     with pytest.raises(OSError, match="No space left"):
         await rt.close()
     assert ws.failed

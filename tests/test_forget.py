@@ -12,25 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from agents import Runner
-from agents.sandbox import SandboxAgent
-from agents.sandbox.capabilities import Filesystem, Shell
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from faultlib import rc
-from helpers import bug_fix_script, shell
-from sandbox_memory import Forget, Memory, MemoryClient, MemoryGenerateConfig, Remember
+from helpers import agent, bug_fix_script, shell
+from sandbox_memory import Forget, MemoryClient, MemoryGenerateConfig, Remember
 
 OFFLINE = MemoryGenerateConfig(engine="offline")
 PROCEDURE = "test-command"
-
-
-def agent(model: Any) -> SandboxAgent:
-    return SandboxAgent(
-        name="reviewer",
-        instructions="Work in the workspace.",
-        model=model,
-        capabilities=[Memory(generate=OFFLINE), Filesystem(), Shell()],
-    )
 
 
 def instructions(model: ScriptedModel) -> str:

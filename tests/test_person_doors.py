@@ -13,19 +13,15 @@ from typing import Any
 
 import pytest
 from agents import Runner
-from agents.sandbox import SandboxAgent
-from agents.sandbox.capabilities import Filesystem, Shell
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from faultlib import rc
-from helpers import layout_runtime, run_payload, shell
+from helpers import agent, layout_runtime, run_payload, shell
 from sandbox_memory import (
     Forget,
-    Memory,
     MemoryClient,
     MemoryConfigError,
     MemoryConflict,
-    MemoryGenerateConfig,
     Remember,
     for_person,
 )
@@ -33,19 +29,6 @@ from sandbox_memory.engines.base import Candidate, Extraction, ExtractionRequest
 
 ANN_KEY = "ann-diet"
 ANN_SAYS = "Ann is allergic to peanuts."
-
-
-def agent(model: Any) -> SandboxAgent:
-    return SandboxAgent(
-        name="helper",
-        instructions="Work in the workspace.",
-        model=model,
-        capabilities=[
-            Memory(generate=MemoryGenerateConfig(engine="offline")),
-            Filesystem(),
-            Shell(),
-        ],
-    )
 
 
 async def anns_private_entries(root: Path) -> MemoryClient:
@@ -93,7 +76,9 @@ async def test_bobs_run_cannot_forget_or_remember_anns_private_key_with_its_tool
     sandbox = await client.create(manifest=manifest)
     async with sandbox:
         with for_person("bob"):
-            await Runner.run(agent(model), "Tidy memory.", run_config=rc(sandbox, "ann-1"))
+            await Runner.run(
+                agent(model, name="helper"), "Tidy memory.", run_config=rc(sandbox, "ann-1")
+            )
     await assert_anns_entries_intact(host)
     answers = json.dumps(model.calls[-1].input)
     assert "retracted" not in answers and "remembered" not in answers
@@ -112,7 +97,9 @@ async def test_bobs_live_edit_of_memory_md_does_not_replace_anns_private_entry(
     sandbox = await client.create(manifest=manifest)
     async with sandbox:
         with for_person("bob"):
-            await Runner.run(agent(model), "Fix memory.", run_config=rc(sandbox, "bob-1"))
+            await Runner.run(
+                agent(model, name="helper"), "Fix memory.", run_config=rc(sandbox, "bob-1")
+            )
     await assert_anns_entries_intact(host)
 
 

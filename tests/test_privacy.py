@@ -11,31 +11,16 @@ from typing import Any
 
 import pytest
 from agents import Runner
-from agents.sandbox import SandboxAgent
-from agents.sandbox.capabilities import Filesystem, Shell
 from agents.testing import ScriptedModel, assistant_message
 
 from faultlib import rc
-from helpers import bug_fix_script, layout_runtime, run_payload
-from sandbox_memory import Memory, MemoryClient, MemoryGenerateConfig, for_person
+from helpers import agent, bug_fix_script, layout_runtime, run_payload
+from sandbox_memory import MemoryClient, for_person
 from sandbox_memory.engines.base import Candidate, Extraction, ExtractionRequest
 from sandbox_memory.privacy import self_statements, shared_text
 from sandbox_memory.runtime import LayoutRuntime
 
 ANA_TASK = "Fix the failing test in invoice.py. I prefer short answers with a list of changes."
-
-
-def agent(model: Any) -> SandboxAgent:
-    return SandboxAgent(
-        name="reviewer",
-        instructions="Work in the workspace.",
-        model=model,
-        capabilities=[
-            Memory(generate=MemoryGenerateConfig(engine="offline")),
-            Filesystem(),
-            Shell(),
-        ],
-    )
 
 
 def shared_files(root: Path) -> dict[str, str]:

@@ -19,6 +19,7 @@ from agents.testing import ModelStep, ScriptedModel, assistant_message, function
 from faultlib import rc
 from helpers import (
     TEST_COMMAND,
+    agent,
     bug_fix_script,
     extraction_reply,
     layout_runtime,
@@ -40,15 +41,6 @@ from sandbox_memory import (
 )
 
 OFFLINE = MemoryGenerateConfig(engine="offline")
-
-
-def agent(model: Any, memory: Memory | None = None, *, name: str = "reviewer") -> SandboxAgent:
-    return SandboxAgent(
-        name=name,
-        instructions="Work in the workspace.",
-        model=model,
-        capabilities=[memory or Memory(generate=OFFLINE), Filesystem(), Shell()],
-    )
 
 
 async def run_bug_fix(client: Any, manifest: Any, group_id: str) -> None:

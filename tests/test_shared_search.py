@@ -20,23 +20,20 @@ from typing import Any
 import psycopg
 import pytest
 
-from sandbox_memory import Forget, MemoryClient, MemoryGenerateConfig, MemoryLayoutConfig, Remember
+from helpers import layout_runtime
+from sandbox_memory import Forget, MemoryClient, MemoryGenerateConfig, Remember
 from sandbox_memory.errors import MemoryConfigError, MemoryLeaseLost
 from sandbox_memory.runtime import LayoutRuntime
 from sandbox_memory.search.index import INDEX_FILE, SearchIndex
 from sandbox_memory.search.postgres import send_index, store_search
 from sandbox_memory.stores import PostgresStore
-from sandbox_memory.workspace import LocalWorkspace
 from shared_flow import lesson, remember_ann_and_forget_bravo, run_payload
 
 OFFLINE = MemoryGenerateConfig(engine="offline")
 
 
 def runtime(root: Path, store: PostgresStore | None) -> LayoutRuntime:
-    root.mkdir(parents=True, exist_ok=True)
-    return LayoutRuntime(
-        LocalWorkspace(root), layout=MemoryLayoutConfig(), generate=OFFLINE, read=None, store=store
-    )
+    return layout_runtime(root, store=store, read=None, mkdir=True)
 
 
 def index_file(root: Path) -> Path:

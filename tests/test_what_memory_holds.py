@@ -12,11 +12,11 @@ from agents import Runner
 from agents.testing import ScriptedModel, assistant_message
 
 from faultlib import rc
-from helpers import run_payload
+from helpers import agent, run_payload
 from sandbox_memory import for_person
 from sandbox_memory.engines.base import KnownEntry, Subjects
 from test_offline_engine import PATCH, Seg, extract
-from test_sandbox_memory import agent, memory_text
+from test_sandbox_memory import memory_text
 
 SPAN_RE = re.compile(r"`([^`]*)`")
 
