@@ -43,6 +43,7 @@ def big_payload(megabytes: float) -> dict[str, Any]:
 async def record_measuring_stall(rt: LayoutRuntime, payload: dict[str, Any]) -> float:
     """Record ``payload``; the longest gap between a ticker's 1 ms ticks meanwhile."""
 
+    # Written out: an input that is a bare string, a form run_payload does not build.
     await rt.record({"input": "warm up", "generated_items": []}, rollout_id="warm")
     worst = 0.0
     done = False

@@ -781,6 +781,7 @@ async def test_replays_are_recognised_by_a_new_process(workspace_root: Path, sta
         notes.unlink()  # rebuilt from the rollout
     later = layout_runtime(workspace_root, engine=OfflineEngine())
     history = [*FIX_RUN["input"], *FIX_RUN["generated_items"]]
+    # Written out: a payload without generated_items, a form run_payload does not build.
     again = {"input": [*history, {"role": "user", "content": "Fix the bug."}]}
     await later.record(again, rollout_id="conv")
     segments = read_segments(workspace_root / "sessions/conv.jsonl")
