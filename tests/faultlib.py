@@ -39,6 +39,7 @@ from agents.testing import assistant_message
 from agents.usage import Usage
 
 from helpers import (
+    exec_items,
     index_entry_rows,
     layout_runtime,
     rebuilt_index_rows,
@@ -318,20 +319,12 @@ async def record_conversations(root: Path, names: list[str], *, size: int = 400)
                 f"{name}: deploy the service. " * 4,
                 reply=None,
                 when=None,
-                items=[
-                    {
-                        "type": "function_call",
-                        "name": "exec_command",
-                        "call_id": f"call-{name}",
-                        "arguments": json.dumps({"cmd": "make deploy"}),
-                    },
-                    {
-                        "type": "function_call_output",
-                        "call_id": f"call-{name}",
-                        "output": "Chunk ID: 1\nWall time: 0.1 seconds\nProcess exited with code"
-                        " 0\nOutput:\n" + "deployed\n" * (size // 9),
-                    },
-                ],
+                items=exec_items(
+                    f"call-{name}",
+                    "make deploy",
+                    "Chunk ID: 1\nWall time: 0.1 seconds\nProcess exited with code"
+                    " 0\nOutput:\n" + "deployed\n" * (size // 9),
+                ),
                 final_output=f"{name} deployed.",
             ),
             rollout_id=name,
@@ -850,20 +843,12 @@ def learning_run(name: str, n: int) -> dict[str, Any]:
     """A run the offline engine learns from: a preference, a decision, a test command."""
 
     def run(cmd: str, call: str, code: int, out: str) -> list[dict[str, Any]]:
-        return [
-            {
-                "type": "function_call",
-                "name": "exec_command",
-                "call_id": call,
-                "arguments": json.dumps({"cmd": cmd}),
-            },
-            {
-                "type": "function_call_output",
-                "call_id": call,
-                "output": "Chunk ID: 1\nWall time: 0.1 seconds\n"
-                f"Process exited with code {code}\nOutput:\n{out}\n",
-            },
-        ]
+        return exec_items(
+            call,
+            cmd,
+            "Chunk ID: 1\nWall time: 0.1 seconds\n"
+            f"Process exited with code {code}\nOutput:\n{out}\n",
+        )
 
     return run_payload(
         f"Run {n} of {name}: fix the failing test. I prefer pytest over "

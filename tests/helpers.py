@@ -43,6 +43,21 @@ def write_file(path: str, content: str, call_id: str) -> Any:
     return function_call("exec_command", {"cmd": script}, call_id=call_id)
 
 
+def exec_items(call_id: str, cmd: str, output: str) -> list[dict[str, Any]]:
+    """The items one shell command leaves in a recorded run: the agent's ``exec_command``
+    call of ``cmd`` and its ``output``."""
+
+    return [
+        {
+            "type": "function_call",
+            "name": "exec_command",
+            "call_id": call_id,
+            "arguments": json.dumps({"cmd": cmd}),
+        },
+        {"type": "function_call_output", "call_id": call_id, "output": output},
+    ]
+
+
 def bug_fix_script() -> list[Any]:
     """Run 1 of the two-run example: find the failing test, fix invoice.py, rerun the tests."""
 

@@ -13,7 +13,7 @@ from types import ModuleType
 
 import pytest
 
-from helpers import run_payload
+from helpers import exec_items, run_payload
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -142,17 +142,20 @@ def _bug_fix_payload() -> dict[str, object]:
     """One recorded run in the SDK's payload shape: a failing test, a patch, a passing test."""
 
     items = [
-        {"type": "function_call", "name": "exec_command", "call_id": "c1",
-         "arguments": json.dumps({"cmd": TEST_CMD})},
-        {"type": "function_call_output", "call_id": "c1",
-         "output": _exec_output(1, "FAIL: test_tax (t.T.test_tax)\nAssertionError: 1 != 2\n")},
-        {"type": "custom_tool_call", "name": "apply_patch", "call_id": "c2",
-         "input": "*** Begin Patch\n*** Update File: invoice.py\n@@\n-a\n+b\n*** End Patch\n"},
+        *exec_items(
+            "c1",
+            TEST_CMD,
+            _exec_output(1, "FAIL: test_tax (t.T.test_tax)\nAssertionError: 1 != 2\n"),
+        ),
+        {
+            "type": "custom_tool_call",
+            "name": "apply_patch",
+            "call_id": "c2",
+            "input": "*** Begin Patch\n*** Update File: invoice.py\n@@\n-a\n+b\n*** End Patch\n",
+        },
         {"type": "custom_tool_call_output", "call_id": "c2", "output": "Updated invoice.py"},
-        {"type": "function_call", "name": "exec_command", "call_id": "c3",
-         "arguments": json.dumps({"cmd": TEST_CMD})},
-        {"type": "function_call_output", "call_id": "c3", "output": _exec_output(0, "OK\n")},
-    ]  # fmt: skip
+        *exec_items("c3", TEST_CMD, _exec_output(0, "OK\n")),
+    ]
     return run_payload(
         "The invoice tests fail. I prefer short answers.",
         reply=None,

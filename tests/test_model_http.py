@@ -19,7 +19,14 @@ from openai import AsyncOpenAI
 
 import http_provider as hp
 from faultlib import warnings_from
-from helpers import layout_runtime, read_layout, read_progress, read_segments, run_payload
+from helpers import (
+    exec_items,
+    layout_runtime,
+    read_layout,
+    read_progress,
+    read_segments,
+    run_payload,
+)
 from sandbox_memory import MemoryConfigError, MemoryGenerateConfig
 from sandbox_memory.engines.model import ModelEngine
 from sandbox_memory.runtime import LayoutRuntime
@@ -29,17 +36,7 @@ FIX_RUN: dict[str, Any] = run_payload(
     reply="Fixed; the tests pass.",
     when=None,
     items=[
-        {
-            "type": "function_call",
-            "name": "exec_command",
-            "call_id": "c1",
-            "arguments": json.dumps({"cmd": "python3 -m unittest -q"}),
-        },
-        {
-            "type": "function_call_output",
-            "call_id": "c1",
-            "output": "Process exited with code 0\nOutput:\nOK\n",
-        },
+        *exec_items("c1", "python3 -m unittest -q", "Process exited with code 0\nOutput:\nOK\n"),
     ],
 )
 
@@ -172,13 +169,7 @@ async def test_external_tools_are_marked_in_the_transcript_the_model_receives(
                 "arguments": json.dumps({"url": "https://example.org/notes"}),
             },
             {"type": "function_call_output", "call_id": "f1", "output": "Release 2.0 is out."},
-            {
-                "type": "function_call",
-                "name": "exec_command",
-                "call_id": "c1",
-                "arguments": json.dumps({"cmd": "ls"}),
-            },
-            {"type": "function_call_output", "call_id": "c1", "output": "README.md"},
+            *exec_items("c1", "ls", "README.md"),
         ],
     )
     rt = layout_runtime(

@@ -10,11 +10,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from helpers import run_payload
+from helpers import exec_items, run_payload
 from sandbox_memory import MemoryClient, MemoryGenerateConfig
 from sandbox_memory.engines.base import Subjects
 from sandbox_memory.search.index import named_phrases, search_expression, settled_text
-from test_search_ranking import call as shell
 
 OFFLINE = MemoryGenerateConfig(engine="offline")
 
@@ -36,15 +35,15 @@ def fix_run(path: str, problem: str, *, chunk: str, seconds: float, when: str) -
         reply=f"Fixed normalize in {path}.",
         when=when,
         items=[
-            *shell(
+            *exec_items(
                 "c1",
                 f"cat {path}",
                 tool_output(
                     "def normalize(value):\n    return value\n", chunk=chunk, seconds=seconds
                 ),
             ),
-            *shell("c2", write, tool_output("", chunk=chunk[::-1], seconds=seconds / 2)),
-            *shell(
+            *exec_items("c2", write, tool_output("", chunk=chunk[::-1], seconds=seconds / 2)),
+            *exec_items(
                 "c3",
                 test,
                 tool_output(f"3 passed in {seconds:.2f}s", chunk="abc123", seconds=seconds * 3),

@@ -7,11 +7,10 @@ long tool output and the entry learned from the same fix compete.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from helpers import run_payload, sealed_store
+from helpers import exec_items, run_payload, sealed_store
 from sandbox_memory import MemoryClient, MemoryGenerateConfig
 from sandbox_memory.search.index import SearchHit, distinct
 from sandbox_memory.stores.records import Entry, LayoutMemory, Source
@@ -120,18 +119,6 @@ def test_a_summary_saying_more_than_the_entries_or_of_another_conversation_stays
     ]
 
 
-def call(call_id: str, cmd: str, output: str) -> list[dict[str, Any]]:
-    return [
-        {
-            "type": "function_call",
-            "name": "exec_command",
-            "call_id": call_id,
-            "arguments": json.dumps({"cmd": cmd}),
-        },
-        {"type": "function_call_output", "call_id": call_id, "output": output},
-    ]
-
-
 async def test_raw_tool_output_never_outranks_the_entry_for_the_same_fix(tmp_path: Path) -> None:
     noise = "\n".join(f"tests/test_parser.py::test_field_{i} PASSED" for i in range(60))
     failed = (
@@ -145,9 +132,11 @@ async def test_raw_tool_output_never_outranks_the_entry_for_the_same_fix(tmp_pat
     )
     write = "cat > acme/parser.py <<'EOF'\ndef parse_header(line):\n    return line.split(',')\nEOF"
     items = [
-        *call("c1", "python -m pytest -q tests/test_parser.py", failed),
-        *call("c2", write, "Chunk ID: 1\nWall time: 0.01 seconds\nProcess exited with code 0\n"),
-        *call("c3", "python -m pytest -q tests/test_parser.py", passed),
+        *exec_items("c1", "python -m pytest -q tests/test_parser.py", failed),
+        *exec_items(
+            "c2", write, "Chunk ID: 1\nWall time: 0.01 seconds\nProcess exited with code 0\n"
+        ),
+        *exec_items("c3", "python -m pytest -q tests/test_parser.py", passed),
         {
             "type": "message",
             "role": "assistant",

@@ -23,7 +23,7 @@ from click.testing import CliRunner
 
 from adversarial_corpus import CASES, NEAR_MISSES, Case, LeakFinder, leaks
 from faultlib import PhaseOneModel, extraction, item_id, log_text, runtime
-from helpers import run_payload
+from helpers import exec_items, run_payload
 from sandbox_memory.cli import main as cli_main
 from sandbox_memory.config import MemoryGenerateConfig
 from sandbox_memory.edit.commands import MemoryClient, MemoryConflict, Remember
@@ -139,13 +139,11 @@ def _chunks(cases: list[Case]) -> list[list[Case]]:
 
 def _run(chunk: list[Case], n: int) -> dict[str, Any]:
     body = "\n".join(case.text for case in chunk)
-    items = [
-        {"type": "function_call", "call_id": f"h{n}", "name": "exec_command",
-         "arguments": json.dumps({"cmd": f"cat <<'EOF'\n{body}\nEOF"})},
-        {"type": "function_call_output", "call_id": f"h{n}", "output": body},
-    ]  # fmt: skip
     return run_payload(
-        f"Check these still work:\n{body}", reply=f"Checked:\n{body}", when=None, items=items
+        f"Check these still work:\n{body}",
+        reply=f"Checked:\n{body}",
+        when=None,
+        items=exec_items(f"h{n}", f"cat <<'EOF'\n{body}\nEOF", body),
     )
 
 

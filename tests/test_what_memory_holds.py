@@ -12,7 +12,7 @@ from agents import Runner
 from agents.testing import ScriptedModel, assistant_message
 
 from faultlib import rc
-from helpers import agent, run_payload
+from helpers import agent, exec_items, run_payload
 from sandbox_memory import for_person
 from sandbox_memory.engines.base import KnownEntry, Subjects
 from test_offline_engine import PATCH, Seg, extract
@@ -940,20 +940,12 @@ async def test_a_command_run_again_in_a_later_conversation_is_no_new_entry(
             task,
             reply=None,
             when=None,
-            items=[
-                {
-                    "type": "function_call",
-                    "name": "exec_command",
-                    "call_id": call,
-                    "arguments": json.dumps({"cmd": "python3 -m pytest -q"}),
-                },
-                {
-                    "type": "function_call_output",
-                    "call_id": call,
-                    "output": "Chunk ID: 1\nWall time: 0.1 seconds\n"
-                    "Process exited with code 0\nOutput:\n3 passed\n",
-                },
-            ],
+            items=exec_items(
+                call,
+                "python3 -m pytest -q",
+                "Chunk ID: 1\nWall time: 0.1 seconds\n"
+                "Process exited with code 0\nOutput:\n3 passed\n",
+            ),
         )
 
     rt = runtime(tmp_path, engine="offline")
@@ -1104,20 +1096,12 @@ async def test_a_new_version_that_says_otherwise_supersedes_the_old_one_in_the_l
             "Run the checks",
             reply=None,
             when=None,
-            items=[
-                {
-                    "type": "function_call",
-                    "name": "exec_command",
-                    "call_id": call,
-                    "arguments": json.dumps({"cmd": cmd}),
-                },
-                {
-                    "type": "function_call_output",
-                    "call_id": call,
-                    "output": "Chunk ID: 1\nWall time: 0.1 seconds\n"
-                    "Process exited with code 0\nOutput:\n3 passed\n",
-                },
-            ],
+            items=exec_items(
+                call,
+                cmd,
+                "Chunk ID: 1\nWall time: 0.1 seconds\n"
+                "Process exited with code 0\nOutput:\n3 passed\n",
+            ),
         )
 
     rt = runtime(tmp_path, engine="offline")
@@ -1243,34 +1227,18 @@ def _fix_run(test: str, error: str, function: str, patch_line: str, call: str) -
         reply=None,
         when=None,
         items=[
-            {
-                "type": "function_call",
-                "name": "exec_command",
-                "call_id": f"{call}-1",
-                "arguments": json.dumps({"cmd": "python -m pytest -q"}),
-            },
-            {
-                "type": "function_call_output",
-                "call_id": f"{call}-1",
-                "output": output(1, f"FAILED tests/test_invoice.py::{test} - {error}"),
-            },
+            *exec_items(
+                f"{call}-1",
+                "python -m pytest -q",
+                output(1, f"FAILED tests/test_invoice.py::{test} - {error}"),
+            ),
             {"type": "custom_tool_call", "name": "apply_patch", "input": patch, "call_id": call},
             {
                 "type": "custom_tool_call_output",
                 "call_id": call,
                 "output": "Updated src/invoice.py",
             },
-            {
-                "type": "function_call",
-                "name": "exec_command",
-                "call_id": f"{call}-2",
-                "arguments": json.dumps({"cmd": "python -m pytest -q"}),
-            },
-            {
-                "type": "function_call_output",
-                "call_id": f"{call}-2",
-                "output": output(0, "3 passed"),
-            },
+            *exec_items(f"{call}-2", "python -m pytest -q", output(0, "3 passed")),
         ],
     )
 
