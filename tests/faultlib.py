@@ -34,11 +34,11 @@ from agents.items import ModelResponse
 from agents.models.interface import Model
 from agents.run import RunConfig
 from agents.sandbox import SandboxAgent, SandboxRunConfig
-from agents.sandbox.capabilities import Filesystem, Shell
 from agents.testing import assistant_message
 from agents.usage import Usage
 
 from helpers import (
+    agent,
     exec_items,
     index_entry_rows,
     layout_runtime,
@@ -183,13 +183,9 @@ def _input_text(value: Any) -> str:
 
 
 def sandbox_agent(model: Any, memory: Any, *, tools: list[Any] | None = None) -> SandboxAgent:
-    return SandboxAgent(
-        name="worker",
-        instructions="Work in the workspace.",
-        model=model,
-        tools=tools or [],
-        capabilities=[memory, Filesystem(), Shell()],
-    )
+    """The agent of the fault tests: :func:`helpers.agent` named ``worker``."""
+
+    return agent(model, memory, name="worker", tools=tools)
 
 
 def rc(sandbox: Any, group_id: str | None = None, **kw: Any) -> RunConfig:

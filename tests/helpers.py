@@ -75,9 +75,11 @@ def bug_fix_script() -> list[Any]:
     ]
 
 
-def agent(model: Any, memory: Any = None, *, name: str = "reviewer") -> Any:
+def agent(
+    model: Any, memory: Any = None, *, name: str = "reviewer", tools: list[Any] | None = None
+) -> Any:
     """A sandbox agent working in the workspace (files and a shell) with ``memory`` (a
-    ``Memory`` with the offline engine unless given)."""
+    ``Memory`` with the offline engine unless given) and ``tools``."""
 
     from agents.sandbox import SandboxAgent
     from agents.sandbox.capabilities import Filesystem, Shell
@@ -88,6 +90,7 @@ def agent(model: Any, memory: Any = None, *, name: str = "reviewer") -> Any:
         name=name,
         instructions="Work in the workspace.",
         model=model,
+        tools=tools or [],
         capabilities=[
             memory or Memory(generate=MemoryGenerateConfig(engine="offline")),
             Filesystem(),
