@@ -105,6 +105,27 @@ async def test_a_rollout_written_by_something_else_is_found_by_name(tmp_path: Pa
     )
 
 
+async def test_only_a_progress_record_of_its_own_name_makes_a_rollout_known(
+    tmp_path: Path,
+) -> None:
+    rt = layout_runtime(LocalWorkspace(tmp_path))
+    await rt.record(run_payload("Fix the parser."), rollout_id="ours")
+    await rt.close()
+    sessions = tmp_path / "sessions"
+    for rid in ("a", "b.json", "c", "d"):
+        seg = {**run_payload(f"Written elsewhere: {rid}."), "rollout_id": rid}
+        (sessions / f"{rid}.jsonl").write_text(json.dumps(seg) + "\n")
+    (sessions / "notes.json").write_text("{}")  # not a rollout
+    (sessions / ".hidden.jsonl").write_text("{}\n")  # a hidden name is not a rollout
+    progress = tmp_path / STORE / "progress"
+    # Names that are not ``<id>.json`` hide no rollout: another suffix, a hidden record.
+    (progress / "a.jsonl").write_text("{}")
+    (progress / ".c.json").write_text("{}")
+    (progress / "d.json.tmp").write_text("{}")
+    assert await rt.pending_rollouts() == ["a", "b.json", "c", "d"]
+    assert "notes" not in await rt.pending_rollouts()
+
+
 async def test_an_extraction_rewrites_only_its_own_rollouts_progress(tmp_path: Path) -> None:
     ws = CountingWorkspace(tmp_path)
     rt = layout_runtime(ws)

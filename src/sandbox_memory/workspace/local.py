@@ -522,9 +522,12 @@ class LocalWorkspace(Workspace):
         return self.root / _check_rel(path)
 
     async def listdir(self, path: str) -> list[str]:
+        return sorted(await self.names(path))
+
+    async def names(self, path: str) -> list[str]:
         try:
             with _Walk(self.root, path, create=False, whole=True) as walk:
-                return sorted(os.listdir(walk.fd))
+                return os.listdir(walk.fd)
         except (FileNotFoundError, NotADirectoryError):
             return []
 

@@ -180,7 +180,7 @@ class LayoutFiles(FileRecords):
 
     def _named_by_head(self, sid: int, stored: bytes | None) -> bool:
         """Whether shard ``sid`` as stored is the one a sealed head of :data:`LAYOUT_FORMAT`
-        names by its seal (or a pending commit writes): memory wrote those very bytes one
+        names by its seal: memory wrote those very bytes one
         entry a line (:func:`_shard_bytes`), so their form needs no check (a regular
         expression over every byte, most of a shard's read at 20,000 entries)."""
 
@@ -188,9 +188,9 @@ class LayoutFiles(FileRecords):
             return False
         if self._head_raw is None or self._head.format < LAYOUT_FORMAT:
             return False
-        journal = self._journal
-        if journal is not None and sid in journal.shards():
-            return False  # not named yet: checked
+        # Also a shard a pending commit is about to write: until it does, the bytes stored
+        # are still the ones the head names (bytes it wrote already are not named yet:
+        # checked).
         named = self._head.seals.get(f"{sid:02d}")
         return named is not None and _seal_of(stored) == named
 

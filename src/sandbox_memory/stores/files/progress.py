@@ -13,6 +13,17 @@ from ..records import RolloutProgress, tail_hash
 from ..seam import RolloutFlags
 from .base import _JSON, FileRecords, _why
 
+_ROLLOUT = ".jsonl"
+
+
+def _swap_suffix(names: list[str], old: str, new: str) -> list[str]:
+    """``names`` with ``old`` at the end of a name replaced by ``new``, the others as they
+    are: one replace over them all joined by NUL, which no file name holds."""
+
+    if not names:
+        return []
+    return ("\0".join(names) + "\0").replace(old + "\0", new + "\0").split("\0")[:-1]
+
 
 class ProgressFiles(FileRecords):
     """Rollout progress, forgotten progress, and the ``pending/`` and ``unindexed/`` flags."""
@@ -112,13 +123,28 @@ class ProgressFiles(FileRecords):
         """
 
         await self._split_legacy()
-        rollouts = await self._names(self.sessions_dir, ".jsonl")
-        known = set(await self._names(f"{self.dir}/progress", _JSON))
-        known.update(await self._names(f"{self.dir}/forgotten", _JSON))
+        # Whole sets of names compared (10,000 of each at 20,000 entries), not each name
+        # filtered: ``<id>.jsonl`` is known when ``progress/<id>.json`` or
+        # ``forgotten/<id>.json`` is there, so the listing of rollouts is renamed to records
+        # and what no record names is left.
+        listed = await self.ws.names(self.sessions_dir)
+        records = _swap_suffix(listed, _ROLLOUT, _JSON)
+        unknown = set(records).difference(
+            await self.ws.names(f"{self.dir}/progress"),
+            await self.ws.names(f"{self.dir}/forgotten"),
+        )
+        rollouts = set(listed)
+        new = {
+            rid
+            for name in unknown
+            if name.endswith(_JSON)
+            and not name.startswith(".")
+            and (rid := name[: -len(_JSON)]) + _ROLLOUT in rollouts
+        }
         flagged = set(await self._names(f"{self.dir}/pending", ""))
         pending: list[str] = []
-        for rid in rollouts:
-            if rid not in known:
+        for rid in sorted(new | {r for r in flagged if r + _ROLLOUT in rollouts}):
+            if rid in new:
                 if rid not in flagged:
                     # Flagged until read to its end, even if its first extraction fails.
                     await self.mark_pending(rid)
