@@ -105,6 +105,12 @@ class Workspace(abc.ABC):
         A folder where the file belongs raises ``IsADirectoryError``.
         """
 
+    async def read_many(self, folder: str, names: Sequence[str]) -> list[bytes | None]:
+        """:meth:`read_bytes` of each file ``names`` names in ``folder``, in order: a backend
+        may reach the folder once for them all (hundreds of small records read together)."""
+
+        return [await self.read_bytes(posixpath.join(folder, name)) for name in names]
+
     @abc.abstractmethod
     async def read_range(self, path: str, offset: int, length: int) -> bytes | None:
         """At most ``length`` bytes from ``offset``, or ``None`` when the file does not exist."""

@@ -8,7 +8,9 @@ implements the seam with files, all under ``<memories_dir>/store/``:
 
 - ``layout/head.json``            layout memory's version and change stamp
 - ``layout/shard-NN.json``        layout memory's entries (the specification's agent memory),
-                                  spread over :data:`LAYOUT_SHARDS` records by key hash
+                                  spread over :data:`LAYOUT_SHARDS` records by key hash; past
+                                  :data:`SHARD_ENTRIES` each, over twice as many, and so on
+                                  (``layout/shard-<count>-<N>.json``, the count in the head)
 - ``layout/commit.json``          a change of layout memory being applied (see
                                   :meth:`Store.commit_layout`)
 - ``layout/cites/<id>``           keys of layout entries citing a conversation, one commit a line

@@ -58,6 +58,33 @@ class _Shard:
         return len(self.raw or b"") * (1 if self.entries is None else 3)
 
 
+class _ShardCache(OrderedDict[int, _Shard]):
+    """Shards read, least recently used first, within a budget of bytes
+    (:data:`~..records.SHARD_CACHE_BYTES`): the bytes kept are counted as shards come and go,
+    not summed over all of them at each read (which made reading 512 shards quadratic)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.used = 0
+        self._sizes: dict[int, int] = {}
+
+    def keep(self, sid: int, shard: _Shard, budget: int) -> None:
+        """Cache a shard read or written, dropping the least recently used past ``budget``."""
+
+        self.used += shard.size - self._sizes.get(sid, 0)
+        self._sizes[sid] = shard.size
+        self[sid] = shard
+        self.move_to_end(sid)
+        while self.used > budget and len(self) > 1:
+            dropped, _ = self.popitem(last=False)
+            self.used -= self._sizes.pop(dropped)
+
+    def clear(self) -> None:
+        super().clear()
+        self._sizes.clear()
+        self.used = 0
+
+
 _UNSET = object()
 
 
@@ -118,8 +145,7 @@ class FileRecords(MemoryStore):
         self._head = LayoutHead()
         self._journal_raw: object = _UNSET
         self._journal: LayoutCommit | None = None
-        self._shards: OrderedDict[int, _Shard] = OrderedDict()
-        """Shards read, least recently used first, at most :data:`SHARD_CACHE_BYTES`."""
+        self._shards = _ShardCache()
         self._whole: tuple[object, object, LayoutMemory] | None = None
         self._viewed: tuple[object, dict[int, bytes | dict[str, Entry]]] | None = None
         """The shards the last :meth:`layout_view` read, with the head they are of: kept up to
@@ -135,6 +161,8 @@ class FileRecords(MemoryStore):
         self._cited: set[tuple[str, str]] = set()
         self._held: set[tuple[str, str]] = set()
         self._held_checked = False
+        self._shards_swept = False
+        """Shards of another count than the head's looked for (see ``_sweep_shards``)."""
         self._threads_checked: set[str] = set()
         """Never-read rollouts whose thread record :meth:`_recover_thread` found or put back:
         their first line does not change (appends only), so a later pending check of this
@@ -194,6 +222,14 @@ class FileRecords(MemoryStore):
         except IsADirectoryError:
             await set_aside_folder(self.ws, path)
             return None
+
+    async def read_states(self, folder: str, names: Sequence[str]) -> list[bytes | None]:
+        """:meth:`read_state` of each of ``names`` in ``folder``, the folder reached once."""
+
+        try:
+            return await self.ws.read_many(folder, names)
+        except IsADirectoryError:
+            return [await self.read_state(f"{folder}/{name}") for name in names]
 
     async def write_state(self, path: str, data: bytes) -> None:
         """Replace a state file atomically; a folder in its place is set aside first."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import cast
 
 from pydantic import ValidationError
 
@@ -24,7 +25,7 @@ from ..records import (
     LayoutShard,
     layout_shard,
 )
-from .base import SHARED_COPY_FILE, FileRecords, _seal_of, _Shard, _why
+from .base import _UNSET, SHARED_COPY_FILE, FileRecords, _seal_of, _Shard, _why
 from .shards import _SHARD_LINES_RE, LayoutEntries, _entry_line, _entry_lines
 
 logger = logging.getLogger("sandbox_memory")
@@ -36,8 +37,31 @@ _COMMITS_KEPT = 256
 class LayoutFiles(FileRecords):
     """Layout memory: head, shards, commits, recovery, and the split of ``layout.json``."""
 
-    def shard_path(self, shard: int) -> str:
-        return f"{self.layout_dir}/shard-{shard:02d}.json"
+    def shard_path(self, shard: int, count: int | None = None) -> str:
+        """Shard ``shard`` of ``count`` (the head's count unless given): ``shard-NN.json`` of
+        :data:`LAYOUT_SHARDS`, ``shard-<count>-<N>.json`` of more."""
+
+        count = self._head.shards if count is None else count
+        if count == LAYOUT_SHARDS:
+            return f"{self.layout_dir}/shard-{shard:02d}.json"
+        return f"{self.layout_dir}/shard-{count}-{shard}.json"
+
+    def _shard_named(self, name: str) -> tuple[int, int] | None:
+        """``(count, shard)`` of a file name :meth:`shard_path` gives, with anything after
+        ``.json`` (a copy kept aside); ``None`` for any other name."""
+
+        stem = name.partition(".json")[0]
+        parts = stem.split("-")
+        numbers = parts[1:]
+        if parts[0] != "shard" or len(numbers) not in (1, 2):
+            return None
+        if not all(n.isascii() and n.isdigit() for n in numbers):
+            return None
+        count = int(numbers[0]) if len(numbers) == 2 else LAYOUT_SHARDS
+        sid = int(numbers[-1])
+        if sid >= count or self.shard_path(sid, count) != f"{self.layout_dir}/{stem}.json":
+            return None
+        return count, sid
 
     async def _sync_layout(self) -> None:
         """Look at the head and a pending commit (two small reads); forget cached shards when
@@ -49,7 +73,7 @@ class LayoutFiles(FileRecords):
         if head_moved:
             self._head_raw = raw
             self._head_damaged = False
-            self._head = LayoutHead(format=LAYOUT_FORMAT)
+            self._head = LayoutHead(format=LAYOUT_FORMAT, entries=0)
             if raw is not None:
                 plain = await self._verified(hpath, raw)
                 try:
@@ -163,7 +187,7 @@ class LayoutFiles(FileRecords):
         if self._head.format < LAYOUT_FORMAT and not self._head_damaged:
             return True  # an earlier head names no seals; the next writer rewrites them
         journal = self._journal
-        if journal is not None and sid in journal.shards():
+        if journal is not None and sid in journal.shards(self._head.shards):
             return True  # written by a commit being applied: the next head names it
         path = self.shard_path(sid)
         named = self._head.seals.get(f"{sid:02d}")
@@ -197,16 +221,30 @@ class LayoutFiles(FileRecords):
     def _keep(self, sid: int, shard: _Shard) -> None:
         """Cache a shard read or written, dropping the least recently used past the budget."""
 
-        self._shards[sid] = shard
-        self._shards.move_to_end(sid)
-        used = sum(s.size for s in self._shards.values())
-        while used > SHARD_CACHE_BYTES and len(self._shards) > 1:
-            _, dropped = self._shards.popitem(last=False)
-            used -= dropped.size
+        self._shards.keep(sid, shard, SHARD_CACHE_BYTES)
 
-    async def _shard(self, sid: int) -> _Shard:
-        """One shard as stored (without a pending commit), read again only when the head moved;
-        a shard one entry a line is only checked, its entries parsed when asked for."""
+    async def _all_shards(self) -> AsyncIterator[tuple[int, _Shard]]:
+        """Every shard of the head, those not kept read together (the folder reached once for
+        them all, not once a shard: hundreds of them at 20,000 entries)."""
+
+        count = self._head.shards
+        if self._head_raw is None:
+            read: dict[int, bytes | None] = {}
+        else:
+            wanted = [sid for sid in range(count) if not self._kept(sid)]
+            names = [self.shard_path(sid).rpartition("/")[2] for sid in wanted]
+            read = dict(zip(wanted, await self.read_states(self.layout_dir, names), strict=True))
+        for sid in range(count):
+            yield sid, await self._shard(sid, read.get(sid, _UNSET))
+
+    def _kept(self, sid: int) -> bool:
+        cached = self._shards.get(sid)
+        return cached is not None and cached.seen is self._head_raw
+
+    async def _shard(self, sid: int, read: bytes | None | object = _UNSET) -> _Shard:
+        """One shard as stored (without a pending commit), read again only when the head moved
+        (``read``: its bytes, read already); a shard one entry a line is only checked, its
+        entries parsed when asked for."""
 
         cached = self._shards.get(sid)
         if cached is not None and cached.seen is self._head_raw:
@@ -219,7 +257,7 @@ class LayoutFiles(FileRecords):
             self._keep(sid, shard)
             return shard
         path = self.shard_path(sid)
-        stored = await self.read_state(path)
+        stored = await self.read_state(path) if read is _UNSET else cast("bytes | None", read)
         raw = None if stored is None else await self._verified(path, stored)
         refused = stored is not None and raw is None
         if not refused and not await self._bound(sid, stored):
@@ -316,8 +354,9 @@ class LayoutFiles(FileRecords):
         journal = self._journal
         if journal is None:
             return {}, []
-        put = {k: e for k, e in journal.put.items() if layout_shard(k) == sid}
-        return put, [k for k in journal.delete if layout_shard(k) == sid]
+        count = self._head.shards
+        put = {k: e for k, e in journal.put.items() if layout_shard(k, count) == sid}
+        return put, [k for k in journal.delete if layout_shard(k, count) == sid]
 
     async def _shard_view(self, sid: int) -> dict[str, Entry]:
         """A shard's entries as committed: a pending commit counts as applied."""
@@ -347,16 +386,16 @@ class LayoutFiles(FileRecords):
             # A shard another process refused (a run's prompt read it) is kept aside beside
             # it: the shard is checked here, so the refusal is seen whoever read it first.
             for name in await self.ws.listdir(self.layout_dir):
-                if name.startswith("shard-") and ".json.unsealed-" in name:
-                    sid = int(name[len("shard-") : name.index(".")])
-                    await self._shard(sid)
+                named = self._shard_named(name) if ".json.unsealed-" in name else None
+                if named is not None and named[0] == self._head.shards:
+                    await self._shard(named[1])
         return bool(self._damaged)
 
     async def layout_entries(self, keys: Iterable[str]) -> dict[str, Entry]:
         await self._sync_layout()
         by_shard: dict[int, list[str]] = {}
         for key in keys:
-            by_shard.setdefault(layout_shard(key), []).append(key)
+            by_shard.setdefault(layout_shard(key, self._head.shards), []).append(key)
         found: dict[str, Entry] = {}
         journal = self._journal
         for sid, group in by_shard.items():
@@ -376,7 +415,7 @@ class LayoutFiles(FileRecords):
         if whole is not None and whole[0] is self._head_raw and whole[1] is self._journal_raw:
             return whole[2]
         merged: dict[str, Entry] = {}
-        for sid in range(LAYOUT_SHARDS):
+        async for sid, _ in self._all_shards():
             merged.update(await self._shard_view(sid))
         version = self._journal.version if self._journal is not None else self._head.version
         value = LayoutMemory.model_construct(version=version, entries=merged)
@@ -401,8 +440,7 @@ class LayoutFiles(FileRecords):
             shards = viewed[1]
         else:
             shards = {}
-            for sid in range(LAYOUT_SHARDS):
-                shard = await self._shard(sid)
+            async for sid, shard in self._all_shards():
                 if shard.entries is not None:
                     shards[sid] = shard.entries
                 elif shard.raw is not None:
@@ -418,7 +456,13 @@ class LayoutFiles(FileRecords):
             self._damaged.add(sid)
 
         return version, LayoutEntries(
-            shards, put, gone, person=person, acting=acting, on_error=damaged
+            shards,
+            put,
+            gone,
+            count=self._head.shards,
+            person=person,
+            acting=acting,
+            on_error=damaged,
         )
 
     async def layout_changes(self, since: str) -> tuple[str, set[str] | None]:
@@ -452,7 +496,7 @@ class LayoutFiles(FileRecords):
         if whole is not None and whole[0] is self._head_raw and whole[1] is self._journal_raw:
             yield whole[2].entries.values()
             return
-        for sid in range(LAYOUT_SHARDS):
+        for sid in range(self._head.shards):
             # Parsed one shard at a time and not kept: at most one shard's entries are held.
             yield (await self._shard_view(sid)).values()
 

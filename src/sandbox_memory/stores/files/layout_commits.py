@@ -14,7 +14,6 @@ from ..records import (
     LAYOUT_CHANGE_KEYS_KEPT,
     LAYOUT_CHANGES_KEPT,
     LAYOUT_FORMAT,
-    LAYOUT_SHARDS,
     CopyRetraction,
     Entry,
     LayoutChange,
@@ -23,6 +22,7 @@ from ..records import (
     LayoutMemory,
     LogRecord,
     layout_shard,
+    layout_shard_count,
 )
 from .base import _JSON, _citable, _seal_of, _Shard
 from .layout import _COMMITS_KEPT, LayoutFiles
@@ -57,6 +57,7 @@ class LayoutCommits(LayoutFiles):
             await self._apply(self._journal)
         if self._head_raw is not None and self._head.format < LAYOUT_FORMAT:
             await self._rewrite_shards()
+        await self._spread_shards()
         if not self._held_checked:
             self._held_checked = True
             if await self.ws.size(self.held_path(".complete")) is None:
@@ -71,7 +72,7 @@ class LayoutCommits(LayoutFiles):
 
         self._viewed = None
 
-        for sid in range(LAYOUT_SHARDS):
+        for sid in range(self._head.shards):
             shard = await self._shard(sid)
             if shard.entries is None or shard.raw is None or sid in self._damaged:
                 continue
@@ -81,24 +82,91 @@ class LayoutCommits(LayoutFiles):
         await self._write_head(self._head.model_copy(update={"format": LAYOUT_FORMAT}))
         logger.info("layout memory's records in %s rewritten one entry a line", self.layout_dir)
 
+    async def _spread_shards(self) -> None:
+        """Spread the entries over more shards once they hold more than
+        :data:`~..records.SHARD_ENTRIES` each on average (:func:`layout_shard_count`); count
+        them once in a head that does not say how many there are (an earlier release's).
+
+        The new shards are written under names of their own count, the head naming the count
+        and their seals last (the commit point: a writer killed before it spreads them again,
+        the old shards untouched), then the old shards go (a writer killed before that leaves
+        them to :meth:`_sweep_shards`). The entries are the same, so the head keeps its stamp:
+        no reader reads any entry again for it.
+        """
+
+        head = self._head
+        if self._head_raw is None or self._head_damaged or self._damaged:
+            return
+        if head.entries is not None and layout_shard_count(head.entries) <= head.shards:
+            await self._sweep_shards()
+            return
+        lines: dict[str, str] = {}
+        async for _, shard in self._all_shards():
+            lines.update(self._shard_json(shard))
+        if self._damaged:
+            return  # one unreadable: phase 2 rebuilds layout memory first
+        count = max(head.shards, layout_shard_count(len(lines)))
+        if count == head.shards:
+            await self._write_head(head.model_copy(update={"entries": len(lines)}))
+            await self._sweep_shards()
+            return
+        spread: dict[int, dict[str, str]] = {}
+        for key, line in lines.items():
+            spread.setdefault(layout_shard(key, count), {})[key] = line
+        await self._write_shards(
+            [(sid, _shard_bytes(part)) for sid, part in sorted(spread.items())], count=count
+        )
+        self._viewed = None
+        self._shards.clear()
+        await self._write_head(
+            head.model_copy(update={"shards": count, "entries": len(lines), "seals": {}})
+        )
+        for sid in range(head.shards):
+            await self.ws.remove(self.shard_path(sid, head.shards))
+        logger.info(
+            "layout memory's %d entries in %s spread over %d records (from %d)",
+            len(lines),
+            self.layout_dir,
+            count,
+            head.shards,
+        )
+
+    async def _sweep_shards(self) -> None:
+        """Once per store object: remove shards of another count than the head's (left by a
+        writer killed after spreading them, or by a rebuild after a damaged head)."""
+
+        if self._shards_swept or self._journal is not None:
+            return
+        self._shards_swept = True
+        for name in await self.ws.listdir(self.layout_dir):
+            named = self._shard_named(name) if name.endswith(_JSON) else None
+            if named is not None and named[0] != self._head.shards:
+                await self.ws.remove(f"{self.layout_dir}/{name}")
+
     async def _split_legacy_layout(self) -> None:
         """``layout.json`` into shards and citation lists, the head last (the commit point: a
         writer killed before it splits the file again), then the old file goes."""
 
         self._viewed = None
 
-        legacy = self._legacy_layout or {}
         version = self._head.version
+        old = {
+            k: e for s in (self._legacy_layout or {}).values() for k, e in (s.entries or {}).items()
+        }
+        count = layout_shard_count(len(old))
+        legacy: dict[int, dict[str, Entry]] = {}
+        for key, entry in old.items():
+            legacy.setdefault(layout_shard(key, count), {})[key] = entry
+        self._shards.clear()
         cites: dict[str, set[str]] = {}
-        for sid in range(LAYOUT_SHARDS):
-            shard = legacy.get(sid)
-            if shard is None or not shard.entries:
-                await self.ws.remove(self.shard_path(sid))  # left by an earlier store
+        for sid in range(count):
+            entries = legacy.get(sid)
+            if not entries:
+                await self.ws.remove(self.shard_path(sid, count))  # left by an earlier store
                 continue
-            data = _shard_bytes({k: e.model_dump_json() for k, e in shard.entries.items()})
-            await self._write_shard(sid, data)
-            self._keep(sid, _Shard(data, self._head_raw))
-            for key, entry in shard.entries.items():
+            data = _shard_bytes({k: e.model_dump_json() for k, e in entries.items()})
+            await self._write_shards([(sid, data)], count=count)
+            for key, entry in entries.items():
                 for source in entry.sources:
                     cites.setdefault(source.conversation, set()).add(key)
         for rid, keys in sorted(cites.items()):
@@ -106,14 +174,21 @@ class LayoutCommits(LayoutFiles):
                 line = " ".join(sorted(keys)) + "\n"
                 await self.write_state(f"{self.layout_dir}/cites/{rid}", line.encode("utf-8"))
                 self._cited.update((rid, k) for k in keys)
-        head = LayoutHead(version=version, stamp=secrets.token_hex(8), format=LAYOUT_FORMAT)
+        head = LayoutHead(
+            version=version,
+            stamp=secrets.token_hex(8),
+            format=LAYOUT_FORMAT,
+            shards=count,
+            entries=len(old),
+        )
         await self._write_head(head)
+        self._shards.clear()  # read under the old count
         await self.ws.remove(f"{self.dir}/layout.json")
         self._legacy_layout = None
         logger.info(
             "layout memory split from %s/layout.json into %d records",
             self.dir,
-            sum(1 for s in legacy.values() if s.entries),
+            len(legacy),
         )
 
     async def _write_shard(self, sid: int, data: bytes) -> None:
@@ -121,11 +196,14 @@ class LayoutCommits(LayoutFiles):
 
         await self._write_shards([(sid, data)])
 
-    async def _write_shards(self, shards: Sequence[tuple[int, bytes]]) -> None:
-        """Write shards (sealed), waiting for the disk once for them all; the next head names
-        their seals."""
+    async def _write_shards(
+        self, shards: Sequence[tuple[int, bytes]], *, count: int | None = None
+    ) -> None:
+        """Write shards (sealed) of ``count`` (the head's unless given), waiting for the disk
+        once for them all; the next head names their seals."""
 
-        items = [(self.shard_path(sid), self._sealed(self.shard_path(sid), d)) for sid, d in shards]
+        paths = [self.shard_path(sid, count) for sid, _ in shards]
+        items = [(path, self._sealed(path, d)) for path, (_, d) in zip(paths, shards, strict=True)]
         await self.write_states(items)
         for (sid, _), (_, sealed) in zip(shards, items, strict=True):
             seal = _seal_of(sealed)
@@ -201,10 +279,12 @@ class LayoutCommits(LayoutFiles):
         touched: dict[int, tuple[dict[str, Entry], list[str]]] = {
             sid: ({}, []) for sid in commit.rewrite
         }
+        count = self._head.shards
         for key, entry in commit.put.items():
-            touched.setdefault(layout_shard(key), ({}, []))[0][key] = entry
+            touched.setdefault(layout_shard(key, count), ({}, []))[0][key] = entry
         for key in commit.delete:
-            touched.setdefault(layout_shard(key), ({}, []))[1].append(key)
+            touched.setdefault(layout_shard(key, count), ({}, []))[1].append(key)
+        grown = 0
         # The cached whole, if it is of the head this commit applies to (it may hold this
         # commit already, read as pending: applying it again gives the same).
         whole = self._whole
@@ -217,10 +297,12 @@ class LayoutCommits(LayoutFiles):
             changed, gone = touched[sid]
             shard = await self._shard(sid)
             js = self._shard_json(shard)
+            grown -= len(js)
             for key, entry in changed.items():
                 js[key] = entry.model_dump_json()
             for key in gone:
                 js.pop(key, None)
+            grown += len(js)
             data = _shard_bytes(js)
             if (js or shard.raw is not None or sid in self._damaged) and not self._as_named(
                 sid, shard, data
@@ -276,6 +358,8 @@ class LayoutCommits(LayoutFiles):
                 changes=changes,
                 format=self._head.format,
                 seals=self._head.seals,
+                shards=count,
+                entries=None if self._head.entries is None else self._head.entries + grown,
             )
         )
         self._commits[commit.stamp] = (before, {*commit.put, *commit.delete})

@@ -12,7 +12,7 @@ from json.decoder import scanstring as _scanstring  # type: ignore[attr-defined]
 
 from pydantic import ValidationError
 
-from ..records import Entry, layout_shard
+from ..records import LAYOUT_SHARDS, Entry, layout_shard
 from .base import _why
 
 
@@ -74,6 +74,7 @@ class LayoutEntries(Mapping[str, Entry]):
         put: Mapping[str, Entry],
         gone: Iterable[str],
         *,
+        count: int = LAYOUT_SHARDS,
         person: str | None = None,
         acting: bool = False,
         on_error: Callable[[int, str], None] | None = None,
@@ -82,6 +83,8 @@ class LayoutEntries(Mapping[str, Entry]):
         """Shard -> its bytes one entry a line, or its entries parsed (an earlier format)."""
         self._put = put
         self._gone = frozenset(gone)
+        self._count = count
+        """How many shards the entries are spread over (the head's)."""
         self._person = person
         self._acting = acting
         self._on_error = on_error
@@ -97,7 +100,7 @@ class LayoutEntries(Mapping[str, Entry]):
         elif key in self._gone:
             entry = None
         else:
-            sid = layout_shard(key)
+            sid = layout_shard(key, self._count)
             shard = self._shards.get(sid)
             if isinstance(shard, dict):
                 entry = shard.get(key)
