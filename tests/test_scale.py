@@ -419,7 +419,7 @@ async def test_the_conversation_view_lists_processed_items_a_chunk_at_a_time(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
     from sandbox_memory import MemoryClient
-    from sandbox_memory.edit.commands import base as commands
+    from sandbox_memory.commands import base as commands
     from sandbox_memory.stores.segments import parse_segments
 
     rt = layout_runtime(LocalWorkspace(tmp_path))

@@ -25,8 +25,8 @@ from adversarial_corpus import CASES, NEAR_MISSES, Case, LeakFinder, leaks
 from faultlib import PhaseOneModel, extraction, item_id, log_text, runtime
 from helpers import exec_items, run_payload
 from sandbox_memory.cli import main as cli_main
+from sandbox_memory.commands import MemoryClient, MemoryConflict, Remember
 from sandbox_memory.config import MemoryGenerateConfig
-from sandbox_memory.edit.commands import MemoryClient, MemoryConflict, Remember
 from sandbox_memory.redact import Redactor, available_matchers
 
 CLASSES = sorted({case.cls for case in CASES})

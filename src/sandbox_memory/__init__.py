@@ -14,18 +14,18 @@ if TYPE_CHECKING:  # `X as X`: an explicit re-export, for type checkers
     from ._sdk import check_sdk as check_sdk
     from .capability import Memory as Memory
     from .capability import for_person as for_person
+    from .commands import Configure as Configure
+    from .commands import ConversationSummary as ConversationSummary
+    from .commands import ConversationView as ConversationView
+    from .commands import Forget as Forget
+    from .commands import LayoutView as LayoutView
+    from .commands import MemoryClient as MemoryClient
+    from .commands import Refresh as Refresh
+    from .commands import Remember as Remember
+    from .commands import parse_command as parse_command
     from .config import MemoryGenerateConfig as MemoryGenerateConfig
     from .config import MemoryLayoutConfig as MemoryLayoutConfig
     from .config import MemoryReadConfig as MemoryReadConfig
-    from .edit.commands import Configure as Configure
-    from .edit.commands import ConversationSummary as ConversationSummary
-    from .edit.commands import ConversationView as ConversationView
-    from .edit.commands import Forget as Forget
-    from .edit.commands import LayoutView as LayoutView
-    from .edit.commands import MemoryClient as MemoryClient
-    from .edit.commands import Refresh as Refresh
-    from .edit.commands import Remember as Remember
-    from .edit.commands import parse_command as parse_command
     from .engines.base import Candidate as Candidate
     from .engines.base import Extraction as Extraction
     from .engines.base import ExtractionEngine as ExtractionEngine
@@ -52,15 +52,15 @@ _WHERE: dict[str, str] = {
     "check_sdk": "_sdk",
     "Memory": "capability",
     "for_person": "capability",
-    "Configure": "edit.commands",
-    "ConversationSummary": "edit.commands",
-    "ConversationView": "edit.commands",
-    "Forget": "edit.commands",
-    "LayoutView": "edit.commands",
-    "MemoryClient": "edit.commands",
-    "Refresh": "edit.commands",
-    "Remember": "edit.commands",
-    "parse_command": "edit.commands",
+    "Configure": "commands",
+    "ConversationSummary": "commands",
+    "ConversationView": "commands",
+    "Forget": "commands",
+    "LayoutView": "commands",
+    "MemoryClient": "commands",
+    "Refresh": "commands",
+    "Remember": "commands",
+    "parse_command": "commands",
     "MemoryGenerateConfig": "config",
     "MemoryLayoutConfig": "config",
     "MemoryReadConfig": "config",

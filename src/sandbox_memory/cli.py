@@ -37,7 +37,7 @@ from .errors import MemoryConfigError, MemoryConflict, MemoryStoreUnavailable
 from .stores.records import Cause
 
 if TYPE_CHECKING:
-    from .edit.commands import Command, ConversationView, LayoutView, MemoryClient
+    from .commands import Command, ConversationView, LayoutView, MemoryClient
     from .stores.records import LogRecord
 
 EXIT_BAD_INPUT = 1
@@ -154,8 +154,8 @@ class Cli:
         return str(self.root.resolve())
 
     def client(self, engine: str = "auto") -> MemoryClient:
+        from .commands import MemoryClient
         from .config import MemoryGenerateConfig, MemoryLayoutConfig
-        from .edit.commands import MemoryClient
 
         layout = MemoryLayoutConfig(memories_dir=self.memories_dir, sessions_dir=self.sessions_dir)
         store = self.shared_store()
@@ -293,7 +293,7 @@ def scope_words(conversation: str | None) -> str:
 
 
 def print_view(cli: Cli, view: ConversationView | LayoutView, *, kinds: Sequence[str] = ()) -> None:
-    from .edit.commands import ConversationView
+    from .commands import ConversationView
 
     if kinds:
         entries = {k: e for k, e in view.entries.items() if e.kind in kinds}
@@ -531,7 +531,7 @@ def get(key: str, conversation: str | None) -> None:
             f"no entry {key!r} in {scope_words(conversation)} (known: {listed or 'none'}; "
             "`sandbox-memory show` lists them)"
         )
-    from .edit.commands import ConversationView
+    from .commands import ConversationView
 
     scope = f"conversation:{view.rollout_id}" if isinstance(view, ConversationView) else "layout"
     history = [r for r in run(client.log()) if r.scope == scope and key in r.keys]
@@ -739,7 +739,7 @@ def remember(
           -c fix-invoice-bug --expected 1
     """
 
-    from .edit.commands import Remember
+    from .commands import Remember
 
     cli = current()
     client = cli.open(conversation)
@@ -760,7 +760,7 @@ def forget(key: str, conversation: str | None, expected: int | None) -> None:
       sandbox-memory --root ws forget test-command --expected 3
     """
 
-    from .edit.commands import Forget
+    from .commands import Forget
 
     cli = current()
     client = cli.open(conversation)
@@ -792,7 +792,7 @@ def configure(
       sandbox-memory --root ws configure -c fix-invoice-bug --generate off --expected 3
     """
 
-    from .edit.commands import Configure
+    from .commands import Configure
 
     if use is None and generate is None:
         raise click.UsageError("nothing to configure: give --use, --generate or both")
@@ -871,8 +871,8 @@ def _shared_runtime(cli: Cli) -> Any:
     store = cli.shared_store()
     if store is None:
         fail(f"--dsn and --namespace are required (or ${DSN_ENV} and ${NAMESPACE_ENV})")
+    from .commands import MemoryClient
     from .config import MemoryGenerateConfig, MemoryLayoutConfig
-    from .edit.commands import MemoryClient
 
     layout = MemoryLayoutConfig(memories_dir=cli.memories_dir, sessions_dir=cli.sessions_dir)
     client = MemoryClient(

@@ -2,11 +2,11 @@
 
 Serves one memory (a workspace folder, or a namespace of the shared PostgreSQL store) over
 stdio with the official MCP Python SDK (the ``mcp`` package, extra ``sandbox-memory[mcp]``).
-Every tool goes through :class:`~sandbox_memory.edit.commands.MemoryClient`, the layer the command
+Every tool goes through :class:`~sandbox_memory.commands.MemoryClient`, the layer the command
 line and the agent tools use, so its rules hold here unchanged: version checks
-(:meth:`~sandbox_memory.edit.commands.MemoryClient.apply`), refusal of secrets and access links,
-privacy (:func:`~sandbox_memory.edit.commands.visible_to`,
-:meth:`~sandbox_memory.edit.commands.MemoryClient.apply_for`), search's own filters.
+(:meth:`~sandbox_memory.commands.MemoryClient.apply`), refusal of secrets and access links,
+privacy (:func:`~sandbox_memory.commands.visible_to`,
+:meth:`~sandbox_memory.commands.MemoryClient.apply_for`), search's own filters.
 
 - **Read-only unless started with writes allowed.** Without ``--allow-writes`` the write tools
   are not listed at all: a client cannot call what it does not see.
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import Field
 
 from . import bounded
-from .edit.commands import (
+from .commands import (
     Configure,
     ConversationView,
     Forget,

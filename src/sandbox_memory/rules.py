@@ -20,7 +20,7 @@ An engine only proposes candidates. :func:`check_candidates` decides which becom
 
 Rejected changes are logged at WARNING with the reason; the rest apply to the latest memory.
 Phase 1 (:mod:`.extract.rollout`), phase 2 (:mod:`.consolidate.selection`) and the edit
-commands (:mod:`.edit.commands`) all apply these rules.
+commands (:mod:`.commands`) all apply these rules.
 """
 
 from __future__ import annotations

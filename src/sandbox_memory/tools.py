@@ -1,7 +1,7 @@
 """Agent tools: search memory, and (live update) remember and forget during a run.
 
 Remember and forget go through the same commands as Python and the CLI; search through the
-layout's index (``search/index/``). Kept apart from ``edit/commands/`` and ``search/index/`` because they
+layout's index (``search/index/``). Kept apart from ``commands/`` and ``search/index/`` because they
 need the SDK's tool machinery and the SDK bridge, which the command line's read paths must not
 import (it costs about a second at start-up).
 """
@@ -14,7 +14,7 @@ from agents.tool import Tool, function_tool
 from agents.tool_context import ToolContext
 
 from . import _sdk
-from .edit.commands import Forget, MemoryClient, Remember
+from .commands import Forget, MemoryClient, Remember
 from .errors import MemoryConfigError, MemoryConflict
 from .search.index import DEFAULT_LIMIT, SEARCH_TOOL_NAME, format_hits
 

@@ -1,6 +1,7 @@
-"""Step 5 of the flow, edit: what a person or the agent changes in memory.
+"""Step 5 of the flow, edit: a change to memory carried where it must go.
 
-Entry point: :class:`sandbox_memory.edit.commands.MemoryClient` (Remember, Forget,
-Configure, Refresh); ``live_edits`` takes in edits of ``MEMORY.md``; ``forgetting`` and
-``copies`` carry a change into the text derived from it.
+``live_edits`` takes in edits of ``MEMORY.md``; ``forgetting`` and ``copies`` carry a change
+into the text derived from it. The commands a person or the agent gives (Remember, Forget,
+Configure, Refresh) come through :class:`sandbox_memory.commands.MemoryClient`, the door over
+the runtime that builds these steps.
 """

@@ -5,27 +5,27 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING
 
-from ... import bounded
-from ...errors import MemoryConfigError, MemoryStoreUnavailable
-from ...stores.records import (
+from .. import bounded
+from ..errors import MemoryConfigError, MemoryStoreUnavailable
+from ..stores.records import (
     ConversationMemory,
     LogRecord,
     iso_to_ms,
     validate_key,
 )
-from ...stores.segments import (
+from ..stores.segments import (
     rollout_path,
     safe_rollout_id,
 )
 
 if TYPE_CHECKING:
-    from ...search.index import SearchHit
+    from ..search.index import SearchHit
 from .base import ClientBase, _logged_person, processed_item_ids
 from .views import ConversationSummary, ConversationView, LayoutView, visible_to
 
 
 class ClientReads(ClientBase):
-    """The reads of :class:`~sandbox_memory.edit.commands.MemoryClient`."""
+    """The reads of :class:`~sandbox_memory.commands.MemoryClient`."""
 
     async def conversations(self) -> list[ConversationSummary]:
         """Every conversation with memory or a recorded history, most recently updated first."""

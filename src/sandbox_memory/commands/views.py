@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, field_serializer
 
-from ...stores.records import (
+from ..stores.records import (
     Entry,
 )
 

@@ -9,27 +9,27 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from ...config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
-from ...engines.base import ITEM_ID_FIELD
-from ...errors import MemoryConfigError, MemoryConflict, MemoryNotFound, MemoryStoreUnavailable
-from ...rules import retract
-from ...runtime.facade import LayoutRuntime
-from ...stores.records import (
+from ..config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
+from ..engines.base import ITEM_ID_FIELD
+from ..errors import MemoryConfigError, MemoryConflict, MemoryNotFound, MemoryStoreUnavailable
+from ..rules import retract
+from ..runtime.facade import LayoutRuntime
+from ..stores.records import (
     Entry,
     LogRecord,
     Source,
 )
-from ...stores.seam import EditedEntries
-from ...stores.segments import (
+from ..stores.seam import EditedEntries
+from ..stores.segments import (
     LineCheck,
     rollout_path,
     safe_rollout_id,
     text_value,
 )
-from ...workspace import LocalWorkspace, Workspace
+from ..workspace import LocalWorkspace, Workspace
 
 if TYPE_CHECKING:
-    from ...typing import MemoryCapability
+    from ..typing import MemoryCapability
 from .models import Forget, Remember
 from .views import ConversationSummary, ConversationView, LayoutView
 
@@ -118,7 +118,7 @@ async def processed_item_ids(ws: Workspace, path: str, end: int, check: LineChec
 
 
 class ClientBase(abc.ABC):
-    """A client's workspace, runtime and person (see :class:`~sandbox_memory.edit.commands.MemoryClient`)."""
+    """A client's workspace, runtime and person (see :class:`~sandbox_memory.commands.MemoryClient`)."""
 
     def __init__(
         self,
@@ -198,7 +198,7 @@ class ClientBase(abc.ABC):
 
     @classmethod
     def for_session(cls, session: Any, memory: MemoryCapability) -> Self:
-        from ... import _sdk
+        from .. import _sdk
 
         client = cls(_sdk.workspace_for_session(session), runtime=_sdk.runtime_for(session, memory))
         client._own_workspace = True
@@ -309,7 +309,7 @@ class ClientBase(abc.ABC):
         g = rt.generate
         if g.engine != "model" or not isinstance(g.phase_one_model, str):
             return  # the offline engine, or a model object, is always there
-        from ...engines.model import credentials_available
+        from ..engines.model import credentials_available
 
         if not credentials_available():
             raise MemoryConflict(

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from ...engines.base import EntryKind
-from ...errors import MemoryConfigError
+from ..engines.base import EntryKind
+from ..errors import MemoryConfigError
 
 if TYPE_CHECKING:
     pass

@@ -8,7 +8,7 @@ conversation's memory (the specification's session memory).
 
 from __future__ import annotations
 
-from ...errors import MemoryConflict as MemoryConflict
+from ..errors import MemoryConflict as MemoryConflict
 from .base import (
     VIEW_CHUNK_BYTES as VIEW_CHUNK_BYTES,
 )

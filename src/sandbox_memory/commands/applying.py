@@ -6,10 +6,10 @@ import contextlib
 import json
 from typing import TYPE_CHECKING, Any, Literal
 
-from ...engines.base import ITEM_ID_FIELD
-from ...errors import MemoryConfigError, MemoryConflict, MemoryStoreUnavailable
-from ...rules import key_problem, secret_problem
-from ...stores.records import (
+from ..engines.base import ITEM_ID_FIELD
+from ..errors import MemoryConfigError, MemoryConflict, MemoryStoreUnavailable
+from ..rules import key_problem, secret_problem
+from ..stores.records import (
     MAX_CONTENT_CHARS,
     Cause,
     ConversationMemory,
@@ -21,7 +21,7 @@ from ...stores.records import (
     tail_hash,
     validate_key,
 )
-from ...stores.segments import (
+from ..stores.segments import (
     append_segment,
     build_segment,
     display_id,
@@ -38,7 +38,7 @@ from .views import ConversationView, LayoutView, visible_to
 
 
 class ClientCommands(ClientBase):
-    """The changes of :class:`~sandbox_memory.edit.commands.MemoryClient`."""
+    """The changes of :class:`~sandbox_memory.commands.MemoryClient`."""
 
     # --------------------------------------------------------------- commands
 
@@ -343,7 +343,7 @@ class ClientCommands(ClientBase):
         .. versionadded:: 0.1
         """
 
-        from ...record.adopt import adopt_rollouts, refuse_shared
+        from ..record.adopt import adopt_rollouts, refuse_shared
 
         rt = self.runtime
         refuse_shared(rt.shared)
