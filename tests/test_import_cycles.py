@@ -1,4 +1,5 @@
-"""No module of the package imports one that imports it back (DESIGN.md, "Layout of the code").
+"""No module of the package imports one that imports it back (DESIGN.md, "Layout of the code"),
+and no subpackage imports one that imports it back (docs/code-map.md).
 
 The graph is built from the source with ``ast``: every import counts, at module level or inside
 a function (an import moved into a function to dodge a cycle is still a cycle), and so does one
@@ -194,3 +195,60 @@ def test_a_subpackage_init_on_the_way_counts(tmp_path: Path) -> None:
     assert "pkg.sub" in graph["pkg.low"]
     assert "pkg.sub" not in graph["pkg.sub.top"]  # its own package is already importing
     assert find_cycle(graph) == ["pkg.low", "pkg.sub", "pkg.sub.top", "pkg.low"]
+
+
+def package_graph(graph: dict[str, set[str]], top: str) -> dict[str, set[str]]:
+    """The subpackages of ``top`` (``top.record``, ``top.stores``, ...) and which of them each
+    one's modules import; the modules at ``top``'s root are left out (shared ground and doors
+    alike: see docs/code-map.md)."""
+
+    def package_of(module: str) -> str | None:
+        parts = module.split(".")
+        if len(parts) < 2 or parts[0] != top:
+            return None
+        name = ".".join(parts[:2])
+        return name if name in graph and any(m.startswith(name + ".") for m in graph) else None
+
+    packages: dict[str, set[str]] = {}
+    for module, deps in graph.items():
+        here = package_of(module)
+        if here is None:
+            continue
+        reached = packages.setdefault(here, set())
+        for dep in deps:
+            there = package_of(dep)
+            if there is not None and there != here:
+                reached.add(there)
+    return packages
+
+
+def test_no_package_imports_one_that_imports_it_back() -> None:
+    # Each step, store and door in a package of its own reaches the others one way: a package
+    # that holds two layers (a step's state and the facade over every step) shows up here.
+    packages = package_graph(import_graph(PACKAGE_DIR), "sandbox_memory")
+    assert {"sandbox_memory.record", "sandbox_memory.stores"} <= set(packages)
+    assert "sandbox_memory.stores" in packages["sandbox_memory.record"]
+    both = sorted(
+        f"{a} <-> {b}"
+        for a, reached in packages.items()
+        for b in reached
+        if a < b and a in packages[b]
+    )
+    assert both == []
+
+
+def test_two_packages_importing_each_other_are_found(tmp_path: Path) -> None:
+    pkg = _package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "low/__init__.py": "",
+            "low/a.py": "def f():\n    from ..high.b import g\n",
+            "high/__init__.py": "",
+            "high/b.py": "from ..low.c import h\n",
+            "low/c.py": "h = 1\n",
+        },
+    )
+    graph = import_graph(pkg)
+    assert find_cycle(graph) is None  # no module circle: a.py -> b.py -> c.py
+    assert package_graph(graph, "pkg") == {"pkg.low": {"pkg.high"}, "pkg.high": {"pkg.low"}}
