@@ -502,3 +502,19 @@ async def test_a_first_record_through_the_session_api_takes_three_execs(
         threads = list((root / "memories/store/threads").iterdir())
         named = [p.read_text().split()[0] for p in threads]  # the conversation, then a seal
         assert [n for n in named if n == "porto"] == ["porto"]
+
+
+async def test_a_link_is_refused_in_a_check_of_ten_paths_or_more(ws: Workspace) -> None:
+    """Every path of one check is checked for links, the tenth and later ones too (a shell's
+    ``$10`` is ``$1`` followed by a 0)."""
+
+    from sandbox_memory.errors import MemoryPathError
+
+    root = _root_of(ws)
+    (root / "elsewhere").mkdir()
+    (root / "memories").mkdir()
+    (root / "memories" / "skills").symlink_to(root / "elsewhere")
+    paths = [f"memories/file-{i}.md" for i in range(9)]
+    await ws.check_paths(paths)
+    with pytest.raises(MemoryPathError, match="symbolic link"):
+        await ws.check_paths([*paths, "memories/skills/run-tests/SKILL.md"])

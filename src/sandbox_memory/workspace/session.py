@@ -173,8 +173,9 @@ class SessionWorkspace(Workspace):
 
         checked = [_check_rel(r) for r in rels]
         n = len(checked)
+        # ``${10}``, not ``$10`` (which is ``$1`` and a 0): a command may name ten paths or more.
         head = "ROOT=$1; shift; " + "".join(
-            f'nolink "${i}"; a{i}=$ROOT/${i}; ' for i in range(1, n + 1)
+            f'nolink "${{{i}}}"; a{i}=$ROOT/${{{i}}}; ' for i in range(1, n + 1)
         )
         if n:
             head += f"shift {n}; set -- " + " ".join(f'"$a{i}"' for i in range(1, n + 1))
