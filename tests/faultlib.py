@@ -931,11 +931,27 @@ async def _command_with(root: str, kill_at: int, command: str) -> list[str]:
     return list(ws.points)
 
 
-def _kill_points_of_a_command(base: str, command: str) -> None:
+def _kill_points_of_a_command(base: str, command: str, patched: str = "") -> None:
     """Kill a command at each of its write points, then close afresh: what is left equals a
     close after the whole command or a close without it, and the former for every kill after
-    the change's commit point (``store/layout/commit.json`` written)."""
+    the change's commit point (``store/layout/commit.json`` written). ``patched``: the
+    rendering saved however small memory is, so the command patches the rendered files
+    (``render/patch.py``); how many commands did is in the output."""
 
+    from sandbox_memory.render.step import Renderer
+
+    made: list[int] = []
+    if patched:
+        import sandbox_memory.render.step as render_module
+
+        render_module.SAVE_FROM_ENTRIES = 0  # type: ignore[misc]
+        write = Renderer._write_patch
+
+        async def counting(self: Renderer, patch: Any, *args: Any, **kw: Any) -> None:
+            made.append(len(patch.keys))
+            await write(self, patch, *args, **kw)
+
+        Renderer._write_patch = counting  # type: ignore[method-assign]
     work = Path(base)
     prepared = work / "prepared"
     prepared.mkdir()
@@ -954,6 +970,7 @@ def _kill_points_of_a_command(base: str, command: str) -> None:
         shutil.copytree(prepared, target, symlinks=True)
         if with_command:
             points = asyncio.run(_command_with(str(target), 0, command))
+            patches = len(made)
         asyncio.run(_close_with(str(target), 0))
         states[name] = _timeless(asyncio.run(close_state(target)))
     committed = next(i for i, p in enumerate(points, 1) if p.endswith("/layout/commit.json"))
@@ -986,7 +1003,8 @@ def _kill_points_of_a_command(base: str, command: str) -> None:
         )
         shutil.rmtree(target)
         shutil.rmtree(work / f"rebuilt-{k}")
-    print(json.dumps({"points": points, "committed": committed, "results": results}), flush=True)
+    out = {"points": points, "committed": committed, "results": results, "patched": patches}
+    print(json.dumps(out), flush=True)
 
 
 SCENARIOS: dict[str, Callable[..., Awaitable[None]]] = {

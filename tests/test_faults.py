@@ -969,11 +969,17 @@ def test_a_close_killed_at_any_write_point_then_closed_again_equals_an_uninterru
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("patched", [False, True], ids=["rendered", "patched"])
 @pytest.mark.parametrize("command", ["remember", "forget"])
 def test_a_command_killed_at_any_write_point_is_whole_or_absent_after_the_next_close(
-    tmp_path: Path, command: str
+    tmp_path: Path, command: str, patched: bool
 ) -> None:
-    out = run_scenario("kill-points-command", str(tmp_path), command, timeout=300)
+    """``patched``: a command that patches the rendered files (``render/patch.py``) killed at
+    each of its writes, between the patched ``MEMORY.md`` and its stamp included."""
+
+    args = (command, "patched") if patched else (command,)
+    out = run_scenario("kill-points-command", str(tmp_path), *args, timeout=300)
+    assert out["patched"] == (1 if patched else 0)
     points, results = out["points"], out["results"]
     # The change (entry shard, head, log, citations) and its phase 2 (views, skills).
     assert {p.split()[0] for p in points} >= {"write_atomic", "append_line", "remove"}

@@ -685,6 +685,18 @@ async def test_memory_md_is_compared_in_chunks_and_written_only_when_it_differs(
     assert path.read_bytes() == rendered
 
 
+def _taken_up_not_patched(monkeypatch: Any) -> None:
+    """A process holding no rendering takes up the saved one, never patching the files at the
+    changed keys (the patch is tested in ``test_render_patch.py``)."""
+
+    from sandbox_memory.render.step import Renderer
+
+    async def no_patch(self: Renderer, *args: Any) -> None:
+        return None
+
+    monkeypatch.setattr(Renderer, "_patch", no_patch)
+
+
 async def test_a_new_process_takes_up_the_saved_rendering_and_renders_what_a_full_render_does(
     tmp_path: Path, monkeypatch
 ) -> None:
@@ -699,6 +711,7 @@ async def test_a_new_process_takes_up_the_saved_rendering_and_renders_what_a_ful
     from shared_flow import lesson, run_payload
 
     monkeypatch.setattr(render_module, "SAVE_AFTER_COMMITS", 3)  # saved, and taken up behind
+    _taken_up_not_patched(monkeypatch)
     monkeypatch.setattr(render_module, "SAVE_FROM_ENTRIES", 10)
     _old_store(tmp_path, 60, version=1)
     await adopt_store(tmp_path)
@@ -776,6 +789,7 @@ async def test_two_open_clients_taking_turns_render_what_a_full_render_does(
 
     monkeypatch.setattr(Renderer, "_restore", counting)
     monkeypatch.setattr(render_module, "SAVE_AFTER_COMMITS", 2)
+    _taken_up_not_patched(monkeypatch)
     monkeypatch.setattr(render_module, "SAVE_FROM_ENTRIES", 10)
     _old_store(tmp_path, 60, version=1)
     await adopt_store(tmp_path)
@@ -828,6 +842,7 @@ async def test_the_saved_rendering_is_brought_up_to_date_by_a_delta_of_the_chang
     from sandbox_memory.render.step import Renderer, SavedDelta, SavedRendering
     from sandbox_memory.stores.files import unsealed
 
+    _taken_up_not_patched(monkeypatch)
     monkeypatch.setattr(render_module, "SAVE_FROM_ENTRIES", 10)
     monkeypatch.setattr(render_module, "SAVE_AFTER_KEYS", 2)
     monkeypatch.setattr(render_module, "DELTA_SHARE", 6)  # 60 entries: up to 10 rows

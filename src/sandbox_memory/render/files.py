@@ -233,19 +233,31 @@ def files_lines(shown: Iterable[tuple[int, str, Sequence[str]]]) -> list[str]:
 
     by_file: dict[str, list[tuple[int, str]]] = {}
     for updated_at, key, files in shown:
-        for path in dict.fromkeys(" ".join(f.split()) for f in files):
-            if path:
-                by_file.setdefault(path.replace("`", "'"), []).append((updated_at, key))
+        for path in file_paths(files):
+            by_file.setdefault(path, []).append((updated_at, key))
     if not by_file:
         return []
     out = ["## Files", ""]
     for path in sorted(by_file):
-        lessons = sorted(by_file[path], reverse=True)
-        keys = ", ".join(key for _, key in lessons[:FILE_LESSONS_LISTED])
-        more = len(lessons) - FILE_LESSONS_LISTED
-        out.append(f"- `{path}`: {keys}" + (f" and {more} older" if more > 0 else ""))
+        out.append(file_line(path, sorted(by_file[path], reverse=True)))
     out.append("")
     return out
+
+
+def file_paths(files: Iterable[str]) -> list[str]:
+    """An entry's files as ``## Files`` names them: on one line, without backquotes, once."""
+
+    found = dict.fromkeys(" ".join(f.split()) for f in files)
+    return [path.replace("`", "'") for path in found if path]
+
+
+def file_line(path: str, lessons: Sequence[tuple[int, str]]) -> str:
+    """One line of ``## Files``: ``path`` and its lessons (``(updated_at, key)``, newest
+    first), the newest :data:`FILE_LESSONS_LISTED` by key and a count of the others."""
+
+    keys = ", ".join(key for _, key in lessons[:FILE_LESSONS_LISTED])
+    more = len(lessons) - FILE_LESSONS_LISTED
+    return f"- `{path}`: {keys}" + (f" and {more} older" if more > 0 else "")
 
 
 def render_summary_file(entries: Iterable[Entry], rollouts: list[RolloutRef], budget: int) -> str:
@@ -773,10 +785,12 @@ class LayoutRendering:
             keys.update(group)
         return keys
 
-    def prompt_index(self, budget: int, layout: Mapping[str, Entry]) -> str:
-        """``store/prompt.json``: active entries newest first, shared ones and each person's,
-        each list cut once its lines pass ``budget`` characters (what a run's first turn
-        reads instead of every entry). ``layout``: the entries of :meth:`prompt_keys`."""
+    def prompt_parts(
+        self, budget: int, layout: Mapping[str, Entry]
+    ) -> tuple[list[tuple[str, str]], dict[str, list[str]], str]:
+        """What :meth:`prompt_index` joins: the shared entries of the cut (key and
+        :func:`prompt_entry_json`), the keys of each person's cut, and the JSON of the private
+        lists."""
 
         shared, private = self._prompt_cut(budget)
 
@@ -784,14 +798,71 @@ class LayoutRendering:
             won = self._from_registry.get(key)
             return won[0] if won is not None else layout[key]
 
-        doc = {
-            "budget": budget,
-            "shared": [entry_of(k).model_dump(mode="json") for k in shared],
-            "private": {
-                p: [layout[k].model_dump(mode="json") for k in keys] for p, keys in private.items()
-            },
+        parts = [(k, prompt_entry_json(entry_of(k))) for k in shared]
+        doc = {p: [layout[k].model_dump(mode="json") for k in keys] for p, keys in private.items()}
+        return parts, private, json.dumps(doc, separators=(",", ":"))
+
+    def prompt_index(self, budget: int, layout: Mapping[str, Entry]) -> str:
+        """``store/prompt.json``: active entries newest first, shared ones and each person's,
+        each list cut once its lines pass ``budget`` characters (what a run's first turn
+        reads instead of every entry). ``layout``: the entries of :meth:`prompt_keys`."""
+
+        parts, _, private = self.prompt_parts(budget, layout)
+        return prompt_text(budget, [text for _, text in parts], private)
+
+    def newest_shown(self, budget: int, margin: int) -> list[tuple[int, str, str, str]]:
+        """The shown entries newest first as far as the prompt's cut at ``budget`` and
+        ``margin`` more: ``(updated_at, key, kind, line without sources)`` each (what a patch
+        of the rendered files needs of them, :mod:`.patch`)."""
+
+        rows: list[tuple[int, str, str, str]] = []
+        used = 0
+        past = 0
+        for updated_at, key in reversed(self._shared):
+            if used > budget:
+                past += 1
+                if past > margin:
+                    break
+            won = self._from_registry.get(key)
+            kind = won[0].kind if won is not None else self._own[key][1]
+            short = self._short(key)
+            used += len(short) + 1
+            rows.append((updated_at, key, kind, short))
+        return rows
+
+    @property
+    def shown_count(self) -> int:
+        """Shown (shared, active) entries."""
+
+        return len(self._shared)
+
+    def crowded_files(self) -> dict[str, list[tuple[int, str]]]:
+        """The files of ``## Files`` that name more lessons than it lists
+        (:data:`FILE_LESSONS_LISTED`), each with every lesson about it, newest first."""
+
+        by_file: dict[str, list[tuple[int, str]]] = {}
+        for key, files in self._files.items():
+            updated_at = self._updated_at(key)
+            for path in file_paths(files):
+                by_file.setdefault(path, []).append((updated_at, key))
+        return {
+            path: sorted(lessons, reverse=True)
+            for path, lessons in by_file.items()
+            if len(lessons) > FILE_LESSONS_LISTED
         }
-        return json.dumps(doc, separators=(",", ":"))
+
+
+def prompt_entry_json(entry: Entry) -> str:
+    """One entry of ``store/prompt.json``, as :func:`prompt_text` joins it."""
+
+    return json.dumps(entry.model_dump(mode="json"), separators=(",", ":"))
+
+
+def prompt_text(budget: int, shared: Iterable[str], private: str) -> str:
+    """``store/prompt.json`` from its shared entries (:func:`prompt_entry_json`) and the JSON
+    of its private lists: the bytes ``json.dumps`` gives the whole document."""
+
+    return f'{{"budget":{budget},"shared":[{",".join(shared)}],"private":{private}}}'
 
 
 @contextlib.contextmanager

@@ -16,7 +16,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
 
 from pydantic import BaseModel
 
@@ -32,9 +33,15 @@ from .files import (
     SavedRows,
     collection_paused,
     entry_line,
+    is_skill,
     newest_first,
+    prompt_entry_json,
+    prompt_text,
     render_skill,
+    skill_digest,
+    summary_tail,
 )
+from .patch import PATCH_FORMAT, PATCH_MARGIN, NotPatchable, Patch, SavedPatch, saved_patch
 
 logger = logging.getLogger("sandbox_memory")
 
@@ -66,6 +73,20 @@ again and the delta goes. After a close that changes 60 of 15,000 entries the de
 those 60 rows (after ten such closes, 600), not 15,000, and the whole rendering is written
 once every 1/8 of memory changed (about 30 such closes): spread over the closes, saving
 costs what changed, not memory's size."""
+
+
+@dataclass
+class _Patched:
+    """The rendered files after a patch (:meth:`Renderer._patch`), to write."""
+
+    saved: SavedPatch
+    memory_md: bytes
+    tail: str
+    summary: tuple[list[str], int]
+    prompt: str
+    keys: set[str]
+    skills: dict[str, str]
+    """The keys' skills now: key -> digest of its ``SKILL.md``."""
 
 
 class SavedRendering(BaseModel):
@@ -206,6 +227,7 @@ class Renderer:
             self.skills_path,
             self.saved_path,
             self.delta_path,
+            self.patch_path,
             *(f"{mdir}/skills/{key}/SKILL.md" for key in keys),
         ]
 
@@ -224,6 +246,10 @@ class Renderer:
     @property
     def delta_path(self) -> str:
         return f"{self.state.store.dir}/rendering-delta.json"
+
+    @property
+    def patch_path(self) -> str:
+        return f"{self.state.store.dir}/rendering-patch.json"
 
     async def _restore(self, registry: Registry) -> str:
         """Take up the rendering the last process saved (``store/rendering.json``, sealed:
@@ -404,18 +430,16 @@ class Renderer:
             }
             for ref in refs
         ]
-        inputs = _sha(
-            json.dumps(
-                [
-                    layout_stamp,
-                    registry.model_dump_json(),
-                    selected_doc,
-                    [p.offset for _, p in selected],
-                    budget,
-                    limit,
-                ]
-            )
-        )
+        others = [
+            registry.model_dump_json(),
+            selected_doc,
+            [p.offset for _, p in selected],
+            budget,
+            limit,
+        ]
+        inputs = _sha(json.dumps([layout_stamp, *others]))
+        others_digest = _sha(json.dumps(others))
+        del others
         stamp = await self._stamp()
         found = stamp.get("files")
         old: dict[str, str] = dict(found) if isinstance(found, dict) else {}
@@ -438,8 +462,6 @@ class Renderer:
         ):
             return  # rendered from these very inputs, and every file is still there
         self._sources_changed = False
-
-        rendered_from, known, changed = await self._take_in(registry, layout, layout_stamp, skills)
         new: dict[str, str] = {}
 
         async def put(rel: str, text: str, *, digest_of: str | None = None) -> None:
@@ -447,6 +469,28 @@ class Renderer:
             new[rel] = digest
             if old.get(rel) != digest:
                 await st.ws.write_text(f"{mdir}/{rel}", text)
+
+        if (
+            checked
+            and not self._stamp_rendered
+            and layout is None
+            and layout_stamp
+            and not missing
+            and set(old) >= {*RENDERED_FILES[1:], "store/prompt.json"}
+        ):
+            # A process holding no rendering (a fresh client's command): the files patched at
+            # the keys changed since they were rendered, when that can be done with certainty.
+            patch = await self._patch(registry, stamp, layout_stamp, layout_version, others_digest)
+            if patch is not None:
+                new.update(old)
+                await self._write_patch(
+                    patch, refs, put, stamp=stamp, existing=existing, skills=skills
+                )
+                digest = patch.saved.memory_md_sha256
+                await self._record_rendered(stamp, digest, patch.tail, layout_stamp, new, inputs)
+                return
+
+        rendered_from, known, changed = await self._take_in(registry, layout, layout_stamp, skills)
 
         memory_digest, memory_tail = await self._write_memory_md(refs, stamp, checked=checked)
         await put("memory_summary.md", self.model.summary_file(refs, budget))
@@ -463,19 +507,176 @@ class Renderer:
         )
         await self._skills_changed(changed | missing, existing, skills, layout)
         entries = await self._prompt_entries(layout, layout_stamp, rendered_from, known)
-        await put("store/prompt.json", self.model.prompt_index(2 * budget, entries))
+        parts, private, private_json = self.model.prompt_parts(2 * budget, entries)
+        await put("store/prompt.json", prompt_text(2 * budget, [t for _, t in parts], private_json))
         if layout_stamp and layout_stamp != self._saved_stamp:
             await self._save_when_behind(layout_stamp, layout_version)
+        if layout_stamp and self._saved_stamp and self.model.size >= SAVE_FROM_ENTRIES:
+            # What a process holding no rendering needs to patch these files after a command.
+            record = saved_patch(
+                self.model.newest_shown(2 * budget, PATCH_MARGIN),
+                layout_stamp=layout_stamp,
+                memory_md_sha256=memory_digest,
+                others=others_digest,
+                saved_stamp=self._saved_stamp,
+                saved_version=self._saved_version,
+                shown=self.model.shown_count,
+                prompt=dict(parts),
+                private=private_json,
+                private_keys=[k for keys in private.values() for k in keys],
+                files=self.model.crowded_files(),
+            )
+            await store.write_record(
+                self.patch_path, record.__pydantic_serializer__.to_json(record)
+            )
+        await self._record_rendered(stamp, memory_digest, memory_tail, layout_stamp, new, inputs)
+
+    async def _record_rendered(
+        self,
+        stamp: Mapping[str, object],
+        memory_digest: str,
+        memory_tail: str,
+        layout_stamp: str,
+        files: dict[str, str],
+        inputs: str,
+    ) -> None:
+        """``store/rendered.json``: what was rendered, from what (written when it moved)."""
+
         stamp_doc = {
             "memory_md_sha256": memory_digest,
             "memory_md_tail": memory_tail,
             "layout_stamp": layout_stamp,
-            "files": new,
+            "files": files,
             "inputs": inputs,
         }
         if stamp != stamp_doc:
-            await store.write_state(self.stamp_path, json.dumps(stamp_doc).encode())
+            await self.state.store.write_state(self.stamp_path, json.dumps(stamp_doc).encode())
         self.state.memory_md_seen = memory_digest  # a run's change is judged from here on
+
+    async def _patch(
+        self,
+        registry: Registry,
+        stamp: Mapping[str, object],
+        layout_stamp: str,
+        layout_version: int,
+        others: str,
+    ) -> _Patched | None:
+        """The rendered files patched at the keys changed since ``MEMORY.md`` was rendered
+        (see :mod:`.patch`), computed and not written yet; ``None`` when that cannot be done
+        with certainty: no record of the rendering it patches (``store/rendering-patch.json``,
+        sealed: a forged one is refused) at the stamp and digest ``store/rendered.json`` has,
+        ``MEMORY.md`` not that file, other inputs changed, keys changed not named, the saved
+        rendering due to be brought up to date, or a change :class:`Patch` cannot place."""
+
+        st = self.state
+        store = st.store
+        raw, _ = await store.read_record(self.patch_path)
+        if raw is None:
+            return None
+        try:
+            bounded.check_size(raw, limit=bounded.MAX_STATE_BYTES, what=self.patch_path)
+            saved = SavedPatch.model_validate_json(raw)
+        except ValueError as exc:  # pydantic's ValidationError included
+            logger.warning(
+                "memory could not take up %s (%s); every entry is rendered again",
+                self.patch_path,
+                exc,
+            )
+            return None
+        if (
+            saved.format != PATCH_FORMAT
+            or saved.layout_stamp != stamp.get("layout_stamp")
+            or saved.memory_md_sha256 != stamp.get("memory_md_sha256")
+            or saved.others != others
+        ):
+            return None
+        now, keys = await store.layout_changes(saved.layout_stamp)
+        if keys is None or now != layout_stamp:
+            return None
+        # The saved rendering brought up to date here, not by a patch (a patch keeps no rows).
+        now, behind = await store.layout_changes(saved.saved_stamp)
+        if (
+            behind is None
+            or now != layout_stamp
+            or layout_version - saved.saved_version >= SAVE_AFTER_COMMITS
+            or len(behind) >= SAVE_AFTER_KEYS
+        ):
+            return None
+        memory_md = await st.ws.read_bytes(f"{st.layout.memories_dir}/MEMORY.md")
+        if memory_md is None or hashlib.sha256(memory_md).hexdigest() != saved.memory_md_sha256:
+            return None  # changed since the live-edit check: rendered from every entry
+        entries = await store.layout_entries(keys)
+        registry_keys = {
+            e.key
+            for group in registry.conversations.values()
+            for e in group
+            if e.status == "active" and e.person is None
+        }
+        budget = st.summary_budget
+        try:
+            patch = Patch(saved, memory_md, registry_keys=registry_keys)
+            del memory_md
+            for key in sorted(keys):
+                patch.apply(key, entries.get(key))
+            cut = patch.cut(2 * budget)
+            lines, left_out = patch.summary_lines(budget)
+            unread = [k for k in cut if k not in patch.prompt]
+            if set(unread) & registry_keys:
+                raise NotPatchable("an entry the cut reaches is shown from a conversation")
+            found = await store.layout_entries(unread)
+            if len(found) != len(unread):
+                raise NotPatchable("an entry the cut reaches is gone")
+        except NotPatchable as exc:
+            logger.debug("memory renders every entry: the change is not patched (%s)", exc)
+            return None
+        patch.prompt.update((k, prompt_entry_json(e)) for k, e in found.items())
+        text = patch.memory_md()
+        digest = hashlib.sha256(text).hexdigest()
+        record = patch.saved_after(
+            layout_stamp=layout_stamp, memory_md_sha256=digest, cut=cut, prompt=patch.prompt
+        )
+        skills = {
+            k: skill_digest(e) for k, e in entries.items() if e.status == "active" and is_skill(e)
+        }
+        prompt = prompt_text(2 * budget, [patch.prompt[k] for k in cut], saved.private)
+        return _Patched(
+            saved=record,
+            memory_md=text,
+            tail=last_line(text),
+            summary=(lines, left_out),
+            prompt=prompt,
+            keys=set(keys),
+            skills=skills,
+        )
+
+    async def _write_patch(
+        self,
+        patch: _Patched,
+        refs: list[RolloutRef],
+        put: Callable[[str, str], Awaitable[None]],
+        *,
+        stamp: Mapping[str, object],
+        existing: set[str],
+        skills: dict[str, str],
+    ) -> None:
+        """Write what :meth:`_patch` computed, in the order a full rendering writes: the
+        digest of the next ``MEMORY.md`` before the file (a process killed between the two
+        leaves a file the next close recognises as memory's own), then the files, the skills,
+        the record (the caller writes ``store/rendered.json`` last)."""
+
+        digest = patch.saved.memory_md_sha256
+        await self._write_memory_bytes(patch.memory_md, digest, stamp, checked=True)
+        lines, left_out = patch.summary
+        await put("memory_summary.md", summary_tail(lines, left_out, refs))
+        # Read again as a full rendering does: a Forget takes facts out of rollouts' notes, in
+        # this process or in one killed before it rendered them.
+        await put("raw_memories.md", await self._raw_memories(refs))
+        await put("store/prompt.json", patch.prompt)
+        await self._skills_changed(patch.keys, existing, skills, None, rendered=patch.skills)
+        await self.state.store.write_record(
+            self.patch_path, patch.saved.__pydantic_serializer__.to_json(patch.saved)
+        )
+        logger.debug("memory patched its rendered files at %d keys", len(patch.keys))
 
     async def _take_in(
         self,
@@ -525,11 +726,19 @@ class Renderer:
         """``MEMORY.md`` written when it differs from this rendering; returns the rendering's
         digest and last line."""
 
-        st = self.state
         # Encoded once; the file on disk is compared by its size, then its digest a chunk at a
         # time (never a second copy of it in memory).
         memory_md = self.model.memory_md(refs).encode("utf-8")
         memory_digest = hashlib.sha256(memory_md).hexdigest()
+        return await self._write_memory_bytes(memory_md, memory_digest, stamp, checked=checked)
+
+    async def _write_memory_bytes(
+        self, memory_md: bytes, memory_digest: str, stamp: Mapping[str, object], *, checked: bool
+    ) -> tuple[str, str]:
+        """``MEMORY.md`` (``memory_md``, of SHA-256 ``memory_digest``) written when it differs
+        from the file; returns the digest and last line."""
+
+        st = self.state
         memory_tail = last_line(memory_md)
         path = f"{st.layout.memories_dir}/MEMORY.md"
         if checked:
@@ -643,20 +852,21 @@ class Renderer:
         existing: set[str],
         digests: dict[str, str],
         layout: LayoutMemory | None,
+        *,
+        rendered: Mapping[str, str] | None = None,
     ) -> None:
         """Write the ``SKILL.md`` of each changed procedure; remove the rendered skills (file
-        and folder) whose procedure is gone; record the digests if they moved."""
+        and folder) whose procedure is gone; record the digests if they moved. ``rendered``:
+        the skills of ``keys`` as now (key -> digest), when not the rendering's."""
 
         st = self.state
         mdir = st.layout.memories_dir
         moved = False
+        skills = self.model.skills if rendered is None else rendered
         # The rendering keeps each skill's digest: only a skill whose text changed (or whose
         # file is missing) is read from the store and written.
         stale = {
-            k
-            for k in keys
-            if k in self.model.skills
-            and (digests.get(k) != self.model.skills[k] or k not in existing)
+            k for k in keys if k in skills and (digests.get(k) != skills[k] or k not in existing)
         }
         procedures = (
             {k: layout.entries[k] for k in stale}
@@ -664,7 +874,7 @@ class Renderer:
             else await st.store.layout_entries(stale)
         )
         for key in sorted(keys):
-            if key in self.model.skills:
+            if key in skills:
                 entry = procedures.get(key)
                 if entry is not None:
                     text = render_skill(entry)
