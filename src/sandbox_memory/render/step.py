@@ -616,7 +616,9 @@ class Renderer:
         try:
             patch = Patch(saved, memory_md, registry_keys=registry_keys)
             del memory_md
-            for key in sorted(keys):
+            # Oldest first: each entry put is then the newest of its block so far.
+            dated = sorted((e.updated_at if (e := entries.get(k)) else 0, k) for k in keys)
+            for _, key in dated:
                 patch.apply(key, entries.get(key))
             cut = patch.cut(2 * budget)
             lines, left_out = patch.summary_lines(budget)
