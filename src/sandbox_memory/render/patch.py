@@ -35,7 +35,9 @@ from .files import (
 )
 
 PATCH_FORMAT = 1
-"""Shape of ``store/rendering-patch.json`` (:class:`SavedPatch`); another is not read."""
+"""Shape of ``store/rendering-patch.json`` (:class:`SavedPatch`); another is not read. Bump it
+when what a line or a section of ``MEMORY.md`` looks like changes: a patch keeps every line
+it does not touch as it was rendered."""
 
 PATCH_MARGIN = 64
 """Shown entries kept past the prompt's cut: as many entries of the cut can be forgotten by
@@ -93,6 +95,39 @@ _FILES_TITLE = b"Files"
 _OLDER_RE = re.compile(rb"^(.*?)(?: and (\d+) older)?$")
 
 
+class _Part:
+    """A section of ``MEMORY.md``: a span of the file's bytes, not copied until edited (then
+    bytes of its own)."""
+
+    __slots__ = ("data", "start", "end")
+
+    def __init__(self, data: bytes, start: int = 0, end: int | None = None) -> None:
+        self.data, self.start = data, start
+        self.end = len(data) if end is None else end
+
+    def __len__(self) -> int:
+        return self.end - self.start
+
+    def find(self, sub: bytes, start: int = 0) -> int:
+        at = self.data.find(sub, self.start + start, self.end)
+        return at if at < 0 else at - self.start
+
+    def startswith(self, prefix: bytes, at: int) -> bool:
+        return self.data.startswith(prefix, self.start + at, self.end)
+
+    def view(self, start: int = 0, end: int | None = None) -> memoryview:
+        stop = self.end if end is None else self.start + end
+        return memoryview(self.data)[self.start + start : stop]
+
+    def without(self, start: int, end: int) -> _Part:
+        """This section without its bytes from ``start`` to ``end``."""
+
+        return _Part(b"".join((self.view(0, start), self.view(end))))
+
+    def bytes(self) -> bytes:
+        return self.data[self.start : self.end]
+
+
 class Patch:
     """One patch: the saved record taken up, the changes applied one key at a time, then the
     outputs (:meth:`memory_md`, :meth:`summary_lines`, the prompt's entries)."""
@@ -109,8 +144,14 @@ class Patch:
         self.files = {path: list(lessons) for path, lessons in saved.files.items()}
         self.registry_keys = registry_keys
         self.private_keys = set(saved.private_keys)
-        # Sections of MEMORY.md: the header, then each titled section (title line first).
-        self.parts = memory_md[:-1].split(_BREAK)
+        # Sections of MEMORY.md: the header, then each titled section (title line first),
+        # spans of the file's bytes (only the sections a change edits are copied).
+        self.parts: list[_Part] = []
+        start, end = 0, len(memory_md) - 1
+        while (at := memory_md.find(_BREAK, start, end)) >= 0:
+            self.parts.append(_Part(memory_md, start, at))
+            start = at + len(_BREAK)
+        self.parts.append(_Part(memory_md, start, end))
 
     # ------------------------------------------------------------ changes
 
@@ -165,7 +206,7 @@ class Patch:
     def _title(self, i: int) -> bytes:
         part = self.parts[i]
         end = part.find(b"\n")
-        return part if end < 0 else part[:end]
+        return part.view(0, len(part) if end < 0 else end).tobytes()
 
     def _take_out_line(self, key: str, kind: str | None) -> bool:
         """Take ``key``'s line out of its kind block (of ``kind`` when known); whether it
@@ -188,9 +229,9 @@ class Patch:
             if end < 0 and start == body:
                 del self.parts[i]  # its only line: the block goes
             elif end < 0:
-                self.parts[i] = part[: start - 1]
+                self.parts[i] = part.without(start - 1, len(part))
             else:
-                self.parts[i] = part[:start] + part[end + 1 :]
+                self.parts[i] = part.without(start, end + 1)
             return True
         return False
 
@@ -204,13 +245,13 @@ class Patch:
             if t == title:
                 body = len(t) + 2
                 part = self.parts[i]
-                self.parts[i] = part[:body] + line + b"\n" + part[body:]
+                self.parts[i] = _Part(b"".join((part.view(0, body), line, b"\n", part.view(body))))
                 return
             later = _KIND_OF_TITLE.get(t)
             if later is None or _KIND_ORDER.index(later) > _KIND_ORDER.index(kind):
                 place = i
                 break
-        self.parts.insert(place, title + b"\n\n" + line)
+        self.parts.insert(place, _Part(title + b"\n\n" + line))
 
     def _take_out_of_files(self, key: str) -> None:
         """``key`` taken off the lines of ``## Files`` that name it."""
@@ -223,7 +264,7 @@ class Patch:
             if crowded:
                 raise NotPatchable("## Files is missing")
             return
-        part = self.parts[index]
+        part = self.parts[index].bytes()
         word = key.encode()
         lines: dict[int, int] = {}  # start -> end of each line naming the key
         at = part.find(word)
@@ -274,7 +315,7 @@ class Patch:
         if part == _FILES_TITLE + b"\n":
             del self.parts[index]
         else:
-            self.parts[index] = part
+            self.parts[index] = _Part(part)
 
     def _file_line(self, path: str, key: str, keys: list[str], more: int) -> bytes | None:
         """``path``'s line of ``## Files`` without ``key`` (``None``: no lesson left)."""
@@ -291,7 +332,11 @@ class Patch:
     # ------------------------------------------------------------ outputs
 
     def memory_md(self) -> bytes:
-        return _BREAK.join(self.parts) + b"\n"
+        pieces: list[memoryview | bytes] = []
+        for part in self.parts:
+            pieces += (part.view(), _BREAK)
+        pieces[-1] = b"\n"
+        return b"".join(pieces)
 
     def cut(self, budget: int) -> list[str]:
         """The shared keys of the prompt's cut at ``budget`` (as ``_cut`` takes them)."""
