@@ -198,9 +198,13 @@ async def test_the_summaries_shown_are_the_ones_the_ranking_over_all_documents_g
     assert ranked
 
 
+@pytest.mark.parametrize("bounded_from", [1, 1_000])  # the bounded sort first, or never
 async def test_the_entries_shown_are_the_ones_the_ranking_of_every_entry_gives(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bounded_from: int
 ) -> None:
+    from sandbox_memory.search.index import rank
+
+    monkeypatch.setattr(rank, "BOUNDED_SORT_MIN_TERMS", bounded_from)
     # Entries of three people and shared ones, many tied (the same words, the same length):
     # a person's best are often another's, so the read of the best few must look further.
     rng = random.Random(5)

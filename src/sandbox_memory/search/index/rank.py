@@ -34,6 +34,14 @@ Clarke and Buettcher, 2009), which damps the head of each list so that agreement
 two rankings counts more than a first place in one."""
 
 
+BOUNDED_SORT_MIN_TERMS = 16
+"""Terms of an expression from which :meth:`LexicalRanking._ranked_own` first reads FTS5's
+best in a bounded sort: FTS5's work per entry scored grows with the terms (about 3.4 us with
+64, 1.2 with 8), so with many the bounded sort saves much of a long task message's lookup;
+with few it saves little, and the ties at its edge that send it to the full query (common
+among short, uniform entries) made a short message's lookup run both queries."""
+
+
 class LexicalRanking(RetractedItems):
     """The BM25 rankings of a search (static: each takes the index's connection)."""
 
@@ -50,31 +58,32 @@ class LexicalRanking(RetractedItems):
         """The hits :meth:`_ranked` gives for ``kind`` (whose table in :data:`KIND_TABLES`
         holds only its documents), their text whole: the same documents, order and scores,
         with ``docs`` read for FTS5's ``2 * limit`` best instead of for every document holding
-        a term. Those are kept in a bounded sort as FTS5 scores them (no table of every
-        score); they are enough when ``limit`` of them are this person's and the
-        ``limit``-th of those scores better than the last one read, so no document left
-        unread can reach or tie it. Otherwise (a tie at the edge, a person's best further
+        a term. With :data:`BOUNDED_SORT_MIN_TERMS` terms or more, those are first kept in a
+        bounded sort as FTS5 scores them (no table of every score); they are enough when
+        ``limit`` of them are this person's and the ``limit``-th of those scores better than
+        the last one read, so no document left unread can reach or tie it. Otherwise (a tie at the edge, a person's best further
         down), the documents scoring at least as well as the ``2 * limit``-th best, ties
         included, are read; when fewer than ``limit`` of those are this person's, all."""
 
         table = KIND_TABLES[kind]
-        best = db.execute(
-            f"SELECT rowid, bm25({table}) AS s FROM {table} WHERE {table} MATCH ? "
-            "ORDER BY s LIMIT ?",
-            (expression, 2 * limit),
-        ).fetchall()
-        read = {int(r): float(b) for r, b in best}
-        seen = sorted(
-            read[int(doc)]
-            for (doc,) in db.execute(
-                "SELECT id FROM docs WHERE id IN (SELECT value FROM json_each(?)) "
-                "AND kind = ? AND (person IS NULL OR person = ?)",
-                (json.dumps(sorted(read)), kind, person),
+        if expression.count(" OR ") + 1 >= BOUNDED_SORT_MIN_TERMS:
+            best = db.execute(
+                f"SELECT rowid, bm25({table}) AS s FROM {table} WHERE {table} MATCH ? "
+                "ORDER BY s LIMIT ?",
+                (expression, 2 * limit),
+            ).fetchall()
+            read = {int(r): float(b) for r, b in best}
+            seen = sorted(
+                read[int(doc)]
+                for (doc,) in db.execute(
+                    "SELECT id FROM docs WHERE id IN (SELECT value FROM json_each(?)) "
+                    "AND kind = ? AND (person IS NULL OR person = ?)",
+                    (json.dumps(sorted(read)), kind, person),
+                )
             )
-        )
-        every = len(best) < 2 * limit  # every document holding a term was read
-        if every or (len(seen) >= limit and seen[limit - 1] < float(best[-1][1])):
-            return cls._best(db, read, kind=kind, person=person, limit=limit)
+            every = len(best) < 2 * limit  # every document holding a term was read
+            if every or (len(seen) >= limit and seen[limit - 1] < float(best[-1][1])):
+                return cls._best(db, read, kind=kind, person=person, limit=limit)
         # r is read twice: SQLite 3.35 and later compute it once (older ones twice, slower
         # but the same rows).
         rows = db.execute(
