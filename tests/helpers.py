@@ -313,6 +313,21 @@ async def adopt_store(root: Path) -> dict[str, int]:
     return await MemoryClient(root).adopt()
 
 
+def fact(key: str, content: str, at: int) -> Any:
+    """A fact entry updated at ``at``, citing one item of conversation ``task-<at>``: for tests
+    that seed memory directly (see :func:`sealed_store`)."""
+
+    from sandbox_memory.stores.records import Entry, Source
+
+    return Entry(
+        key=key,
+        content=content,
+        kind="fact",
+        sources=[Source(conversation=f"task-{at}", item="a1b2c3d4:1")],
+        updated_at=at,
+    )
+
+
 def sealed_store(root: Path, memories_dir: str = "memories") -> Any:
     """A store on ``root`` that seals what it writes with the host's key, as a runtime's store
     does (memory refuses a record without the seal): for tests that seed memory directly."""

@@ -17,7 +17,7 @@ from agents.sandbox import SandboxAgent, SandboxRunConfig
 from agents.sandbox.capabilities import Filesystem, Shell
 from agents.testing import ScriptedModel, assistant_message
 
-from helpers import sealed_store
+from helpers import fact, sealed_store
 from sandbox_memory import (
     Forget,
     Memory,
@@ -297,15 +297,6 @@ async def test_an_old_fix_of_a_file_the_task_names_comes_before_entries_sharing_
 ) -> None:
     # The task names `axes/_axes.py` only in a traceback's installed path; newer entries
     # share many more of its words.
-    def fact(key: str, content: str, at: int) -> Entry:
-        return Entry(
-            key=key,
-            content=content,
-            kind="fact",
-            sources=[Source(conversation=f"task-{at}", item="a1b2c3d4:1")],
-            updated_at=at,
-        )
-
     await save(
         workspace_root,
         fact("fix-axes-bar", "Fixed `lib/plotlib/axes/_axes.py`: an empty first value.", 1_000),

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from helpers import exec_items, run_payload, sealed_store
+from helpers import exec_items, fact, run_payload, sealed_store
 from sandbox_memory import MemoryClient, MemoryGenerateConfig
 from sandbox_memory.search.index import SearchHit, distinct
 from sandbox_memory.stores.records import Entry, LayoutMemory, Source
@@ -175,15 +175,6 @@ def naming_memory() -> list[Entry]:
     """An old fix naming the file the task's traceback names; newer entries sharing many more
     of the task's words (``Axes.bar`` included) but naming no file, or another one; and
     entries about other things, so that the shared words weigh."""
-
-    def fact(key: str, content: str, at: int) -> Entry:
-        return Entry(
-            key=key,
-            content=content,
-            kind="fact",
-            sources=[Source(conversation=f"task-{at}", item="a1b2c3d4:1")],
-            updated_at=at,
-        )
 
     return [
         fact("fix-axes-bar", "Fixed `lib/plotlib/axes/_axes.py`: an empty first value.", 1_000),
