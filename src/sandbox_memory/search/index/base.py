@@ -178,15 +178,20 @@ class IndexBase(abc.ABC):
                 db.close()
                 if attempt == 2:
                     raise
-                aside = path.with_name(f"{path.name}.broken")
-                path.replace(aside)
-                logger.warning(
-                    "search index %s is unreadable (%s); kept as %s and rebuilt from the workspace",
-                    self.rel_path,
-                    exc_text(exc),
-                    aside.name,
-                )
+                self._move_aside(path, exc)
         raise AssertionError("unreachable")
+
+    def _move_aside(self, path: Path, exc: BaseException) -> None:
+        """Keep an unreadable index file as ``<name>.broken`` (the next open rebuilds it)."""
+
+        aside = path.with_name(f"{path.name}.broken")
+        path.replace(aside)
+        logger.warning(
+            "search index %s is unreadable (%s); kept as %s and rebuilt from the workspace",
+            self.rel_path,
+            exc_text(exc),
+            aside.name,
+        )
 
     async def save(self) -> None:
         """Write the local copy back to the workspace (backends other than a local folder)."""
@@ -220,14 +225,7 @@ class IndexBase(abc.ABC):
         self.close()
         self._fetch = False  # a remote copy may be as damaged: start from the workspace
         if path is not None and path.exists():
-            aside = path.with_name(f"{path.name}.broken")
-            path.replace(aside)
-            logger.warning(
-                "search index %s is unreadable (%s); kept as %s and rebuilt from the workspace",
-                self.rel_path,
-                exc_text(exc),
-                aside.name,
-            )
+            self._move_aside(path, exc)
 
     def _db_path(self) -> Path | None:
         if isinstance(self.ws, LocalWorkspace):

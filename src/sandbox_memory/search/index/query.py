@@ -243,7 +243,7 @@ class IndexQueries(IndexSync, VectorRanking):
         files = file_phrases(phrases)
         for kind in ("entry", "rollout_summary"):  # each ranked among its kind (see _lexical)
             # The documents naming a file the input names first (as a search ranks them).
-            naming = self._naming(db, KIND_TABLES[kind], files)
+            naming = self._naming(db, FEW_TABLES.get(kind, KIND_TABLES[kind]), files)
             first = self._ranked_within(
                 db, expression, naming, kind=kind, person=person, limit=limit
             )

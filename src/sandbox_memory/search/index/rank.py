@@ -248,7 +248,7 @@ class LexicalRanking(RetractedItems):
         for order, kind in enumerate(KIND_ORDER):
             # The documents naming a file the query names first, then the others, each part in
             # BM25's order (see :func:`~.text.file_phrases`).
-            naming = cls._naming(db, KIND_TABLES[kind], files)
+            naming = cls._naming(db, FEW_TABLES.get(kind, KIND_TABLES[kind]), files)
             ids: list[int] = []
             hits: list[SearchHit] = []
             for within in (naming, None) if naming else (None,):
@@ -320,7 +320,8 @@ class LexicalRanking(RetractedItems):
     @staticmethod
     def _naming(db: sqlite3.Connection, table: str, files: list[str]) -> set[int]:
         """The documents of ``table`` holding one of the phrases ``files`` (of
-        :func:`~.text.file_phrases`): about a file the query names."""
+        :func:`~.text.file_phrases`): about a file the query names. Callers give the smallest
+        table holding the kind they rank (a few kind's own, :data:`FEW_TABLES`)."""
 
         if not files:
             return set()
