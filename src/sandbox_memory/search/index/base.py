@@ -28,6 +28,7 @@ from ...stores.seam import MemoryStore
 from ...stores.segments import LineCheck
 from ...workspace import LocalWorkspace, Workspace
 from ..embedding import Embedder
+from .fts_writes import FtsWrites
 from .hits import SearchHit
 from .schema import _SCHEMA, INDEX_FILE, SCHEMA_VERSION, SYNCHRONOUS, _note_shared_out
 
@@ -92,6 +93,8 @@ class IndexBase(abc.ABC):
         self._lock = asyncio.Lock()
         self._dirty: set[str] = set()
         self._dirty_scopes: set[str] = set()
+        self._fts = FtsWrites()
+        """FTS5 writes of the transaction under way, made in rowid order at its commit."""
         self._scopes_synced: set[str] = set()
         """Entry scopes compared in the sync under way (each once per sync)."""
         self._fetch = True

@@ -144,10 +144,10 @@ class KnownLookup(IndexSync):
             db.execute("BEGIN IMMEDIATE")
             try:
                 await self._sync_entries(db, marked)
-                db.execute("COMMIT")
+                self._commit(db)
                 self._dirty_scopes -= marked
             except BaseException:
-                db.execute("ROLLBACK")
+                self._rollback(db)
                 raise
             self._check_known_lookups(db)
             # How many entries hold each word (counted up to a cap: a few postings each), so

@@ -34,6 +34,7 @@ from .documents import (
     subject_terms,
     timestamp_ms,
 )
+from .fts_writes import FTS_PENDING_CHARS
 from .retracted import RetractedItems
 from .schema import TEXT_COMPRESSION, _own_tables, _sources_of, _unpack
 from .text import _fts_body
@@ -117,10 +118,10 @@ class IndexSync(RetractedItems):
                 await self._sync_rollouts(db, scope)
                 if listing and self._meta(db, "listed") != "1":
                     db.execute("INSERT OR REPLACE INTO meta(k, v) VALUES ('listed', '1')")
-                db.execute("COMMIT")
+                self._commit(db)
                 self._dirty_scopes -= marked
             except BaseException:
-                db.execute("ROLLBACK")
+                self._rollback(db)
                 self.rows_indexed = before
                 raise
             written = self.rows_indexed - before
@@ -155,6 +156,16 @@ class IndexSync(RetractedItems):
         if changed:
             await self.store.flag_unindexed(changed)
 
+    def _commit(self, db: sqlite3.Connection) -> None:
+        """Commit a sync's transaction, its FTS5 writes made first (see :class:`FtsWrites`)."""
+
+        self._fts.flush(db)
+        db.execute("COMMIT")
+
+    def _rollback(self, db: sqlite3.Connection) -> None:
+        self._fts.clear()
+        db.execute("ROLLBACK")
+
     def _put(self, db: sqlite3.Connection, doc: dict[str, Any]) -> None:
         """Insert or replace one document (caller holds a transaction)."""
 
@@ -169,9 +180,11 @@ class IndexSync(RetractedItems):
             doc,
         )
         body = _fts_body(text, terms)
-        db.execute("INSERT INTO fts(rowid, body) VALUES (?, ?)", (cur.lastrowid, body))
-        for own in _own_tables(doc["kind"]):
-            db.execute(f"INSERT INTO {own}(rowid, body) VALUES (?, ?)", (cur.lastrowid, body))
+        rowid = int(cur.lastrowid or 0)
+        for table in ("fts", *_own_tables(doc["kind"])):
+            self._fts.insert(table, rowid, body)
+        if self._fts.chars > FTS_PENDING_CHARS:
+            self._fts.flush(db)
         if self.shared_out:
             db.execute("INSERT OR IGNORE INTO shared_out(doc) VALUES (?)", (doc["doc"],))
         self.rows_indexed += 1
@@ -190,12 +203,8 @@ class IndexSync(RetractedItems):
                 db.execute("INSERT OR IGNORE INTO shared_out(doc) VALUES (?)", (name,))
             # A contentless FTS5 table forgets a row when given the text it indexed.
             body = _fts_body(_unpack(packed), terms)
-            db.execute("INSERT INTO fts(fts, rowid, body) VALUES ('delete', ?, ?)", (row_id, body))
-            for own in _own_tables(kind):
-                db.execute(
-                    f"INSERT INTO {own}({own}, rowid, body) VALUES ('delete', ?, ?)",
-                    (row_id, body),
-                )
+            for table in ("fts", *_own_tables(kind)):
+                self._fts.delete(table, row_id, body)
             db.execute("DELETE FROM docs WHERE id = ?", (row_id,))
         return len(rows)
 
