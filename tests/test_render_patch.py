@@ -109,6 +109,7 @@ async def _apply(client: MemoryClient, command: Remember | Forget) -> None:
     await client.apply(command, expected=(await client.view()).version)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2, 3])
 async def test_random_commands_patch_files_equal_to_a_full_render(
     tmp_path: Path, patches: list[int], seed: int

@@ -148,7 +148,8 @@ STATE_FILES = [
     "log.jsonl",
     "progress.json",  # the old single-file forms, read once and split
     "threads.json",
-    "lock",  # the lease lock a holder writes
+    # the lease lock a holder writes (a close waits out a lease it cannot read: seconds)
+    pytest.param("lock", marks=pytest.mark.slow),
 ]
 """Every JSON record of ``memories/store/`` memory parses (the layout's shards and the
 conversation index are named by content; their parse is the records' parse)."""
