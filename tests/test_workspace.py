@@ -518,3 +518,20 @@ async def test_a_link_is_refused_in_a_check_of_ten_paths_or_more(ws: Workspace) 
     await ws.check_paths(paths)
     with pytest.raises(MemoryPathError, match="symbolic link"):
         await ws.check_paths([*paths, "memories/skills/run-tests/SKILL.md"])
+
+
+async def test_stamps_move_whenever_a_files_bytes_change(ws: Workspace, tmp_path: Path) -> None:
+    await ws.write_atomic("n/a.md", b"12345")
+    await ws.write_atomic("n/b.md", b"abc")
+    await ws.mkdir("n/sub")
+    first = await ws.stamps("n")
+    assert set(first) == {"a.md", "b.md"}  # a folder is not a file
+    assert await ws.stamps("n") == first  # nothing changed: the same stamps
+    await ws.write_atomic("n/a.md", b"54321")  # memory's own rewrite, of the same size
+    second = await ws.stamps("n")
+    assert second["a.md"] != first["a.md"] and second["b.md"] == first["b.md"]
+    # Edited in place (the agent's shell, a person), again of the same size, a clock tick on.
+    time.sleep(0.02)
+    (tmp_path / "ws" / "n" / "a.md").write_bytes(b"99999")
+    assert (await ws.stamps("n"))["a.md"] != second["a.md"]
+    assert await ws.stamps("missing") == {}

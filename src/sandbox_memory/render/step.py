@@ -192,8 +192,9 @@ class Renderer:
         self.model = LayoutRendering()
         self._skills: dict[str, str] | None = None
         """``skills/<key>/SKILL.md`` digests as last rendered (``store/skills.json``)."""
-        self._raw: dict[str, tuple[int, str]] = {}
-        """Rollout id -> (bytes extracted, per its progress, and its raw memory text)."""
+        self._raw: dict[str, tuple[str, str]] = {}
+        """Rollout id -> (its notes file's stamp as listed then, :meth:`Workspace.stamps`,
+        and the text read then): read again once the file changed, whoever changed it."""
         self._sources_changed = False
         """A rollout's notes were rewritten in place (a Forget): render even from the same
         inputs."""
@@ -822,27 +823,43 @@ class Renderer:
 
     def source_changed(self, rollout_id: str) -> None:
         """The raw notes of ``rollout_id`` were rewritten without new extraction (a Forget
-        took a fact out of them): read them again at the next rendering, and render."""
+        took a fact out of them): render at the next close even from the same inputs (the
+        notes themselves are read again by their file's stamp, :meth:`_raw_memories`)."""
 
-        self._raw.pop(rollout_id, None)
         self._sources_changed = True
 
     async def _raw_memories(self, refs: list[RolloutRef]) -> str:
-        """``raw_memories.md``: each selected rollout's notes, read again only when phase 1
-        wrote them again (its progress moved)."""
+        """``raw_memories.md``: each selected rollout's notes, read again only when their file
+        changed since this process read it, whoever wrote it (phase 1, a Forget in this
+        process or another, another machine's copy fetched, a person, the agent's tools).
+
+        Known by one listing of the notes' stamps (:meth:`Workspace.stamps`), not by the
+        rollout's progress: a Forget rewrites the notes and leaves the progress where it was."""
 
         st = self.state
-        mdir = st.layout.memories_dir
-        parts = ["# Raw memories (newest first)", ""]
-        kept: dict[str, tuple[int, str]] = {}
+        folder = f"{st.layout.memories_dir}/raw_memories"
+        # Listed before the files are read: a file rewritten between the two is read again at
+        # the next rendering (its stamp then is not the one kept).
+        stamps = await st.ws.stamps(folder)
+        kept: dict[str, tuple[str, str]] = {}
+        unread: list[str] = []
         for ref in refs:
             rid = ref.rollout_id
+            stamp = stamps.get(f"{rid}.md")
             cached = self._raw.get(rid)
-            if cached is not None and cached[0] == ref.progress.offset:
-                text = cached[1]
+            if stamp is not None and cached is not None and cached[0] == stamp:
+                kept[rid] = cached
             else:
-                text = await st.ws.read_text(f"{mdir}/raw_memories/{rid}.md") or ""
-            kept[rid] = (ref.progress.offset, text)
+                unread.append(rid)
+        if unread:
+            read = await st.ws.read_many(folder, [f"{rid}.md" for rid in unread])
+            for rid, data in zip(unread, read, strict=True):
+                text = "" if data is None else data.decode("utf-8", errors="replace")
+                # Not listed (missing, or not stamped): read at every rendering.
+                kept[rid] = (stamps.get(f"{rid}.md", ""), text)
+        parts = ["# Raw memories (newest first)", ""]
+        for ref in refs:
+            text = kept[ref.rollout_id][1]
             if text:
                 parts.append(text.rstrip() + "\n")
         self._raw = kept

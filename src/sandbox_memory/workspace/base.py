@@ -248,6 +248,13 @@ class Workspace(abc.ABC):
                 found[name] = size
         return found
 
+    @abc.abstractmethod
+    async def stamps(self, path: str) -> dict[str, str]:
+        """A stamp of every file in a folder (not recursive), by name, that moves whenever
+        the file's bytes change, whoever wrote them (memory, another process, the agent's
+        tools, a person); ``{}`` when the folder does not exist. One call, however many
+        files: how a process holding files' text between closes knows which to read again."""
+
     async def read_text(self, path: str) -> str | None:
         data = await self.read_bytes(path)
         return None if data is None else data.decode("utf-8", errors="replace")

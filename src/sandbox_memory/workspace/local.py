@@ -567,6 +567,24 @@ class LocalWorkspace(Workspace):
         except (FileNotFoundError, NotADirectoryError):
             return {}
 
+    async def stamps(self, path: str) -> dict[str, str]:
+        # Size, modification and change times, inode: memory's writes replace a file (a new
+        # inode), an edit in place moves its times; the change time is the kernel's, not one
+        # a tool can set back (``touch -d`` sets the modification time only).
+        try:
+            with _Walk(self.root, path, create=False, whole=True) as walk:
+                with os.scandir(walk.fd) as entries:
+                    found: dict[str, str] = {}
+                    for e in entries:
+                        if e.is_file(follow_symlinks=False):
+                            st = e.stat(follow_symlinks=False)
+                            found[e.name] = (
+                                f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}"
+                            )
+                    return found
+        except (FileNotFoundError, NotADirectoryError):
+            return {}
+
     async def remove(self, path: str) -> None:
         try:
             with self._walk(path) as walk:

@@ -352,17 +352,23 @@ class SessionWorkspace(Workspace):
             return []
         return sorted(line for line in out.decode("utf-8", "replace").splitlines() if line)
 
-    async def sizes(self, path: str) -> dict[str, int]:
-        # One wc over every regular file: a fork per file would cost a second per 200 files.
+    async def _over_files(self, path: str, command: str) -> list[str]:
+        """The output lines of one ``command`` run over every regular file of the folder
+        ``path`` (its names as ``"$@"``, from inside it; no line when it has none, or is
+        missing): a fork per file would cost a second per 200 files."""
+
         script = (
             '[ -d "$1" ] || exit 0; cd -- "$1" || exit 1; set --; '
             'for f in * .[!.]*; do [ -f "$f" ] && [ ! -L "$f" ] && set -- "$@" "$f"; done; '
-            '[ $# -gt 0 ] || exit 0; echo "$#"; wc -c -- "$@"'
+            f"[ $# -gt 0 ] || exit 0; {command}"
         )
         code, out = await self._sh(script, path)
         if code != 0:
             raise OSError(f"listing {path} failed with exit code {code}")
-        lines = out.decode("utf-8", "replace").splitlines()
+        return out.decode("utf-8", "replace").splitlines()
+
+    async def sizes(self, path: str) -> dict[str, int]:
+        lines = await self._over_files(path, 'echo "$#"; wc -c -- "$@"')
         if not lines:
             return {}
         count = int(lines[0])
@@ -371,6 +377,16 @@ class SessionWorkspace(Workspace):
             size, _, name = line.strip().partition(" ")
             if name and size.isdigit():
                 found[name.strip()] = int(size)
+        return found
+
+    async def stamps(self, path: str) -> dict[str, str]:
+        # POSIX cksum: each file's CRC and size, of its bytes as they are.
+        found: dict[str, str] = {}
+        for line in await self._over_files(path, 'cksum -- "$@"'):
+            crc, _, rest = line.partition(" ")
+            size, _, name = rest.partition(" ")
+            if name and crc.isdigit() and size.isdigit():
+                found[name] = f"{size}:{crc}"
         return found
 
     async def remove(self, path: str) -> None:

@@ -1,0 +1,82 @@
+"""An open runtime (a sandbox session's memory, a long-lived client) keeps what it rendered
+between closes; what another process wrote since is what its next rendering starts from.
+
+A Forget made by another process (a fresh ``MemoryClient``, the CLI, the MCP server, another
+machine) rewrites a rollout's raw notes; the open runtime's next close must not hand the
+forgotten text back in ``raw_memories.md`` or any other file a run opens. Real workspaces in
+temp folders, an engine at the model seam that quotes the user (as a model would).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from helpers import run_payload
+from sandbox_memory import Forget, MemoryClient
+from sandbox_memory.engines.base import Candidate, Extraction, ExtractionRequest
+from shared_flow import store_runtime
+from test_forget_derived import memory_files, run
+
+
+class QuotingEngine:
+    """Quotes the user in the summary, the notes and the slug, and learns what they said
+    (a procedure, promoted to layout memory, under its second word)."""
+
+    name = "quoting"
+
+    async def extract(self, request: ExtractionRequest) -> Extraction:
+        item = request.segments[-1]["input"][0]
+        said = str(item["content"])
+        words = [w.strip(".,").lower() for w in said.split()]
+        return Extraction(
+            rollout_summary=f"## Task\nThe user said: {said}\n## Outcome\nPlanned.",
+            rollout_slug="-".join(words[:6]),
+            raw_memory=f"- the user said: {said}\n- planning went on",
+            candidates=[
+                Candidate(
+                    key=words[1], content=said, kind="procedure", sources=[item["memory_item_id"]]
+                )
+            ],
+        )
+
+
+def assert_nothing_says(root: Path, text: str) -> None:
+    for name, body in memory_files(root).items():
+        assert text not in body, name
+
+
+async def test_an_open_runtime_renders_no_note_another_process_forgot(tmp_path: Path) -> None:
+    rt = store_runtime(tmp_path, None, QuotingEngine())
+    await rt.record(run(), rollout_id="trip")
+    await rt.close()  # rendered once: raw_memories.md holds the trip's notes
+    assert "1500" in (tmp_path / "memories" / "raw_memories.md").read_text()
+    client = MemoryClient(tmp_path)  # another process
+    view = await client.view(None)
+    await client.apply(Forget(key="trip"), expected=view.version)  # the rollout stays put
+    assert_nothing_says(tmp_path, "1500")
+    # The open runtime closes again after a new run of another conversation.
+    await rt.record(run_payload("Book the train to Lyon.", when=None), rollout_id="train")
+    await rt.close()
+    assert "Lyon" in (tmp_path / "memories" / "raw_memories.md").read_text()
+    assert_nothing_says(tmp_path, "1500")
+    # And once more with nothing new.
+    await rt.close()
+    assert_nothing_says(tmp_path, "1500")
+
+
+async def test_an_open_runtime_renders_notes_another_process_rewrote_to_the_same_size(
+    tmp_path: Path,
+) -> None:
+    """Notes rewritten by hand (a person, the agent's tools) to text of the very same size:
+    the next rendering that writes ``raw_memories.md`` hands over the file as it is."""
+
+    rt = store_runtime(tmp_path, None, QuotingEngine())
+    await rt.record(run(), rollout_id="trip")
+    await rt.close()
+    notes = tmp_path / "memories" / "raw_memories" / "trip.md"
+    text = notes.read_text()
+    notes.write_text(text.replace("1500 EUR", "9999 EUR"))
+    await rt.record(run_payload("Book the train to Lyon.", when=None), rollout_id="train")
+    await rt.close()
+    raw = (tmp_path / "memories" / "raw_memories.md").read_text()
+    assert "9999 EUR" in raw and "1500 EUR" not in raw
