@@ -95,8 +95,10 @@ async def run_once(
     return model
 
 
-def run_payload(text: str) -> dict[str, Any]:
-    """A recorded run's payload as the SDK hands it over: the user's text and a short reply."""
+def unstamped_noted_run(text: str) -> dict[str, Any]:
+    """A recorded run's payload as the SDK hands it over: the user's text and the reply
+    "Noted.", with no time stamp (recorded at the time it is recorded): unlike
+    :func:`helpers.run_payload`'s defaults (the reply "ok", stamped 2026-01-01)."""
 
     return helpers.run_payload(text, reply="Noted.", when=None)
 

@@ -32,7 +32,7 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from faultlib import WRITE_OPS, _timeless, close_state  # noqa: E402
-from shared_flow import lesson, run_payload, store_runtime  # noqa: E402
+from shared_flow import lesson, store_runtime, unstamped_noted_run  # noqa: E402
 
 TABLES = (
     "sbm_scopes",
@@ -57,16 +57,18 @@ def store(dsn: str, namespace: str) -> Any:
 async def prepare(dsn: str, work: Path) -> None:
     seed = store(dsn, "prep")
     rt = store_runtime(work / "seed", seed)
-    await rt.record(run_payload(lesson("old")), rollout_id="r0")
+    await rt.record(unstamped_noted_run(lesson("old")), rollout_id="r0")
     await rt.close()
-    await store_runtime(work / "other", seed).record(run_payload(lesson("other")), rollout_id="r2")
+    await store_runtime(work / "other", seed).record(
+        unstamped_noted_run(lesson("other")), rollout_id="r2"
+    )
     await seed.aclose()
     mine = store(dsn, "prep")
     rt = store_runtime(work / "prep", mine)
     await rt.start_run()
-    await rt.record(run_payload(lesson("early")), rollout_id="r3")
+    await rt.record(unstamped_noted_run(lesson("early")), rollout_id="r3")
     await rt.consolidate_conversation("r3")  # extracted after its run, on the copy only
-    await rt.record(run_payload(lesson("new")), rollout_id="r1")
+    await rt.record(unstamped_noted_run(lesson("new")), rollout_id="r1")
     await mine.aclose()
 
 

@@ -708,7 +708,7 @@ async def test_a_new_process_takes_up_the_saved_rendering_and_renders_what_a_ful
     import sandbox_memory.render.step as render_module
     from sandbox_memory import Forget, MemoryClient, MemoryGenerateConfig, Remember
     from sandbox_memory.render.step import Renderer
-    from shared_flow import lesson, run_payload
+    from shared_flow import lesson, unstamped_noted_run
 
     monkeypatch.setattr(render_module, "SAVE_AFTER_COMMITS", 3)  # saved, and taken up behind
     _taken_up_not_patched(monkeypatch)
@@ -740,7 +740,7 @@ async def test_a_new_process_takes_up_the_saved_rendering_and_renders_what_a_ful
         client = MemoryClient(tmp_path, generate=config)
         if verb == "close":
             rt = client.runtime
-            await rt.record(run_payload(lesson(f"tag{i}")), rollout_id=f"conv-new-{i}")
+            await rt.record(unstamped_noted_run(lesson(f"tag{i}")), rollout_id=f"conv-new-{i}")
             await rt.close()
             continue
         view = await client.view()

@@ -20,7 +20,7 @@ from sandbox_memory.engines.base import Subjects
 from sandbox_memory.render.step import Renderer
 from sandbox_memory.stores.files import unsealed
 from sandbox_memory.stores.records import LayoutMemory
-from shared_flow import lesson, run_payload
+from shared_flow import lesson, unstamped_noted_run
 from test_layout_records import _entry
 
 FUTURE = 4_000_000_000_000
@@ -125,7 +125,7 @@ async def test_random_commands_patch_files_equal_to_a_full_render(
     rng = random.Random(seed)
     open_client = _client(root)
     rt = open_client.runtime
-    await rt.record(run_payload(lesson("alpha")), rollout_id="conv-alpha")
+    await rt.record(unstamped_noted_run(lesson("alpha")), rollout_id="conv-alpha")
     await rt.close()
     closes = 0
     for step in range(30):
@@ -142,7 +142,7 @@ async def test_random_commands_patch_files_equal_to_a_full_render(
             said = (
                 lesson(f"t{closes}") if closes % 2 else f"Our API {closes} runs on port 84{closes}."
             )
-            await rt.record(run_payload(said), rollout_id=f"conv-t{closes}")
+            await rt.record(unstamped_noted_run(said), rollout_id=f"conv-t{closes}")
             await rt.close()
         elif roll < 0.5:
             key = rng.choice(

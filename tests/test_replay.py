@@ -17,7 +17,7 @@ from typing import Any
 
 from sandbox_memory import Forget, MemoryClient, MemoryGenerateConfig, Remember
 from sandbox_memory.stores.records import layout_shard
-from shared_flow import run_payload
+from shared_flow import unstamped_noted_run
 
 STORE = "memories/store"
 SECRET_PLAN = "The launch is moved to the fourteenth of March."
@@ -68,7 +68,7 @@ async def test_a_log_line_the_agent_appends_does_not_show_as_a_persons_change(
 async def test_a_switch_the_agent_writes_does_not_turn_memory_off(tmp_path: Path) -> None:
     mc = _client(tmp_path)
     await mc.runtime.record(
-        run_payload("We decided that alpha ships via deploy-alpha."), rollout_id="c"
+        unstamped_noted_run("We decided that alpha ships via deploy-alpha."), rollout_id="c"
     )
     await mc.runtime.close()  # records the switch defaults in force (memory on)
     settings = tmp_path / STORE / "settings.json"
@@ -145,7 +145,7 @@ async def test_an_older_conversation_record_put_back_does_not_bring_a_forget_bac
 ) -> None:
     mc = _client(tmp_path)
     await mc.runtime.record(
-        run_payload("We decided that alpha ships via deploy-alpha."), rollout_id="c"
+        unstamped_noted_run("We decided that alpha ships via deploy-alpha."), rollout_id="c"
     )
     await mc.runtime.close()
     view = await mc.view("c")
@@ -185,7 +185,7 @@ async def test_a_conversation_forget_killed_at_any_write_point_converges_at_the_
     base.mkdir()
     mc = _client(base)
     await mc.runtime.record(
-        run_payload("We decided that alpha ships via deploy-alpha."), rollout_id="c"
+        unstamped_noted_run("We decided that alpha ships via deploy-alpha."), rollout_id="c"
     )
     await mc.runtime.close()
     view = await mc.view("c")
@@ -295,7 +295,7 @@ async def test_a_refused_conversation_record_is_learned_again_with_the_persons_e
 ) -> None:
     mc = _client(tmp_path)
     rt = mc.runtime
-    await rt.record(run_payload("My name is Ann and I work on billing."), rollout_id="c")
+    await rt.record(unstamped_noted_run("My name is Ann and I work on billing."), rollout_id="c")
     await rt.close()
     view = await mc.view("c")
     # What only this conversation's memory holds (short-lived kinds are not promoted).
@@ -320,7 +320,7 @@ async def test_a_refused_conversation_record_is_learned_again_with_the_persons_e
 
     with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
         fresh = _client(tmp_path)
-        await fresh.runtime.record(run_payload("Thanks, that is all."), rollout_id="c")
+        await fresh.runtime.record(unstamped_noted_run("Thanks, that is all."), rollout_id="c")
         await fresh.runtime.close()
     after = await _client(tmp_path).view("c")
     assert learned <= set(after.entries)  # learned again from the sealed runs
@@ -346,10 +346,14 @@ async def test_a_forgotten_marker_the_agent_deletes_does_not_bring_a_conversatio
         )
 
     mc = client()
-    await mc.runtime.record(run_payload("My name is Ann and I work on billing."), rollout_id="old")
+    await mc.runtime.record(
+        unstamped_noted_run("My name is Ann and I work on billing."), rollout_id="old"
+    )
     await mc.runtime.close()
     time.sleep(0.01)
-    await mc.runtime.record(run_payload("My name is Bob and I work on search."), rollout_id="new")
+    await mc.runtime.record(
+        unstamped_noted_run("My name is Bob and I work on search."), rollout_id="new"
+    )
     await mc.runtime.close()
     marker = tmp_path / STORE / "forgotten/old.json"
     assert marker.exists()

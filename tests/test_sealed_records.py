@@ -129,11 +129,13 @@ async def test_a_forged_record_in_a_shared_stores_copy_is_not_sent_to_the_store(
 ) -> None:
     from sandbox_memory.stores import PostgresStore
     from sandbox_memory.stores.shared import conversation_scope
-    from shared_flow import run_payload, store_runtime
+    from shared_flow import store_runtime, unstamped_noted_run
 
     store = PostgresStore(pg_dsn, namespace="sealed")
     rt = store_runtime(tmp_path, store)
-    await rt.record(run_payload("We decided that alpha ships via deploy-alpha."), rollout_id="c1")
+    await rt.record(
+        unstamped_noted_run("We decided that alpha ships via deploy-alpha."), rollout_id="c1"
+    )
     await rt.close()
     learned = (await store.read_scope("layout")).entries
     assert any("deploy-alpha" in e.content for e in learned.values())
@@ -144,7 +146,9 @@ async def test_a_forged_record_in_a_shared_stores_copy_is_not_sent_to_the_store(
     record["entries"][KEY] = _entry()
     path.write_text(json.dumps(record))
     _forge_shard(tmp_path, keep_seal=True)
-    await rt.record(run_payload("We decided that beta ships via deploy-beta."), rollout_id="c1")
+    await rt.record(
+        unstamped_noted_run("We decided that beta ships via deploy-beta."), rollout_id="c1"
+    )
     await rt.close()
     sent = json.dumps(
         [

@@ -20,7 +20,7 @@ from pgserver import PostgresServer
 from sandbox_memory.engines.base import Extraction, ExtractionRequest
 from sandbox_memory.engines.offline import OfflineEngine
 from sandbox_memory.stores import PostgresStore
-from shared_flow import lesson, run_payload, store_runtime
+from shared_flow import lesson, store_runtime, unstamped_noted_run
 
 KILL = str(Path(__file__).with_name("shared_kill.py"))
 
@@ -59,7 +59,7 @@ async def test_closes_of_two_sandboxes_extract_their_runs_at_the_same_time(
     stores = {n: PostgresStore(pg_dsn, namespace="acme") for n in engines}
     rts = {n: store_runtime(tmp_path / n, stores[n], engines[n]) for n in engines}
     for n, rt in rts.items():
-        await rt.record(run_payload(lesson(TAGS[n])), rollout_id=f"conv-{n}")
+        await rt.record(unstamped_noted_run(lesson(TAGS[n])), rollout_id=f"conv-{n}")
     # Each close extracts its own run; neither waits for the other's lease to do so.
     with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
         reports = await asyncio.gather(*(rt.close() for rt in rts.values()))
@@ -119,13 +119,13 @@ async def test_a_fresh_process_closing_a_copy_refuses_none_of_its_records(
 
     seed = PostgresStore(pg_dsn, namespace="acme")
     rt = store_runtime(tmp_path / "seed", seed)
-    await rt.record(run_payload(lesson("old")), rollout_id="r0")
+    await rt.record(unstamped_noted_run(lesson("old")), rollout_id="r0")
     await rt.close()
     await seed.aclose()
     mine = PostgresStore(pg_dsn, namespace="acme")
     rt = store_runtime(tmp_path / "here", mine)
     await rt.start_run()  # the copy takes in the store's layout memory, sealed here
-    await rt.record(run_payload(lesson("new")), rollout_id="r1")
+    await rt.record(unstamped_noted_run(lesson("new")), rollout_id="r1")
     await mine.aclose()
 
     fresh = PostgresStore(pg_dsn, namespace="acme")
@@ -148,13 +148,13 @@ async def test_a_fresh_process_closing_a_copy_while_the_store_is_away_keeps_its_
 
     seed = PostgresStore(pg_dsn, namespace="acme")
     rt = store_runtime(tmp_path / "seed", seed)
-    await rt.record(run_payload(lesson("old")), rollout_id="r0")
+    await rt.record(unstamped_noted_run(lesson("old")), rollout_id="r0")
     await rt.close()
     await seed.aclose()
     mine = PostgresStore(pg_dsn, namespace="acme")
     rt = store_runtime(tmp_path / "here", mine)
     await rt.start_run()
-    await rt.record(run_payload(lesson("new")), rollout_id="r1")
+    await rt.record(unstamped_noted_run(lesson("new")), rollout_id="r1")
     await mine.aclose()
     pg_server.stop()
     try:

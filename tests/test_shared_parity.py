@@ -32,7 +32,7 @@ from sandbox_memory.runtime import LayoutRuntime
 from sandbox_memory.search.index import SearchHit
 from sandbox_memory.stores import PostgresStore
 from sandbox_memory.stores.records import Defaults
-from shared_flow import agent, lesson, remember_ann_and_forget_bravo, run_payload
+from shared_flow import agent, lesson, remember_ann_and_forget_bravo, unstamped_noted_run
 
 OFFLINE = MemoryGenerateConfig(engine="offline")
 
@@ -70,7 +70,7 @@ async def test_conversations_and_switch_defaults_are_read_from_the_store(
     store = PostgresStore(pg_dsn, namespace="acme")
     # A sandbox whose Memory reads nothing by default (Memory(read=None)) learns from a run.
     rt = layout_runtime(tmp_path / "a", store=store, read=None, mkdir=True)
-    await rt.record(run_payload(lesson("alpha")), rollout_id="conv-a")
+    await rt.record(unstamped_noted_run(lesson("alpha")), rollout_id="conv-a")
     await rt.close()
     # Memory started for a conversation before any run, and a run not extracted yet.
     admin = MemoryClient(store=PostgresStore(pg_dsn, namespace="acme"))
@@ -122,10 +122,10 @@ async def play(rt: LayoutRuntime, client: MemoryClient) -> None:
     def at(payload: dict[str, Any], second: int) -> dict[str, Any]:
         return {**payload, "updated_at": f"2026-12-04T10:00:{second:02d}+00:00"}
 
-    await rt.record(at(run_payload(lesson("alpha")), 1), rollout_id="conv-a")
-    await rt.record(at(run_payload(lesson("bravo")), 2), rollout_id="conv-b")
+    await rt.record(at(unstamped_noted_run(lesson("alpha")), 1), rollout_id="conv-a")
+    await rt.record(at(unstamped_noted_run(lesson("bravo")), 2), rollout_id="conv-b")
     await rt.record(
-        at(run_payload("My locker code is 4471, keep it between us."), 3),
+        at(unstamped_noted_run("My locker code is 4471, keep it between us."), 3),
         rollout_id="ann-chat",
         person="ann",
     )
@@ -217,12 +217,12 @@ async def test_a_copy_finds_what_other_sandboxes_learned_after_its_own_changes(
     changed in the store meanwhile."""
 
     b = layout_runtime(tmp_path / "b", store=PostgresStore(pg_dsn, namespace="acme"), mkdir=True)
-    await b.record(run_payload(lesson("one")), rollout_id="conv-b1")
+    await b.record(unstamped_noted_run(lesson("one")), rollout_id="conv-b1")
     await b.close()
     a = layout_runtime(tmp_path / "a", store=PostgresStore(pg_dsn, namespace="acme"), mkdir=True)
     for i, tag in enumerate(("alpha", "bravo", "charlie")):
-        await a.record(run_payload(lesson(tag)), rollout_id=f"conv-a{i}")
-    await b.record(run_payload(lesson("two")), rollout_id="conv-b2")
+        await a.record(unstamped_noted_run(lesson(tag)), rollout_id=f"conv-a{i}")
+    await b.record(unstamped_noted_run(lesson("two")), rollout_id="conv-b2")
     await b.consolidate_conversation("conv-b2")  # extraction after the run, on the copy
     await a.close()
     await b.close()
@@ -233,7 +233,7 @@ async def test_a_copy_finds_what_other_sandboxes_learned_after_its_own_changes(
 
 async def test_the_agent_searches_what_another_machine_learned(pg_dsn: str, tmp_path: Path) -> None:
     a = layout_runtime(tmp_path / "a", store=PostgresStore(pg_dsn, namespace="acme"), mkdir=True)
-    await a.record(run_payload(lesson("zephyr")), rollout_id="conv-a")
+    await a.record(unstamped_noted_run(lesson("zephyr")), rollout_id="conv-a")
     await a.close()
     model = ScriptedModel(
         [

@@ -27,7 +27,7 @@ from sandbox_memory.runtime import LayoutRuntime
 from sandbox_memory.search.index import INDEX_FILE, SearchIndex
 from sandbox_memory.search.postgres import send_index, store_search
 from sandbox_memory.stores import PostgresStore
-from shared_flow import lesson, remember_ann_and_forget_bravo, run_payload
+from shared_flow import lesson, remember_ann_and_forget_bravo, unstamped_noted_run
 
 OFFLINE = MemoryGenerateConfig(engine="offline")
 
@@ -44,11 +44,11 @@ async def history(rt: LayoutRuntime, client: MemoryClient) -> None:
     """Three conversations learn, one of them twice about the same deploy; Ann keeps a private
     preference and a private run; one lesson is forgotten."""
 
-    await rt.record(run_payload(lesson("alpha")), rollout_id="conv-a")
-    await rt.record(run_payload(lesson("bravo")), rollout_id="conv-b")
-    await rt.record(run_payload(lesson("charlie")), rollout_id="conv-c")
+    await rt.record(unstamped_noted_run(lesson("alpha")), rollout_id="conv-a")
+    await rt.record(unstamped_noted_run(lesson("bravo")), rollout_id="conv-b")
+    await rt.record(unstamped_noted_run(lesson("charlie")), rollout_id="conv-c")
     await rt.record(
-        run_payload("My locker code is 4471, keep it between us."),
+        unstamped_noted_run("My locker code is 4471, keep it between us."),
         rollout_id="ann-chat",
         person="ann",
     )
@@ -139,7 +139,7 @@ async def test_a_new_sandbox_searches_without_building_an_index(
     pg_dsn: str, tmp_path: Path
 ) -> None:
     a = runtime(tmp_path / "a", PostgresStore(pg_dsn, namespace="acme"))
-    await a.record(run_payload(lesson("zephyr")), rollout_id="conv-a")
+    await a.record(unstamped_noted_run(lesson("zephyr")), rollout_id="conv-a")
     await a.close()
     b = tmp_path / "b"
     b.mkdir()
@@ -167,7 +167,7 @@ async def test_forget_takes_documents_out_of_the_store_index_at_once(
 ) -> None:
     store = PostgresStore(pg_dsn, namespace="acme")
     rt = runtime(tmp_path / "a", store)
-    await rt.record(run_payload(lesson("quokka")), rollout_id="conv-q")
+    await rt.record(unstamped_noted_run(lesson("quokka")), rollout_id="conv-q")
     await rt.close()
     reader = MemoryClient(store=PostgresStore(pg_dsn, namespace="acme"), generate=OFFLINE)
     entry = next(h for h in await reader.search("quokka") if h.kind == "entry")
@@ -186,10 +186,10 @@ async def test_forget_takes_documents_out_of_the_store_index_at_once(
 
 async def test_layouts_are_isolated(pg_dsn: str, tmp_path: Path) -> None:
     a = runtime(tmp_path / "a", PostgresStore(pg_dsn, namespace="acme"))
-    await a.record(run_payload(lesson("walrus")), rollout_id="conv-a")
+    await a.record(unstamped_noted_run(lesson("walrus")), rollout_id="conv-a")
     await a.close()
     g = runtime(tmp_path / "g", PostgresStore(pg_dsn, namespace="globex"))
-    await g.record(run_payload(lesson("narwhal")), rollout_id="conv-g")
+    await g.record(unstamped_noted_run(lesson("narwhal")), rollout_id="conv-g")
     await g.close()
     acme = MemoryClient(store=PostgresStore(pg_dsn, namespace="acme"), generate=OFFLINE)
     globex = MemoryClient(store=PostgresStore(pg_dsn, namespace="globex"), generate=OFFLINE)
@@ -203,7 +203,7 @@ async def test_concurrent_closes_leave_each_document_once(pg_dsn: str, tmp_path:
         runtime(tmp_path / f"s{i}", PostgresStore(pg_dsn, namespace="acme")) for i in range(3)
     ]
     for i, rt in enumerate(sandboxes):
-        await rt.record(run_payload(lesson(f"topic{i}")), rollout_id=f"conv-{i}")
+        await rt.record(unstamped_noted_run(lesson(f"topic{i}")), rollout_id=f"conv-{i}")
     await asyncio.gather(*(rt.close() for rt in sandboxes))
     await asyncio.gather(*(rt.close() for rt in sandboxes))  # each takes in the others' work
     reader = MemoryClient(store=PostgresStore(pg_dsn, namespace="acme"), generate=OFFLINE)
@@ -221,9 +221,9 @@ async def test_concurrent_closes_leave_each_document_once(pg_dsn: str, tmp_path:
 async def test_a_close_that_lost_its_lease_sends_nothing(pg_dsn: str, tmp_path: Path) -> None:
     store = PostgresStore(pg_dsn, namespace="acme")
     rt = runtime(tmp_path / "a", store)
-    await rt.record(run_payload(lesson("ibex")), rollout_id="conv-a")
+    await rt.record(unstamped_noted_run(lesson("ibex")), rollout_id="conv-a")
     await rt.close()
-    await rt.record(run_payload(lesson("okapi")), rollout_id="conv-b")
+    await rt.record(unstamped_noted_run(lesson("okapi")), rollout_id="conv-b")
     await rt.sync_search()  # the new run's items are noted to send
     fence = await store.acquire(timeout=5)
     await store.release(fence)
@@ -243,7 +243,7 @@ async def joined(root: Path) -> None:
 
     alone = runtime(root, None)
     for i in range(10):
-        await alone.record(run_payload(lesson(f"topic{i}")), rollout_id=f"conv-{i}")
+        await alone.record(unstamped_noted_run(lesson(f"topic{i}")), rollout_id=f"conv-{i}")
     await alone.close()
     alone.search_index.close()
     index_file(root).unlink()

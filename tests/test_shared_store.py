@@ -25,7 +25,7 @@ from sandbox_memory import Forget, MemoryClient, MemoryConflict, Remember
 from sandbox_memory.errors import MemoryStoreUnavailable
 from sandbox_memory.stores import PostgresStore
 from sandbox_memory.stores.shared import conversation_scope
-from shared_flow import lesson, run_once, run_payload, store_runtime
+from shared_flow import lesson, run_once, store_runtime, unstamped_noted_run
 
 FLOW = str(Path(__file__).with_name("shared_flow.py"))
 
@@ -338,13 +338,13 @@ async def test_a_kill_at_each_write_point_of_a_close_loses_nothing_and_the_lease
     async def prepare(ns: str, die_at: int | None) -> DyingStore:
         seed = PostgresStore(pg_dsn, namespace=ns)
         await store_runtime(tmp_path / ns / "seed", seed).record(
-            run_payload(lesson("old")), rollout_id="r0"
+            unstamped_noted_run(lesson("old")), rollout_id="r0"
         )
         await store_runtime(tmp_path / ns / "seed", seed).close()
         await seed.aclose()
         dying = DyingStore(pg_dsn, namespace=ns, lease_seconds=10)
         await store_runtime(tmp_path / ns / "a", dying).record(
-            run_payload(lesson("new")), rollout_id="r1"
+            unstamped_noted_run(lesson("new")), rollout_id="r1"
         )
         dying.writes.clear()
         dying.die_at = die_at

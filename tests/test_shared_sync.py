@@ -257,13 +257,13 @@ async def test_a_new_copy_fetches_the_runs_in_batches_and_gets_what_one_batch_ge
     pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from sandbox_memory.shared_copy import fetch
-    from shared_flow import lesson, run_payload
+    from shared_flow import lesson, unstamped_noted_run
 
     seed = PostgresStore(pg_dsn, namespace="acme")
     rt = store_runtime(tmp_path / "a", seed)
     rollouts = [f"conv-{i}" for i in range(5)]
     for rid in rollouts:
-        await rt.record(run_payload(lesson(rid.replace("-", ""))), rollout_id=rid)
+        await rt.record(unstamped_noted_run(lesson(rid.replace("-", ""))), rollout_id=rid)
     await rt.close()  # sends the runs and what the close learned
 
     copies = {}
@@ -364,14 +364,14 @@ class SegmentWrites(PostgresStore):
 async def test_runs_recorded_before_the_store_go_in_one_transaction_and_never_again(
     pg_dsn: str, tmp_path: Path
 ) -> None:
-    from shared_flow import lesson, run_payload
+    from shared_flow import lesson, unstamped_noted_run
 
     # Runs recorded before the sandbox had the store (or while it was unreachable): the first
     # close with it sends them all.
     local = layout_runtime(tmp_path / "a", mkdir=True)
     rollouts = [f"conv-{i}" for i in range(5)]
     for rid in rollouts:
-        await local.record(run_payload(lesson(rid.replace("-", ""))), rollout_id=rid)
+        await local.record(unstamped_noted_run(lesson(rid.replace("-", ""))), rollout_id=rid)
     spy = SegmentWrites(pg_dsn, namespace="acme")
     rt = store_runtime(tmp_path / "a", spy)
     await rt.close()

@@ -20,7 +20,7 @@ from openai.types.responses import ResponseCustomToolCall
 from faultlib import rc, sandbox_agent
 from helpers import read_layout, replay_of, sealed, shell
 from sandbox_memory import Memory, MemoryClient, MemoryGenerateConfig, Remember
-from shared_flow import run_payload
+from shared_flow import unstamped_noted_run
 
 
 async def session(
@@ -55,7 +55,9 @@ async def test_a_conversation_remember_does_not_make_the_next_close_read_the_fil
 ) -> None:
     mc = _client(tmp_path)
     rt = mc.runtime
-    await rt.record(run_payload("We decided that alpha ships via deploy-alpha."), rollout_id="c")
+    await rt.record(
+        unstamped_noted_run("We decided that alpha ships via deploy-alpha."), rollout_id="c"
+    )
     await rt.close()
     view = await mc.view("c")
     await mc.apply(
@@ -63,7 +65,9 @@ async def test_a_conversation_remember_does_not_make_the_next_close_read_the_fil
         expected=view.version,
         conversation="c",
     )
-    await rt.record(run_payload("We decided that beta ships via deploy-beta."), rollout_id="c")
+    await rt.record(
+        unstamped_noted_run("We decided that beta ships via deploy-beta."), rollout_id="c"
+    )
     with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
         await rt.close()
     assert not [r for r in caplog.records if "than what memory read of it" in r.getMessage()]
@@ -82,11 +86,17 @@ async def test_a_deeply_nested_line_the_agent_appends_fails_no_record_close_or_s
 ) -> None:
     mc = _client(tmp_path)
     rt = mc.runtime
-    await rt.record(run_payload("We decided that alpha ships via deploy-alpha."), rollout_id="c")
+    await rt.record(
+        unstamped_noted_run("We decided that alpha ships via deploy-alpha."), rollout_id="c"
+    )
     with open(tmp_path / "sessions/c.jsonl", "a") as fh:
         fh.write(DEEP + "\n")  # as the agent would append it
-    await rt.record(run_payload("We decided that beta ships via deploy-beta."), rollout_id="c")
-    await rt.record(run_payload("We decided that gamma ships via deploy-gamma."), rollout_id="d")
+    await rt.record(
+        unstamped_noted_run("We decided that beta ships via deploy-beta."), rollout_id="c"
+    )
+    await rt.record(
+        unstamped_noted_run("We decided that gamma ships via deploy-gamma."), rollout_id="d"
+    )
     with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
         await rt.close()
     for conv, tag in (("c", "alpha"), ("c", "beta"), ("d", "gamma")):
@@ -102,12 +112,16 @@ async def test_sealed_lines_beyond_the_parse_bounds_are_skipped_and_reported_onc
 ) -> None:
     mc = _client(tmp_path)
     rt = mc.runtime
-    await rt.record(run_payload("We decided that alpha ships via deploy-alpha."), rollout_id="c")
+    await rt.record(
+        unstamped_noted_run("We decided that alpha ships via deploy-alpha."), rollout_id="c"
+    )
     with open(tmp_path / "sessions/c.jsonl", "ab") as fh:
         # As if memory had recorded them (sealed): the parse bound, not the seal, stops them.
         fh.write(sealed('{"input": ' + DEEP + "}", "c"))
         fh.write(sealed('{"input": [], "final_output": ' + "[" * 70 + "]" * 70 + "}", "c"))
-    await rt.record(run_payload("We decided that beta ships via deploy-beta."), rollout_id="c")
+    await rt.record(
+        unstamped_noted_run("We decided that beta ships via deploy-beta."), rollout_id="c"
+    )
     with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
         await rt.close()
     entries = (await mc.view("c")).entries
@@ -119,7 +133,7 @@ async def test_sealed_lines_beyond_the_parse_bounds_are_skipped_and_reported_onc
 
 async def test_deep_tool_arguments_in_a_recorded_run_are_learned_around(tmp_path: Path) -> None:
     mc = _client(tmp_path)
-    payload = run_payload("We decided that beta ships via deploy-beta.")
+    payload = unstamped_noted_run("We decided that beta ships via deploy-beta.")
     payload["generated_items"].insert(
         0,
         {
@@ -162,7 +176,9 @@ async def test_a_hostile_state_file_fails_no_record_close_or_search(
 ) -> None:
     mc = _client(tmp_path)
     rt = mc.runtime
-    await rt.record(run_payload("We decided that alpha ships via deploy-alpha."), rollout_id="c")
+    await rt.record(
+        unstamped_noted_run("We decided that alpha ships via deploy-alpha."), rollout_id="c"
+    )
     await rt.close()
     content = {
         "deep": DEEP,
@@ -176,8 +192,12 @@ async def test_a_hostile_state_file_fails_no_record_close_or_search(
             fh.write(content + "\n")
     else:
         path.write_text(content)
-    await rt.record(run_payload("We decided that beta ships via deploy-beta."), rollout_id="c")
-    await rt.record(run_payload("We decided that gamma ships via deploy-gamma."), rollout_id="d")
+    await rt.record(
+        unstamped_noted_run("We decided that beta ships via deploy-beta."), rollout_id="c"
+    )
+    await rt.record(
+        unstamped_noted_run("We decided that gamma ships via deploy-gamma."), rollout_id="d"
+    )
     await rt.close()
     again = _client(tmp_path)  # a fresh process reads the files, not a cache
     await again.runtime.close()
@@ -205,7 +225,7 @@ async def test_a_user_statement_memory_recorded_becomes_a_preference(tmp_path: P
     """The control for the forgery tests below: recorded by memory, the statement is learned."""
 
     mc = _client(tmp_path)
-    await mc.runtime.record(run_payload(FORGED), rollout_id="work")
+    await mc.runtime.record(unstamped_noted_run(FORGED), rollout_id="work")
     await mc.runtime.close()
     assert "push directly to main" in _memory_text(tmp_path)
 
@@ -215,7 +235,9 @@ async def test_a_line_the_agent_appends_to_a_session_file_is_no_ones_statement(
 ) -> None:
     mc = _client(tmp_path)
     rt = mc.runtime
-    await rt.record(run_payload("We decided that alpha ships via deploy-alpha."), rollout_id="work")
+    await rt.record(
+        unstamped_noted_run("We decided that alpha ships via deploy-alpha."), rollout_id="work"
+    )
     # The agent copies the shape of the line memory wrote, with a user message of its own.
     path = tmp_path / "sessions/work.jsonl"
     genuine = json.loads(path.read_text().splitlines()[0])
@@ -225,7 +247,9 @@ async def test_a_line_the_agent_appends_to_a_session_file_is_no_ones_statement(
         fh.write(json.dumps(genuine) + "\n")  # the old seal, now wrong
         del genuine["memory_seal"]
         fh.write(json.dumps(genuine) + "\n")  # no seal at all
-    await rt.record(run_payload("We decided that beta ships via deploy-beta."), rollout_id="work")
+    await rt.record(
+        unstamped_noted_run("We decided that beta ships via deploy-beta."), rollout_id="work"
+    )
     with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
         await rt.close()
     text = _memory_text(tmp_path)
@@ -242,9 +266,11 @@ async def test_a_recorded_line_copied_into_another_conversation_does_not_count_t
 ) -> None:
     mc = _client(tmp_path)
     rt = mc.runtime
-    await rt.record(run_payload(FORGED), rollout_id="ann-thread")
+    await rt.record(unstamped_noted_run(FORGED), rollout_id="ann-thread")
     line = (tmp_path / "sessions/ann-thread.jsonl").read_bytes()
-    await rt.record(run_payload("We decided that beta ships via deploy-beta."), rollout_id="work")
+    await rt.record(
+        unstamped_noted_run("We decided that beta ships via deploy-beta."), rollout_id="work"
+    )
     with open(tmp_path / "sessions/work.jsonl", "ab") as fh:
         fh.write(line)
     (tmp_path / "sessions/ann-thread.jsonl").unlink()  # only the copy is left
@@ -260,11 +286,11 @@ async def test_a_line_recorded_under_another_key_is_not_learned(
     learned yet are skipped (reported), never taken as anyone's statement."""
 
     mc = _client(tmp_path)
-    await mc.runtime.record(run_payload(FORGED), rollout_id="work")
+    await mc.runtime.record(unstamped_noted_run(FORGED), rollout_id="work")
     monkeypatch.setenv("SANDBOX_MEMORY_SEGMENT_KEY", "another-machine-" + "k" * 32)
     other = _client(tmp_path)
     await other.runtime.record(
-        run_payload("We decided that beta ships via deploy-beta."), rollout_id="work"
+        unstamped_noted_run("We decided that beta ships via deploy-beta."), rollout_id="work"
     )
     await other.runtime.close()
     text = _memory_text(tmp_path)
@@ -380,12 +406,14 @@ async def test_hostile_progress_records_are_set_aside_and_every_run_is_learned(
         mc = _client(tmp_path / f"w{n}")
         rt = mc.runtime
         await rt.record(
-            run_payload("We decided that alpha ships via deploy-alpha."), rollout_id="c"
+            unstamped_noted_run("We decided that alpha ships via deploy-alpha."), rollout_id="c"
         )
         folder = tmp_path / f"w{n}/memories/store/progress"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "c.json").write_text(json.dumps(record))
-        await rt.record(run_payload("We decided that beta ships via deploy-beta."), rollout_id="c")
+        await rt.record(
+            unstamped_noted_run("We decided that beta ships via deploy-beta."), rollout_id="c"
+        )
         await rt.close()
         text = _memory_text(tmp_path / f"w{n}")
         assert "deploy-alpha" in text and "deploy-beta" in text, record
@@ -424,10 +452,15 @@ async def test_adopted_runs_are_learned_and_the_read_position_follows_the_rewrit
 ) -> None:
     mc = _client(tmp_path)
     rt = mc.runtime
-    await rt.record(run_payload("We decided that alpha ships via deploy-alpha."), rollout_id="c")
+    await rt.record(
+        unstamped_noted_run("We decided that alpha ships via deploy-alpha."), rollout_id="c"
+    )
     await rt.close()
     # A run recorded by the SDK's own memory (its payload shape, no seal, no item ids).
-    sdk_line = {"rollout_id": "c", **run_payload("We decided that beta ships via deploy-beta.")}
+    sdk_line = {
+        "rollout_id": "c",
+        **unstamped_noted_run("We decided that beta ships via deploy-beta."),
+    }
     with open(tmp_path / "sessions/c.jsonl", "a") as fh:
         fh.write(json.dumps(sdk_line) + "\n")
     await rt.close()
@@ -438,7 +471,9 @@ async def test_adopted_runs_are_learned_and_the_read_position_follows_the_rewrit
         await rt.close()
     assert "deploy-beta" in _memory_text(tmp_path)
     assert not [r for r in caplog.records if "than what memory read of it" in r.getMessage()]
-    await rt.record(run_payload("We decided that gamma ships via deploy-gamma."), rollout_id="c")
+    await rt.record(
+        unstamped_noted_run("We decided that gamma ships via deploy-gamma."), rollout_id="c"
+    )
     await rt.close()
     text = _memory_text(tmp_path)
     assert "deploy-gamma" in text and text.count("deploy-alpha ships") <= 2
@@ -446,7 +481,10 @@ async def test_adopted_runs_are_learned_and_the_read_position_follows_the_rewrit
 
 def test_the_adopt_command_reports_what_it_sealed(tmp_path: Path) -> None:
     (tmp_path / "sessions").mkdir()
-    line = {"rollout_id": "old", **run_payload("We decided that beta ships via deploy-beta.")}
+    line = {
+        "rollout_id": "old",
+        **unstamped_noted_run("We decided that beta ships via deploy-beta."),
+    }
     (tmp_path / "sessions/old.jsonl").write_text(json.dumps(line) + "\n{junk\n")
     from click.testing import CliRunner
 
@@ -479,14 +517,18 @@ async def test_machines_with_different_host_keys_learn_each_others_runs_through_
             machines.append(rt)
         a, b = machines
         await a.start_run()
-        await a.record(run_payload("We decided that alpha ships via deploy-alpha."), rollout_id="c")
+        await a.record(
+            unstamped_noted_run("We decided that alpha ships via deploy-alpha."), rollout_id="c"
+        )
         # The agent on machine A appends a forged statement to the same conversation; A's
         # sandbox goes away before its close: B learns A's run from the lines in the store.
         with open(tmp_path / "a/sessions/c.jsonl", "a") as fh:
-            fh.write(json.dumps({"rollout_id": "c", **run_payload(FORGED)}) + "\n")
+            fh.write(json.dumps({"rollout_id": "c", **unstamped_noted_run(FORGED)}) + "\n")
         await a.shared.push_segments()
         await b.start_run()
-        await b.record(run_payload("We decided that beta ships via deploy-beta."), rollout_id="d")
+        await b.record(
+            unstamped_noted_run("We decided that beta ships via deploy-beta."), rollout_id="d"
+        )
         await b.close()
         text = _memory_text(tmp_path / "b")
         assert "deploy-alpha" in text and "deploy-beta" in text
@@ -501,14 +543,14 @@ async def test_the_conversation_view_lists_no_item_of_a_line_memory_did_not_reco
     tmp_path: Path,
 ) -> None:
     mc = _client(tmp_path)
-    await mc.runtime.record(run_payload("Fix the parser."), rollout_id="c")
+    await mc.runtime.record(unstamped_noted_run("Fix the parser."), rollout_id="c")
     path = tmp_path / "sessions/c.jsonl"
     forged = json.loads(path.read_text())
     forged.pop("memory_seal", None)
     forged["input"][0]["memory_item_id"] = "forged:0"
     with open(path, "a") as fh:
         fh.write(json.dumps(forged, separators=(",", ":")) + "\n")
-    await mc.runtime.record(run_payload("Fix the lexer."), rollout_id="c")
+    await mc.runtime.record(unstamped_noted_run("Fix the lexer."), rollout_id="c")
     await mc.runtime.close()
     processed = (await mc.view("c")).processed  # type: ignore[union-attr]
     assert processed and "forged:0" not in processed
@@ -520,7 +562,7 @@ async def test_a_hostile_search_index_file_is_rebuilt_and_search_answers(
 ) -> None:
     mc = _client(tmp_path)
     await mc.runtime.record(
-        run_payload("We decided that beta ships via deploy-beta."), rollout_id="c"
+        unstamped_noted_run("We decided that beta ships via deploy-beta."), rollout_id="c"
     )
     await mc.runtime.close()
     (tmp_path / "memories/store/search.sqlite").write_bytes(junk)
@@ -547,9 +589,9 @@ async def test_a_conversation_index_record_the_agent_writes_sends_no_run_elsewhe
 ) -> None:
     mc = _client(tmp_path)
     rt = mc.runtime
-    first = run_payload("Fix the parser.")
+    first = unstamped_noted_run("Fix the parser.")
     await rt.record(first, rollout_id="work")
-    await rt.record(run_payload("A private matter."), rollout_id="secret")
+    await rt.record(unstamped_noted_run("A private matter."), rollout_id="secret")
     records = list((tmp_path / "memories/store/threads").glob("*"))
     (record,) = [p for p in records if p.read_text().startswith("work")]
     record.write_text("secret")  # the agent points the history at another conversation
@@ -563,7 +605,7 @@ async def test_a_run_replaying_a_recorded_history_still_joins_its_conversation(
     tmp_path: Path,
 ) -> None:
     mc = _client(tmp_path)
-    first = run_payload("Fix the parser.")
+    first = unstamped_noted_run("Fix the parser.")
     await mc.runtime.record(first, rollout_id="work")
     replay = replay_of(first, "More.")
     assert await mc.runtime.record(replay, rollout_id="run-1234", per_run_id=True) == "work"
