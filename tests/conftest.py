@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from agents.sandbox import Manifest
@@ -15,6 +16,7 @@ from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
 from helpers import BUGGY_INVOICE, INVOICE_TEST
 from http_provider import ProviderServer, serve
 from pgserver import PostgresServer
+from sandbox_memory.workspace import LocalWorkspace, SessionWorkspace, Workspace
 
 _CACHE_DIR: str | None = None
 
@@ -46,6 +48,21 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def _no_openai_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.setenv("OPENAI_AGENTS_DISABLE_TRACING", "1")
+
+
+@pytest.fixture(params=["local", "session"])
+async def ws(request: Any, client: Any, tmp_path: Path) -> AsyncIterator[Workspace]:
+    """Memory's workspace over the folder ``tmp_path / "ws"``: the folder itself, or a live
+    UnixLocal sandbox session on it (the path every other backend takes)."""
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    if request.param == "local":
+        yield LocalWorkspace(root)
+        return
+    sandbox = await client.create(manifest=Manifest(root=str(root)))
+    async with sandbox:
+        yield SessionWorkspace(sandbox)
 
 
 @pytest.fixture

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from helpers import run_payload
+from helpers import layout_runtime, run_payload
 from sandbox_memory import Forget, MemoryClient
 from sandbox_memory.engines.base import Candidate, Extraction, ExtractionRequest
-from shared_flow import store_runtime
+from sandbox_memory.workspace import Workspace
 from test_forget_derived import memory_files, run
 
 
@@ -45,38 +45,42 @@ def assert_nothing_says(root: Path, text: str) -> None:
         assert text not in body, name
 
 
-async def test_an_open_runtime_renders_no_note_another_process_forgot(tmp_path: Path) -> None:
-    rt = store_runtime(tmp_path, None, QuotingEngine())
+async def test_an_open_runtime_renders_no_note_another_process_forgot(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    root = tmp_path / "ws"  # the workspace's folder (ws: the folder, or a session on it)
+    rt = layout_runtime(ws, engine=QuotingEngine())
     await rt.record(run(), rollout_id="trip")
     await rt.close()  # rendered once: raw_memories.md holds the trip's notes
-    assert "1500" in (tmp_path / "memories" / "raw_memories.md").read_text()
-    client = MemoryClient(tmp_path)  # another process
+    assert "1500" in (root / "memories" / "raw_memories.md").read_text()
+    client = MemoryClient(root)  # another process
     view = await client.view(None)
     await client.apply(Forget(key="trip"), expected=view.version)  # the rollout stays put
-    assert_nothing_says(tmp_path, "1500")
+    assert_nothing_says(root, "1500")
     # The open runtime closes again after a new run of another conversation.
     await rt.record(run_payload("Book the train to Lyon.", when=None), rollout_id="train")
     await rt.close()
-    assert "Lyon" in (tmp_path / "memories" / "raw_memories.md").read_text()
-    assert_nothing_says(tmp_path, "1500")
+    assert "Lyon" in (root / "memories" / "raw_memories.md").read_text()
+    assert_nothing_says(root, "1500")
     # And once more with nothing new.
     await rt.close()
-    assert_nothing_says(tmp_path, "1500")
+    assert_nothing_says(root, "1500")
 
 
 async def test_an_open_runtime_renders_notes_another_process_rewrote_to_the_same_size(
-    tmp_path: Path,
+    ws: Workspace, tmp_path: Path
 ) -> None:
     """Notes rewritten by hand (a person, the agent's tools) to text of the very same size:
     the next rendering that writes ``raw_memories.md`` hands over the file as it is."""
 
-    rt = store_runtime(tmp_path, None, QuotingEngine())
+    root = tmp_path / "ws"
+    rt = layout_runtime(ws, engine=QuotingEngine())
     await rt.record(run(), rollout_id="trip")
     await rt.close()
-    notes = tmp_path / "memories" / "raw_memories" / "trip.md"
+    notes = root / "memories" / "raw_memories" / "trip.md"
     text = notes.read_text()
     notes.write_text(text.replace("1500 EUR", "9999 EUR"))
     await rt.record(run_payload("Book the train to Lyon.", when=None), rollout_id="train")
     await rt.close()
-    raw = (tmp_path / "memories" / "raw_memories.md").read_text()
+    raw = (root / "memories" / "raw_memories.md").read_text()
     assert "9999 EUR" in raw and "1500 EUR" not in raw

@@ -11,7 +11,6 @@ import json
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -25,18 +24,6 @@ from agents.testing import ScriptedModel, assistant_message
 from helpers import TEST_COMMAND, bug_fix_script, layout_runtime, run_payload
 from sandbox_memory import Memory, MemoryGenerateConfig, MemoryLockTimeout, _sdk
 from sandbox_memory.workspace import LeaseLock, LocalWorkspace, SessionWorkspace, Workspace
-
-
-@pytest.fixture(params=["local", "session"])
-async def ws(request: Any, client: Any, tmp_path: Path) -> AsyncIterator[Workspace]:
-    root = tmp_path / "ws"
-    root.mkdir()
-    if request.param == "local":
-        yield LocalWorkspace(root)
-        return
-    sandbox = await client.create(manifest=Manifest(root=str(root)))
-    async with sandbox:
-        yield SessionWorkspace(sandbox)
 
 
 async def test_missing_file_reads_as_none(ws: Workspace) -> None:
