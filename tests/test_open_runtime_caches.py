@@ -3,8 +3,9 @@ between closes; what another process wrote since is what its next rendering star
 
 A Forget made by another process (a fresh ``MemoryClient``, the CLI, the MCP server, another
 machine) rewrites a rollout's raw notes; the open runtime's next close must not hand the
-forgotten text back in ``raw_memories.md`` or any other file a run opens. Real workspaces in
-temp folders, an engine at the model seam that quotes the user (as a model would).
+forgotten text back in ``raw_memories.md`` or any other file a run opens, nor find it in its
+search index. Real workspaces in temp folders (the folder, or a sandbox session on it), an
+engine at the model seam that quotes the user (as a model would).
 """
 
 from __future__ import annotations
@@ -84,3 +85,26 @@ async def test_an_open_runtime_renders_notes_another_process_rewrote_to_the_same
     await rt.close()
     raw = (root / "memories" / "raw_memories.md").read_text()
     assert "9999 EUR" in raw and "1500 EUR" not in raw
+
+
+async def test_an_open_runtime_finds_nothing_another_process_forgot(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    """Its search index (through a session, a copy fetched once and written back at each
+    close) is synced before each search: another process's Forget hides the fact from it,
+    before and after its next close, and from a fresh process after that close."""
+
+    root = tmp_path / "ws"
+    rt = layout_runtime(ws, engine=QuotingEngine())
+    await rt.record(run(), rollout_id="trip")
+    await rt.close()
+    query = "trip budget 1500 EUR"
+    assert any("1500" in h.text for h in await rt.search_index.search(query))
+    client = MemoryClient(root)
+    view = await client.view(None)
+    await client.apply(Forget(key="trip"), expected=view.version)
+    assert not [h for h in await rt.search_index.search(query) if "1500" in h.text]
+    await rt.record(run_payload("Book the train to Lyon.", when=None), rollout_id="train")
+    await rt.close()
+    for searcher in (rt.search_index, MemoryClient(root)):
+        assert not [h for h in await searcher.search(query) if "1500" in h.text]
