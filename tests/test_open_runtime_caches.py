@@ -10,7 +10,13 @@ engine at the model seam that quotes the user (as a model would).
 
 from __future__ import annotations
 
+import asyncio
+import json
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from helpers import layout_runtime, run_payload
 from sandbox_memory import Forget, MemoryClient
@@ -46,17 +52,38 @@ def assert_nothing_says(root: Path, text: str) -> None:
         assert text not in body, name
 
 
+async def forget_elsewhere(root: Path, door: str, key: str) -> None:
+    """``key`` forgotten in layout memory by another process: a fresh ``MemoryClient`` on the
+    folder, or the command line in a process of its own."""
+
+    if door == "client":
+        client = MemoryClient(root)
+        view = await client.view(None)
+        await client.apply(Forget(key=key), expected=view.version)
+        return
+
+    async def cli(*args: str) -> str:
+        command = [sys.executable, "-m", "sandbox_memory.cli", "--root", str(root), *args]
+        done = await asyncio.to_thread(
+            subprocess.run, command, capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    version = json.loads(await cli("--json", "show"))["version"]
+    await cli("forget", key, "--expected", str(version))
+
+
+@pytest.mark.parametrize("door", ["client", "cli"])
 async def test_an_open_runtime_renders_no_note_another_process_forgot(
-    ws: Workspace, tmp_path: Path
+    ws: Workspace, tmp_path: Path, door: str
 ) -> None:
     root = tmp_path / "ws"  # the workspace's folder (ws: the folder, or a session on it)
     rt = layout_runtime(ws, engine=QuotingEngine())
     await rt.record(run(), rollout_id="trip")
     await rt.close()  # rendered once: raw_memories.md holds the trip's notes
     assert "1500" in (root / "memories" / "raw_memories.md").read_text()
-    client = MemoryClient(root)  # another process
-    view = await client.view(None)
-    await client.apply(Forget(key="trip"), expected=view.version)  # the rollout stays put
+    await forget_elsewhere(root, door, "trip")  # the rollout's progress stays where it was
     assert_nothing_says(root, "1500")
     # The open runtime closes again after a new run of another conversation.
     await rt.record(run_payload("Book the train to Lyon.", when=None), rollout_id="train")
