@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import random
 import sqlite3
+from pathlib import Path
 
-from sandbox_memory.search.index.fts_writes import FtsWrites
+import pytest
+
+from helpers import run_payload
+from sandbox_memory import MemoryClient
+from sandbox_memory.search.index import sync
+from sandbox_memory.search.index.fts_writes import FTS_PENDING_CHARS, FtsWrites
 from sandbox_memory.search.index.schema import TOKENIZER
 
 WORDS = [f"w{i}" for i in range(60)]
@@ -69,3 +75,25 @@ def test_a_rowid_inserted_then_dropped_in_one_transaction_is_never_written() -> 
     assert _matching(db, "epsilon") == {3}
     assert _matching(db, "alpha") == {1}
     assert writes.chars == 0
+
+
+async def test_writes_made_on_the_way_in_a_big_sync_search_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sync holding more than ``FTS_PENDING_CHARS`` makes its writes on the way (here after
+    every document): the index answers as one whose writes were all made at the commit."""
+
+    found: list[list[tuple[str, str]]] = []
+    for limit in (FTS_PENDING_CHARS, 1):
+        monkeypatch.setattr(sync, "FTS_PENDING_CHARS", limit)
+        root = tmp_path / f"limit-{limit}"
+        root.mkdir()
+        mc = MemoryClient(root)
+        for n, topic in enumerate(["invoices", "parsers", "deploys", "invoices again"]):
+            payload = run_payload(f"We decided that {topic} ship via deploy-{n} on Tuesdays.")
+            await mc.runtime.record(payload, rollout_id=f"run-{n}")
+        await mc.runtime.close()
+        hits = await mc.search("deploy invoices Tuesdays", limit=20)
+        found.append([(h.kind, h.text) for h in hits])
+        assert hits
+    assert found[0] == found[1]
