@@ -160,3 +160,44 @@ async def test_a_forged_record_in_a_shared_stores_copy_is_not_sent_to_the_store(
     assert FORGED not in sent
     assert "deploy-alpha" in sent and "deploy-beta" in sent  # nothing real lost or withheld
     await store.aclose()
+
+
+async def test_a_view_checks_a_shards_seal_when_it_first_reads_an_entry_of_it(
+    client, manifest, workspace_root, caplog
+) -> None:
+    """A view holds a shard whose seal is the one the head names unchecked until it reads an
+    entry of it: one the agent rewrote under that seal reads as empty (reported once), the
+    other shards as they are, and the next change sets the shard aside."""
+
+    from sandbox_memory import Remember
+
+    await _learned_first(client, manifest)
+    mc = MemoryClient(workspace_root)
+    keys = [f"fact-{i}" for i in range(6)]
+    for key in keys:
+        view = await mc.view(None)
+        await mc.apply(
+            Remember(key=key, content=f"Fact {key}.", kind="fact"), expected=view.version
+        )
+    layout = workspace_root / "memories/store/layout"
+    path = layout / f"shard-{layout_shard(keys[0]):02d}.json"
+    head, _, rest = path.read_text().partition("\n")
+    path.write_text(head + f"\n{json.dumps(KEY)}:{json.dumps(_entry())}," + "\n" + rest)
+    others = [k for k in keys if layout_shard(k) != layout_shard(keys[0])]
+    assert others
+    mc = MemoryClient(workspace_root)
+    with caplog.at_level(logging.WARNING, logger="sandbox_memory"):
+        view = await mc.view(None)
+        assert keys[0] not in view.entries and KEY not in view.entries
+        assert all(k in view.entries for k in others)
+        shown = json.dumps(view.model_dump(mode="json"))
+    assert FORGED not in shown
+    warned = [r for r in caplog.records if "no valid seal" in r.getMessage()]
+    assert len(warned) == 1 and path.name in warned[0].getMessage(), warned
+    assert warned[0].levelno == logging.WARNING
+    await mc.apply(
+        Remember(key="after", content="Ship on Fridays.", kind="fact"), expected=view.version
+    )
+    assert list(layout.glob(f"{path.name}.unsealed-*")), "the refused shard is kept aside"
+    after = await MemoryClient(workspace_root).view(None)
+    assert KEY not in after.entries and all(k in after.entries for k in [*others, "after"])

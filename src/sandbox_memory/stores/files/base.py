@@ -58,6 +58,33 @@ class _Shard:
         return len(self.raw or b"") * (1 if self.entries is None else 3)
 
 
+class SealedShard:
+    """A shard's bytes as stored, seal and all, whose seal is checked (an HMAC of every byte)
+    when an entry of it is first asked for: a view whose caller wants the version or one key
+    checks one shard, not every one (128 at 20,000 entries). Only a shard whose seal is the
+    one the sealed head names is held so; ``check`` gives its bytes without the seal, or
+    ``None`` (reported by it) when the seal does not verify."""
+
+    __slots__ = ("_stored", "_check", "_raw")
+
+    def __init__(self, stored: bytes, check: Callable[[bytes], bytes | None]) -> None:
+        self._stored = stored
+        self._check: Callable[[bytes], bytes | None] | None = check
+        self._raw: bytes | None = None
+
+    def opened(self) -> bytes | None:
+        """The shard's bytes without their seal (``None``: refused), checked once."""
+
+        if self._check is not None:
+            self._raw, self._check, self._stored = self._check(self._stored), None, b""
+        return self._raw
+
+
+ViewedShard = bytes | dict[str, Entry] | SealedShard
+"""A shard as a view holds it: its bytes one entry a line, its entries parsed (an earlier
+format), or its bytes with the seal not checked yet."""
+
+
 class _ShardCache(OrderedDict[int, _Shard]):
     """Shards read, least recently used first, within a budget of bytes
     (:data:`~..records.SHARD_CACHE_BYTES`): the bytes kept are counted as shards come and go,
@@ -147,7 +174,7 @@ class FileRecords(MemoryStore):
         self._journal: LayoutCommit | None = None
         self._shards = _ShardCache()
         self._whole: tuple[object, object, LayoutMemory] | None = None
-        self._viewed: tuple[object, dict[int, bytes | dict[str, Entry]]] | None = None
+        self._viewed: tuple[object, dict[int, ViewedShard]] | None = None
         """The shards the last :meth:`layout_view` read, with the head they are of: kept up to
         date by this store's own commits (copied, never changed in place: a view holds them),
         so the view after a command reads no shard again."""
@@ -363,6 +390,12 @@ class FileRecords(MemoryStore):
         """Write one of memory's own records (a JSON object), sealed (see :attr:`record_seal`)."""
 
         await self.write_state(path, self._sealed(path, data))
+
+    def sealed_record(self, path: str, data: bytes) -> bytes:
+        """The bytes :meth:`write_record` writes at ``path``, to write with others
+        (:meth:`write_states`)."""
+
+        return self._sealed(path, data)
 
     def sealed_record_paths(self) -> tuple[str, ...]:
         """Folders and files of the records memory seals (see :attr:`record_seal`)."""

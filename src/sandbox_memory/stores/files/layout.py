@@ -6,9 +6,10 @@ release. Committing a change is :mod:`.layout_commits`.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import cast
 
 from pydantic import ValidationError
@@ -25,7 +26,17 @@ from ..records import (
     LayoutShard,
     layout_shard,
 )
-from .base import _UNSET, SHARED_COPY_FILE, FileRecords, _seal_of, _Shard, _why
+from .base import (
+    _UNSET,
+    SHARED_COPY_FILE,
+    FileRecords,
+    SealedShard,
+    ViewedShard,
+    _seal_of,
+    _Shard,
+    _why,
+    unsealed,
+)
 from .shards import _SHARD_LINES_RE, LayoutEntries, _entry_line, _entry_lines
 
 logger = logging.getLogger("sandbox_memory")
@@ -228,10 +239,11 @@ class LayoutFiles(FileRecords):
 
         self._shards.keep(sid, shard, SHARD_CACHE_BYTES)
 
-    async def _all_shards(self) -> AsyncIterator[tuple[int, _Shard]]:
-        """Every shard of the head, those not kept read :data:`_SHARDS_READ_TOGETHER` at a
-        time (their folder reached once for them, not once a shard: hundreds of shards at
-        20,000 entries), so no more of their bytes are held at once than that."""
+    async def _all_stored(self) -> AsyncIterator[tuple[int, bytes | None | object]]:
+        """Every shard of the head with its bytes as stored (:data:`_UNSET` for one kept), those
+        not kept read :data:`_SHARDS_READ_TOGETHER` at a time (their folder reached once for
+        them, not once a shard: hundreds of shards at 20,000 entries), so no more of their
+        bytes are held at once than that."""
 
         count = self._head.shards
         for start in range(0, count, _SHARDS_READ_TOGETHER):
@@ -243,7 +255,53 @@ class LayoutFiles(FileRecords):
                 found = await self.read_states(self.layout_dir, names)
                 read = dict(zip(wanted, found, strict=True))
             for sid in sids:
-                yield sid, await self._shard(sid, read.get(sid, _UNSET))
+                yield sid, read.pop(sid, _UNSET)
+
+    async def _all_shards(self) -> AsyncIterator[tuple[int, _Shard]]:
+        """Every shard of the head (see :meth:`_all_stored`), checked and cached."""
+
+        async for sid, stored in self._all_stored():
+            yield sid, await self._shard(sid, stored)
+
+    async def _viewed_shards(self) -> dict[int, ViewedShard]:
+        """Every shard of the head for a view (see :meth:`_all_stored`): one whose seal is the
+        one the head names is held with its seal not checked yet (:class:`SealedShard`), the
+        others checked as every read checks them."""
+
+        shards: dict[int, ViewedShard] = {}
+        check = self._seal_check()
+        async for sid, stored in self._all_stored():
+            if isinstance(stored, bytes) and self._named_by_head(sid, stored):
+                shards[sid] = SealedShard(stored, functools.partial(check, sid))
+                continue
+            shard = await self._shard(sid, stored)
+            if shard.entries is not None:
+                shards[sid] = shard.entries
+            elif shard.raw is not None:
+                shards[sid] = shard.raw
+        return shards
+
+    def _seal_check(self) -> Callable[[int, bytes], bytes | None]:
+        """How a view checks the seal of shard ``sid`` of the head's count when it first reads
+        an entry of it: one that does not verify is reported once at WARNING and reads as
+        empty; the next writer reads the shard again, sets it aside and rebuilds layout memory
+        (as for a shard refused when read)."""
+
+        record_seal, count = self.record_seal, self._head.shards
+        assert record_seal is not None  # a shard named by a sealed head
+
+        def check(sid: int, stored: bytes) -> bytes | None:
+            path = self.shard_path(sid, count)
+            body = memoryview(stored)[:-1] if stored.endswith(b"\n") else stored
+            if record_seal().verify(body, self._record_context(path)):
+                return unsealed(stored)
+            logger.warning("memory found %s with no valid seal: read as empty", path)
+            self.refused.add(path)
+            if count == self._head.shards:
+                self._damaged.add(sid)
+            return None
+
+        return check
 
     def _kept(self, sid: int) -> bool:
         cached = self._shards.get(sid)
@@ -447,12 +505,7 @@ class LayoutFiles(FileRecords):
         if viewed is not None and viewed[0] is self._head_raw and not self._damaged:
             shards = viewed[1]
         else:
-            shards = {}
-            async for sid, shard in self._all_shards():
-                if shard.entries is not None:
-                    shards[sid] = shard.entries
-                elif shard.raw is not None:
-                    shards[sid] = shard.raw
+            shards = await self._viewed_shards()
             self._viewed = (self._head_raw, shards)
         journal = self._journal
         put = dict(journal.put) if journal is not None else {}

@@ -13,7 +13,7 @@ from json.decoder import scanstring as _scanstring  # type: ignore[attr-defined]
 from pydantic import ValidationError
 
 from ..records import LAYOUT_SHARDS, Entry, layout_shard
-from .base import _why
+from .base import SealedShard, ViewedShard, _why
 
 
 def _shard_bytes(entries: Mapping[str, str]) -> bytes:
@@ -70,7 +70,7 @@ class LayoutEntries(Mapping[str, Entry]):
 
     def __init__(
         self,
-        shards: Mapping[int, bytes | dict[str, Entry]],
+        shards: Mapping[int, ViewedShard],
         put: Mapping[str, Entry],
         gone: Iterable[str],
         *,
@@ -80,7 +80,8 @@ class LayoutEntries(Mapping[str, Entry]):
         on_error: Callable[[int, str], None] | None = None,
     ) -> None:
         self._shards = shards
-        """Shard -> its bytes one entry a line, or its entries parsed (an earlier format)."""
+        """Shard -> its bytes one entry a line, or its entries parsed (an earlier format), or
+        its bytes with the seal not checked yet."""
         self._put = put
         self._gone = frozenset(gone)
         self._count = count
@@ -101,7 +102,7 @@ class LayoutEntries(Mapping[str, Entry]):
             entry = None
         else:
             sid = layout_shard(key, self._count)
-            shard = self._shards.get(sid)
+            shard = self._shard(sid)
             if isinstance(shard, dict):
                 entry = shard.get(key)
             else:
@@ -117,11 +118,17 @@ class LayoutEntries(Mapping[str, Entry]):
         self._parsed[key] = entry
         return entry
 
+    def _shard(self, sid: int) -> bytes | dict[str, Entry] | None:
+        shard = self._shards.get(sid)
+        return shard.opened() if isinstance(shard, SealedShard) else shard
+
     def _all_keys(self) -> list[str]:
         if self._keys is None:
             found: dict[str, None] = {}
             for sid in sorted(self._shards):
-                shard = self._shards[sid]
+                shard = self._shard(sid)
+                if shard is None:
+                    continue
                 found.update(
                     dict.fromkeys(shard if isinstance(shard, dict) else _entry_lines(shard))
                 )
