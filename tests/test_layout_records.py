@@ -691,7 +691,7 @@ def _taken_up_not_patched(monkeypatch: Any) -> None:
 
     from sandbox_memory.render.step import Renderer
 
-    async def no_patch(self: Renderer, *args: Any) -> None:
+    async def no_patch(self: Renderer, *args: Any, **kwargs: Any) -> None:
         return None
 
     monkeypatch.setattr(Renderer, "_patch", no_patch)

