@@ -23,7 +23,14 @@ from sandbox_memory.search.index import (
     KNOWN_NEWEST,
     SearchIndex,
 )
-from sandbox_memory.stores.records import Entry, LayoutMemory, LogRecord, Source, now_ms
+from sandbox_memory.stores.records import (
+    ConversationMemory,
+    Entry,
+    LayoutMemory,
+    LogRecord,
+    Source,
+    now_ms,
+)
 from sandbox_memory.stores.seam import MemoryStore
 from sandbox_memory.workspace import LocalWorkspace
 
@@ -459,3 +466,72 @@ def test_the_model_engine_is_built_without_importing_the_offline_engine() -> Non
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "False"
+
+
+async def test_a_known_lookup_leaves_unwanted_scopes_to_the_next_sync_and_loses_none(
+    tmp_path: Path,
+) -> None:
+    """The lookup of known entries syncs layout memory and the scopes it wants; the entries
+    another extraction just wrote in a conversation it does not want are left, with the log's
+    mark where it was, so the next sync (this process' or a new one's) indexes them."""
+
+    rt = layout_runtime(tmp_path)
+    await seed_layout(
+        rt, [entry("zanzibar-ferry-pier", "The Zanzibar ferry leaves from pier 9.", 1)]
+    )
+    index = rt.search_index
+    await index.sync()
+    store = rt.state.store
+    await store.save_conversation(
+        ConversationMemory(
+            rollout_id="fresh",
+            version=1,
+            entries={"zanzibar-visa": entry("zanzibar-visa", "A Zanzibar visa is needed.", 2)},
+        )
+    )
+    await store.append_log(
+        LogRecord(
+            version=1, at=now_ms(), cause="consolidation", scope="conversation:fresh", keys=[]
+        )
+    )
+
+    def indexed(search: SearchIndex, scope: str) -> int:
+        assert search._db is not None
+        (count,) = search._db.execute(
+            "SELECT count(*) FROM docs WHERE kind = 'entry' AND scope = ?", (scope,)
+        ).fetchone()
+        return int(count)
+
+    found = await index.known_entries("Zanzibar ferry and visa", scopes={"layout"})
+    assert [e.key for e in found] == ["zanzibar-ferry-pier"]
+    assert indexed(index, "conversation:fresh") == 0  # left for the next sync
+
+    # A new process, whose index file holds what the lookup wrote: its sync takes in every
+    # scope the log names since the mark (none is lost).
+    other = layout_runtime(tmp_path).search_index
+    await other.sync()
+    assert indexed(other, "conversation:fresh") == 1
+    assert await other.search("visa")
+
+
+async def test_a_known_lookup_syncs_the_conversations_it_wants(tmp_path: Path) -> None:
+    rt = layout_runtime(tmp_path)
+    await seed_layout(
+        rt, [entry("zanzibar-ferry-pier", "The Zanzibar ferry leaves from pier 9.", 1)]
+    )
+    index = rt.search_index
+    await index.sync()
+    await rt.state.store.save_conversation(
+        ConversationMemory(
+            rollout_id="fresh",
+            version=1,
+            entries={"zanzibar-visa": entry("zanzibar-visa", "A Zanzibar visa is needed.", 2)},
+        )
+    )
+    await rt.state.store.append_log(
+        LogRecord(
+            version=1, at=now_ms(), cause="consolidation", scope="conversation:fresh", keys=[]
+        )
+    )
+    found = await index.known_entries("Zanzibar visa", scopes={"layout", "conversation:fresh"})
+    assert "zanzibar-visa" in [e.key for e in found]

@@ -143,9 +143,9 @@ class KnownLookup(IndexSync):
             marked = set(self._dirty_scopes)
             db.execute("BEGIN IMMEDIATE")
             try:
-                await self._sync_entries(db, marked)
+                left = await self._sync_entries(db, marked, only=scopes)
                 self._commit(db)
-                self._dirty_scopes -= marked
+                self._dirty_scopes -= marked - left
             except BaseException:
                 self._rollback(db)
                 raise

@@ -217,7 +217,19 @@ class IndexSync(RetractedItems):
 
         return await self.store.log_scopes_after(self._meta(db, "log_mark"))
 
-    async def _sync_entries(self, db: sqlite3.Connection, marked: set[str]) -> None:
+    async def _sync_entries(
+        self, db: sqlite3.Connection, marked: set[str], *, only: Collection[str] | None = None
+    ) -> set[str]:
+        """Entries brought up to date from the log's new records (and the scopes ``marked``);
+        returns the scopes left for a later sync.
+
+        With ``only``, the scopes the log names outside it (and outside layout memory) are
+        left: the lookup of known entries for one extraction wants layout memory and the
+        conversations phase 2 selected, not the entries the close's other extractions just
+        wrote (their conversations are not selected yet), which phase 2's sync takes in
+        together. The log's mark then stays where it was, so the next sync reads those
+        records again (what this one compared reads as unchanged)."""
+
         scopes, mark = await self._new_log_scopes(db)
         # Layout memory is followed by its change stamp, not by the log: every commit names
         # the keys it changed (a rebuild says "all"), so only those entries are compared.
@@ -230,12 +242,16 @@ class IndexSync(RetractedItems):
             scopes = {"layout", *await self.store.scopes_with_memory()}
             for (scope,) in db.execute("SELECT DISTINCT scope FROM docs WHERE kind = 'entry'"):
                 scopes.add(str(scope))
+            left: set[str] = set()
+        else:
+            left = set() if only is None else scopes.difference(only, ("layout",))
         scopes.discard("layout")
-        for scope in sorted(scopes):
+        for scope in sorted(scopes - left):
             await self._sync_scope(db, scope)
         await self._sync_layout(db, whole=layout_whole)
-        if mark != self._meta(db, "log_mark"):
+        if not left and mark != self._meta(db, "log_mark"):
             db.execute("INSERT OR REPLACE INTO meta(k, v) VALUES ('log_mark', ?)", (mark,))
+        return left
 
     async def _sync_layout(self, db: sqlite3.Connection, *, whole: bool) -> None:
         """Layout memory's entries, from the stamp the index last synced them at: the entries
