@@ -14,6 +14,7 @@ from ..stores.records import (
     Cause,
     ConversationMemory,
     CopyRetraction,
+    Entry,
     LogRecord,
     Overrides,
     Source,
@@ -202,14 +203,9 @@ class ClientCommands(ClientBase):
         keys = [command.key] if isinstance(command, Remember | Forget) else []
         await layout.load(keys)
         assert isinstance(command, Remember | Forget)  # Refresh and Configure are handled above
-        held = layout.entries.get(command.key)
-        if isinstance(command, Forget) and (held is None or not self._exists(held)):
-            raise MemoryConflict(
-                f"Forget: no entry with key {command.key!r} in layout memory",
-                current_version=layout.version,
-            )
-        if held is not None and not self._exists(held):
-            raise _key_in_use(command.key, layout.version)
+        self._check_target(
+            command, layout.entries.get(command.key), "layout memory", layout.version
+        )
         _edit(layout.entries, command, source, stamp)
         layout.version += 1
         record = LogRecord(
@@ -228,6 +224,20 @@ class ClientCommands(ClientBase):
             else []
         )
         await layout.commit([record], copies=copies)
+
+    def _check_target(
+        self, command: Remember | Forget, held: Entry | None, where: str, version: int
+    ) -> None:
+        """A Forget needs an entry of its key that exists for this client; a Remember may not
+        take a key another person's private entry holds (said as no more than "in use")."""
+
+        if isinstance(command, Forget) and (held is None or not self._exists(held)):
+            raise MemoryConflict(
+                f"Forget: no entry with key {command.key!r} in {where}",
+                current_version=version,
+            )
+        if held is not None and not self._exists(held):
+            raise _key_in_use(command.key, version)
 
     async def _apply_conversation(
         self, command: Command, rid: str, *, expected: int, cause: Cause
@@ -262,14 +272,9 @@ class ClientCommands(ClientBase):
             )
             return
         assert isinstance(command, Remember | Forget)
-        held = memory.entries.get(command.key)
-        if isinstance(command, Forget) and (held is None or not self._exists(held)):
-            raise MemoryConflict(
-                f"Forget: no entry with key {command.key!r} in conversation {rid}",
-                current_version=memory.version,
-            )
-        if held is not None and not self._exists(held):
-            raise _key_in_use(command.key, memory.version)
+        self._check_target(
+            command, memory.entries.get(command.key), f"conversation {rid}", memory.version
+        )
         # The edit becomes a small item of the conversation's history: the change's source.
         path = rollout_path(rt.layout.sessions_dir, rid)
         size_before = await rt.ws.size(path) or 0
