@@ -426,22 +426,24 @@ async def test_files_are_not_reread_on_every_turn_when_nothing_changed(
     await MemoryClient(workspace_root).apply(
         Remember(key="a", content="A fact.", kind="decision"), expected=0
     )
+    from sandbox_memory import capability
+
     loads = 0
     original = Store.load_layout
-    original_index = Store.prompt_entries
+    original_index = capability.read_prompt_entries
 
     async def counting(self: Store) -> Any:
         nonlocal loads
         loads += 1
         return await original(self)
 
-    async def counting_index(self: Store, **kwargs: Any) -> Any:
+    async def counting_index(local: Any, **kwargs: Any) -> Any:
         nonlocal loads
         loads += 1
-        return await original_index(self, **kwargs)
+        return await original_index(local, **kwargs)
 
     monkeypatch.setattr(Store, "load_layout", counting)
-    monkeypatch.setattr(Store, "prompt_entries", counting_index)
+    monkeypatch.setattr(capability, "read_prompt_entries", counting_index)
     model = ScriptedModel(
         [[shell("echo 1", "c1")], [shell("echo 2", "c2")], [assistant_message("ok")]]
     )

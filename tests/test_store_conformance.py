@@ -25,6 +25,7 @@ from sandbox_memory.stores.postgres import PostgresStore
 from sandbox_memory.stores.postgres_seam import PostgresMemoryStore
 from sandbox_memory.stores.records import (
     ConversationMemory,
+    CopyRetraction,
     Defaults,
     Entry,
     LogRecord,
@@ -132,6 +133,36 @@ async def test_a_commit_puts_and_removes_entries_and_moves_the_version(backend: 
     assert whole.version == 2 and sorted(whole.entries) == ["b", "c"]
     parts = [e.key async for part in store.layout_parts() for e in part]
     assert sorted(parts) == ["b", "c"]
+
+
+async def test_a_commit_retracting_an_entry_retracts_its_copies_through_the_runtime(
+    backend: Backend,
+) -> None:
+    store = backend.store
+    await store.commit_layout(version=1, put={"a": entry("a"), "b": entry("b")})
+    called: list[tuple[str, str, int]] = []
+
+    async def retract_copies(retracted: Entry, copy: CopyRetraction) -> None:
+        called.append((retracted.key, retracted.status, copy.stamp))
+
+    store.retract_copies = retract_copies
+    gone = entry("a").model_copy(update={"status": "retracted"})
+    copy = CopyRetraction(
+        key="a", source=Source(conversation="person", item="f1"), stamp=7, cause="person"
+    )
+    await store.commit_layout(version=2, put={"a": gone}, copies=[copy])
+    assert called == [("a", "retracted", 7)]
+    assert (await store.layout_entries(["a"]))["a"].status == "retracted"
+
+
+async def test_the_registry_names_its_conversations(backend: Backend) -> None:
+    store = backend.store
+    assert await store.registered_ids() == []
+    registry = await store.load_registry()
+    registry.conversations["c1"] = [entry("a")]
+    registry.conversations["c2"] = [entry("b", cites="c2")]
+    await store.save_registry(registry)
+    assert sorted(await store.registered_ids()) == ["c1", "c2"]
 
 
 async def test_entries_handed_out_are_copies(backend: Backend) -> None:

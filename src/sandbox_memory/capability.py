@@ -33,7 +33,7 @@ from .consolidate.selection import displayed_entries
 from .datapolicy import exc_text
 from .engines.base import ExtractionEngine
 from .errors import MemoryConfigError
-from .render.files import render_read_prompt, render_summary_text
+from .render.files import read_prompt_entries, render_read_prompt, render_summary_text
 from .render.relevant import CANDIDATES as RELEVANT_CANDIDATES
 from .render.relevant import HEADER as RELEVANT_HEADER
 from .render.relevant import QUERY_TERMS, input_text, render_relevant, task_terms
@@ -220,7 +220,7 @@ class Memory(_SDKMemory):
         summary = ""
         if use:
             budget = self.read.max_summary_chars
-            shown = await store.prompt_entries(person=person, budget=budget)
+            shown = await read_prompt_entries(runtime.state.local, person=person, budget=budget)
             if shown is None:  # not rendered yet by this version: the whole store
                 shown = displayed_entries(await store.load_layout(), await store.load_registry())
             summary = render_summary_text(

@@ -24,9 +24,10 @@ from .engines.resolve import resolve_engine
 from .integrity import SegmentSeal, host_keys
 from .stores.files import Store
 from .stores.records import Cause, CopyRetraction, Entry, LogRecord, RolloutProgress, Source
-from .stores.seam import Lease
+from .stores.seam import Lease, MemoryStore
 from .stores.segments import LineCheck
 from .workspace import Workspace
+from .workspace.records import LocalRecords
 
 if TYPE_CHECKING:
     from .redact import Redactor
@@ -51,7 +52,14 @@ class CopyRetractor(Protocol):
     state: a step above it)."""
 
     async def __call__(
-        self, store: Store, entry: Entry, source: Source, *, stamp: int, cause: Cause, log: bool
+        self,
+        store: MemoryStore,
+        entry: Entry,
+        source: Source,
+        *,
+        stamp: int,
+        cause: Cause,
+        log: bool,
     ) -> list[LogRecord]: ...
 
 
@@ -67,6 +75,7 @@ class LayoutState:
         read: MemoryReadConfig | None,
         retract_copies: CopyRetractor,
         engine: ExtractionEngine | None = None,
+        backend: MemoryStore | None = None,
     ) -> None:
         self.ws = workspace
         self._copy_retractor = retract_copies
@@ -74,11 +83,22 @@ class LayoutState:
         self.generate_enabled = generate is not None
         self.generate = generate or MemoryGenerateConfig()
         self.read = read
-        self.store = Store(workspace, layout.memories_dir, layout.sessions_dir)
-        self.store.redactor_source = lambda: self.redactor
-        self.store.line_check = self.line_check
-        self.store.record_seal = lambda: self.record_seal
+        folder = f"{layout.memories_dir}/store"
+        self.files: Store | None = None
+        """The workspace files store when memory is kept in it (the default, and a shared
+        store's working copy); ``None`` for another ``backend``."""
+        if backend is None:
+            backend = self.files = Store(workspace, layout.memories_dir, layout.sessions_dir)
+            self.files.line_check = self.line_check
+        self.store: MemoryStore = backend
+        """Where memory is kept: every step reads and changes it through the store seam."""
         self.store.retract_copies = self._retract_copies
+        self.local = self.files if self.files is not None else LocalRecords(workspace, folder)
+        """This workspace's own records, beside the files rendered from memory (what was
+        rendered, the saved rendering, carry-over copies, item digests): in ``folder``
+        whatever store holds memory (:mod:`sandbox_memory.workspace.records`)."""
+        self.local.redactor_source = lambda: self.redactor
+        self.local.record_seal = lambda: self.record_seal
         self.forget_derived: Callable[[Entry], Awaitable[list[str]]] | None = None
         """Takes a retracted entry out of the summaries and notes it came from (set by the
         runtime: ``runtime/forgetting.py``)."""
@@ -209,7 +229,7 @@ class LayoutState:
     def items_path(self, rid: str) -> str:
         """Digests of a conversation's extracted items (see ``record.item_notes.note_items``)."""
 
-        return f"{self.store.dir}/items/{rid}.txt"
+        return self.local.path(f"items/{rid}.txt")
 
     def session_file_lock(self, rollout_id: str) -> asyncio.Lock:
         """In-process: an append to a rollout's file never races a rewrite of it (shared copy)."""

@@ -7,12 +7,20 @@ Not a step of its own: a Forget (:mod:`.commands`) and a deleted line in a live 
 from __future__ import annotations
 
 from ..rules import retract, same_fact
-from ..stores.files import COPY_RETRACTED, Store
-from ..stores.records import LONG_LIVED_KINDS, Cause, ConversationMemory, Entry, LogRecord, Source
+from ..stores.records import (
+    COPY_RETRACTED,
+    LONG_LIVED_KINDS,
+    Cause,
+    ConversationMemory,
+    Entry,
+    LogRecord,
+    Source,
+)
+from ..stores.seam import MemoryStore
 
 
 async def save_changed_conversation(
-    store: Store,
+    store: MemoryStore,
     conversation: ConversationMemory,
     *,
     at: int,
@@ -41,7 +49,7 @@ async def save_changed_conversation(
 
 
 async def retract_copies(
-    store: Store,
+    store: MemoryStore,
     entry: Entry,
     source: Source,
     *,

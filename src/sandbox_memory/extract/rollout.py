@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import math
 import re
@@ -12,7 +11,7 @@ from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .. import bounded, spans
+from .. import spans
 from ..datapolicy import data_text, exc_text
 from ..engines.base import Candidate, Extraction, ExtractionRequest, KnownEntry, traits
 from ..engines.transcript import item_text, one_line, segment_id_of, segment_items
@@ -634,7 +633,7 @@ async def known_entries(
     found: list[Entry] | None = None
     if search is not None:
         try:
-            scopes = {"layout", *(f"conversation:{r}" for r in await _registry_ids(rt))}
+            scopes = {"layout", *(f"conversation:{r}" for r in await rt.store.registered_ids())}
             scopes.discard(f"conversation:{conversation.rollout_id}")  # its own: from the file
             found = await search.known_entries(_new_text(segments), scopes=scopes)
         except Exception as exc:  # noqa: BLE001 - the index is derived; every entry is read
@@ -662,27 +661,6 @@ async def known_entries(
     return [
         KnownEntry(key=e.key, kind=e.kind, content=e.content, subjects=e.subjects) for e in ordered
     ]
-
-
-async def _registry_ids(rt: LayoutState) -> list[str]:
-    """The conversations whose entries the registry shows (phase 2's selection), read without
-    validating every entry the registry holds."""
-
-    raw = await rt.store.read_state(f"{rt.store.dir}/registry.json")
-    return list(_registry_ids_in(raw)) if raw else []
-
-
-@functools.lru_cache(maxsize=1)
-def _registry_ids_in(raw: bytes) -> tuple[str, ...]:
-    """The conversation ids of a registry record's bytes (parsed once for the extractions of
-    a close: the registry changes only in phase 2)."""
-
-    try:
-        doc = bounded.loads(raw, limit=bounded.MAX_STATE_BYTES, what="store/registry.json")
-    except ValueError:
-        doc = {}  # set aside and rebuilt where the registry is loaded in full
-    found = doc.get("conversations") if isinstance(doc, dict) else None
-    return tuple(str(r) for r in found) if isinstance(found, dict) else ()
 
 
 def _new_text(segments: list[dict[str, Any]]) -> str:

@@ -90,6 +90,7 @@ class Recorder:
                     line,
                     flag=st.store.pending_flag(rid),
                 )
+                await st.store.append_segment(rid, line)
                 for digest, item_id in digests:
                     known.setdefault(digest, []).append(item_id)
         finally:
@@ -105,10 +106,9 @@ class Recorder:
                     await st.store.index_thread(fp, rid)
                 except Exception as exc:  # noqa: BLE001
                     logger.warning(
-                        "could not index conversation %s in %s/threads/ (%s); its next run "
-                        "may not recognise it",
+                        "could not index conversation %s by its first items (%s); its next "
+                        "run may not recognise it",
                         rid,
-                        st.store.dir,
                         exc_text(exc),
                     )
         st.bump()

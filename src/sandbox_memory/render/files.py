@@ -21,9 +21,11 @@ from datetime import datetime, timezone
 from operator import itemgetter
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
+from .. import bounded
 from ..stores.records import Entry, RolloutProgress, Source
+from ..workspace.records import LocalRecords
 
 PROMPTS_DIR = Path(__file__).parents[1] / "prompts"
 
@@ -856,6 +858,30 @@ def prompt_entry_json(entry: Entry) -> str:
     """One entry of ``store/prompt.json``, as :func:`prompt_text` joins it."""
 
     return json.dumps(entry.model_dump(mode="json"), separators=(",", ":"))
+
+
+async def read_prompt_entries(
+    local: LocalRecords, *, person: str | None, budget: int
+) -> list[Entry] | None:
+    """Layout entries the read prompt may show ``person``, from ``store/prompt.json`` (this
+    workspace's record, written by phase 2's render, newest first, cut at twice the budget it
+    rendered with): a run's first turn reads a few kilobytes, not every entry. ``None`` when
+    that file is missing, unreadable or cut below ``budget`` (then the caller reads the whole
+    store)."""
+
+    raw = await local.read_state(local.path("prompt.json"))
+    if raw is None:
+        return None
+    try:
+        doc = bounded.loads(raw, limit=bounded.MAX_STATE_BYTES, what="store/prompt.json")
+        if int(doc["budget"]) < budget:
+            return None
+        found = list(doc["shared"])
+        if person is not None:
+            found += doc["private"].get(person, [])
+        return [Entry.model_validate(e) for e in found]
+    except (ValueError, KeyError, TypeError, AttributeError, ValidationError):
+        return None
 
 
 def prompt_text(budget: int, shared: Iterable[str], private: str) -> str:

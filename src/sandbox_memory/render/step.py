@@ -244,23 +244,23 @@ class Renderer:
 
     @property
     def stamp_path(self) -> str:
-        return f"{self.state.store.dir}/rendered.json"
+        return f"{self.state.local.dir}/rendered.json"
 
     @property
     def skills_path(self) -> str:
-        return f"{self.state.store.dir}/skills.json"
+        return f"{self.state.local.dir}/skills.json"
 
     @property
     def saved_path(self) -> str:
-        return f"{self.state.store.dir}/rendering.json"
+        return f"{self.state.local.dir}/rendering.json"
 
     @property
     def delta_path(self) -> str:
-        return f"{self.state.store.dir}/rendering-delta.json"
+        return f"{self.state.local.dir}/rendering-delta.json"
 
     @property
     def patch_path(self) -> str:
-        return f"{self.state.store.dir}/rendering-patch.json"
+        return f"{self.state.local.dir}/rendering-patch.json"
 
     async def _restore(self, registry: Registry) -> str:
         """Take up the rendering the last process saved (``store/rendering.json``, sealed:
@@ -271,8 +271,7 @@ class Renderer:
         rendering of an earlier layout memory, and the keys changed since are read again
         (from the sealed head's list of commits, :meth:`MemoryStore.layout_changes`)."""
 
-        store = self.state.store
-        raw, _ = await store.read_record(self.saved_path)
+        raw, _ = await self.state.local.read_record(self.saved_path)
         if raw is None:
             return ""
         path = self.saved_path
@@ -309,7 +308,7 @@ class Renderer:
         earlier base was left by a process cut short after writing the base: not read).
         Raises ``ValueError`` when it is not one."""
 
-        raw, _ = await self.state.store.read_record(self.delta_path)
+        raw, _ = await self.state.local.read_record(self.delta_path)
         if raw is None:
             return None
         bounded.check_size(raw, limit=bounded.MAX_STATE_BYTES, what=self.delta_path)
@@ -333,7 +332,7 @@ class Renderer:
         # 3.2 MB file at once (at 20,000 entries), at the close's peak of memory.
         data = saved.__pydantic_serializer__.to_json(saved)
         del saved
-        await self.state.store.write_record(self.saved_path, data)
+        await self.state.local.write_record(self.saved_path, data)
         del data
         # A delta left on the earlier base is no longer read (its base stamp is not this
         # one's): removed, not needed for safety.
@@ -356,7 +355,7 @@ class Renderer:
             changed=keys,
             rows=self.model.saved_of(keys),
         )
-        await self.state.store.write_record(
+        await self.state.local.write_record(
             self.delta_path, delta.__pydantic_serializer__.to_json(delta)
         )
         self._saved_stamp, self._saved_version = layout_stamp, version
@@ -373,7 +372,7 @@ class Renderer:
     async def _stamp(self) -> dict[str, object]:
         try:
             stamp = bounded.loads(
-                await self.state.store.read_state(self.stamp_path) or b"{}",
+                await self.state.local.read_state(self.stamp_path) or b"{}",
                 limit=bounded.MAX_STATE_BYTES,
                 what=self.stamp_path,
             )
@@ -386,7 +385,7 @@ class Renderer:
             found: dict[str, str] = {}
             try:
                 doc = bounded.loads(
-                    await self.state.store.read_state(self.skills_path) or b"null",
+                    await self.state.local.read_state(self.skills_path) or b"null",
                     limit=bounded.MAX_STATE_BYTES,
                     what=self.skills_path,
                 )
@@ -573,14 +572,14 @@ class Renderer:
             "files": files,
             "inputs": inputs,
         }
-        store = self.state.store
+        local = self.state.local
         items: list[tuple[str, bytes]] = []
         if patch is not None:
             data = patch.__pydantic_serializer__.to_json(patch)
-            items.append((self.patch_path, store.sealed_record(self.patch_path, data)))
+            items.append((self.patch_path, local.sealed_record(self.patch_path, data)))
         if stamp != stamp_doc:
             items.append((self.stamp_path, json.dumps(stamp_doc).encode()))
-        await store.write_states(items)
+        await local.write_states(items)
         self.state.memory_md_seen = memory_digest  # a run's change is judged from here on
 
     async def _patch(
@@ -604,7 +603,7 @@ class Renderer:
 
         st = self.state
         store = st.store
-        raw, _ = await store.read_record(self.patch_path)
+        raw, _ = await st.local.read_record(self.patch_path)
         if raw is None:
             return None
         try:
@@ -786,7 +785,7 @@ class Renderer:
             # Memory's own rendering is known by its digest before it reaches MEMORY.md: a
             # process killed between the two writes leaves a file the next close recognises,
             # not a person's edit (the stamp below then records it as rendered).
-            await st.store.write_state(
+            await st.local.write_state(
                 self.stamp_path,
                 json.dumps({**stamp, "memory_md_next_sha256": memory_digest}).encode(),
             )
@@ -944,4 +943,4 @@ class Renderer:
                     await st.ws.remove_empty_dir(f"{mdir}/skills/{key}")
         if moved:
             data = json.dumps(dict(sorted(digests.items())), separators=(",", ":")).encode()
-            await st.store.write_state(self.skills_path, data)
+            await st.local.write_state(self.skills_path, data)

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from ..redact import Redactor
     from ..shared_copy import SharedCopy
     from ..stores.files import Store
-    from ..stores.seam import Lease
+    from ..stores.seam import Lease, MemoryStore
     from ..stores.shared import SharedStore
     from ..workspace import Workspace
 
@@ -66,8 +66,14 @@ class LayoutRuntime:
         read: MemoryReadConfig | None,
         engine: ExtractionEngine | None = None,
         store: SharedStore | None = None,
+        backend: MemoryStore | None = None,
     ) -> None:
         layout = layout.normalized()  # memory's own paths; the prompt keeps the user's spelling
+        if store is not None and backend is not None:
+            raise ValueError(
+                "backend: a shared store's working copy is workspace files; give a shared "
+                f"store or a backend, not both (backend={type(backend).__name__})"
+            )
         self.state = LayoutState(
             workspace,
             layout=layout,
@@ -75,6 +81,7 @@ class LayoutRuntime:
             read=read,
             retract_copies=retract_copies,
             engine=engine,
+            backend=backend,
         )
         """Settings, store, workspace and locks that every step shares."""
         self.search_index = SearchIndex(
@@ -144,8 +151,16 @@ class LayoutRuntime:
         self.state.read = value
 
     @property
-    def store(self) -> Store:
+    def store(self) -> MemoryStore:
         return self.state.store
+
+    @property
+    def working_copy(self) -> Store:
+        """The workspace files store a shared store's working copy keeps in step."""
+
+        if self.state.files is None:
+            raise RuntimeError("this runtime keeps memory in another store than workspace files")
+        return self.state.files
 
     @property
     def engine(self) -> ExtractionEngine:

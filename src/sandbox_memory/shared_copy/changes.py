@@ -21,7 +21,7 @@ class CopyChanges(CopyBase):
         (:meth:`Store.touched`), or every one when there are no notes (a copy written before
         notes were kept, or never brought up to date)."""
 
-        st = self.rt.store
+        st = self.rt.working_copy
         touched = await st.touched() if base.get("noted") else None
         folders = {
             "conversations": f"{st.dir}/conversations/",
@@ -49,7 +49,7 @@ class CopyChanges(CopyBase):
 
     async def has_unsent_changes(self) -> bool:
         base = await self._base(to_change=False)
-        st = self.rt.store
+        st = self.rt.working_copy
         if LAYOUT_SCOPE in base["scopes"] and (await st.layout_head()).stamp != base.get(
             "layout_stamp"
         ):
@@ -66,7 +66,7 @@ class CopyChanges(CopyBase):
         return await self.rt.memory_md_edited() is not None
 
     async def _conversation_changed(self, base: dict[str, Any], rid: str) -> bool:
-        conv = await self.rt.store.load_conversation(rid)
+        conv = await self.rt.working_copy.load_conversation(rid)
         b = base["scopes"].get(conversation_scope(rid))
         if b is None:
             return True
@@ -85,7 +85,7 @@ class CopyChanges(CopyBase):
 
         out: dict[str, RolloutProgress] = {}
         for rid in rollouts:
-            prog = await self.rt.store.get_progress(rid)
+            prog = await self.rt.working_copy.get_progress(rid)
             if prog is None:
                 continue
             if base["rollouts"].get(rid, {}).get("progress") != _h(prog.model_dump_json()):

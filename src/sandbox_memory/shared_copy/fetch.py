@@ -24,7 +24,7 @@ class CopyFetch(CopyBase):
         """Bring the copy up to date from the store and re-render; whether anything changed."""
 
         base = await self._base()
-        st = self.rt.store
+        st = self.rt.working_copy
         changed = False
         # What changed since the copy last looked: rows written from its horizon on.
         horizon = await self.store.horizon()
@@ -160,7 +160,7 @@ class CopyFetch(CopyBase):
     ) -> bool:
         changed = False
         sdir = self.rt.layout.sessions_dir
-        st = self.rt.store
+        st = self.rt.working_copy
         fetched: dict[str, dict[str, Any]] = {}
         async with contextlib.AsyncExitStack() as held:
             # Each lock is otherwise taken alone (an append to one rollout's file), so taking

@@ -40,7 +40,7 @@ class CopyPush(CopyBase):
         """Send what the copy changed since it was last brought up to date."""
 
         base = await self._base()
-        st = self.rt.store
+        st = self.rt.working_copy
         new_logs = (await st.read_log())[int(base["log_lines"]) :]
         head = await st.layout_head()
         layout_refused = any(p.startswith(f"{st.layout_dir}/") for p in st.refused)
@@ -86,7 +86,7 @@ class CopyPush(CopyBase):
         is compared instead.
         """
 
-        st = self.rt.store
+        st = self.rt.working_copy
         keys = None
         if LAYOUT_SCOPE in base["scopes"] and base.get("layout_stamp"):
             now, keys = await st.layout_changes(str(base["layout_stamp"]))

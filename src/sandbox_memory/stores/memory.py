@@ -158,7 +158,6 @@ class InMemoryStore(MemoryStore):
         copies: Iterable[CopyRetraction] = (),
         whole: bool = False,
     ) -> LayoutHead:
-        _ = list(copies)  # no conversation copies to retract beside the layout here
         gone = [k for k in dict.fromkeys(delete) if k not in put]
         self._log.extend(log)
         for key, entry in put.items():
@@ -182,6 +181,7 @@ class InMemoryStore(MemoryStore):
         ):
             changes.pop(0)
         self._head = LayoutHead(version=version, stamp=stamp, changes=changes, format=2)
+        await self._retract(put, copies)
         return await self.layout_head()
 
     async def recover_layout(self) -> None:

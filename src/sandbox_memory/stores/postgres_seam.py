@@ -185,12 +185,15 @@ class PostgresMemoryStore(MemoryStore):
         copies: Iterable[CopyRetraction] = (),
         whole: bool = False,
     ) -> LayoutHead:
-        _ = list(copies), whole  # no copies beside the layout; changes name no keys anyway
+        _ = whole  # changes name no keys anyway
         gone = [k for k in dict.fromkeys(delete) if k not in put]
         stamp = secrets.token_hex(8)
         async with self.pg._tx("committing layout memory") as conn:
             await self._put_scope(conn, LAYOUT_SCOPE, version, stamp, None, put, gone)
             await self._append_log(conn, list(log))
+        # After the layout's transaction: a writer killed before these leaves the copies of
+        # a retracted entry active in conversation memory until the entry is forgotten again.
+        await self._retract(put, copies)
         return LayoutHead(version=version, stamp=stamp, format=2)
 
     async def _put_scope(

@@ -56,6 +56,10 @@ def validate_key(key: object) -> str:
     return key
 
 
+COPY_RETRACTED = "retracted with its layout copy"
+"""The detail of a conversation's log record retracting a layout entry's copy."""
+
+
 class Source(BaseModel):
     """An item a fact rests on: the conversation (rollout id) and the item's id."""
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import abc
 from collections.abc import (
     AsyncIterator,
+    Awaitable,
+    Callable,
     Iterable,
     Mapping,
     Sequence,
@@ -64,6 +66,17 @@ class MemoryStore(abc.ABC):
     same operations on tables.
     """
 
+    fence: Callable[[], Awaitable[None]] | None = None
+    """Set while the layout lease is held (``LayoutState.write_lock``): checks that the lease
+    is still this holder's before the writes only it may make (a layout commit, a progress
+    record); raises :class:`~sandbox_memory.errors.MemoryLeaseLost` if not. A backend whose
+    lease carries its own fencing token may leave it unused."""
+
+    retract_copies: Callable[[Entry, CopyRetraction], Awaitable[None]] | None = None
+    """Set by the runtime: retracts a layout entry's copies in conversation memory, each
+    logged before it is saved (done again after a crash, it changes nothing twice). Called by
+    :meth:`commit_layout` for each of its ``copies`` once the layout change is made."""
+
     # --- layout memory, one entry (shard) at a time
     @abc.abstractmethod
     async def layout_head(self) -> LayoutHead:
@@ -107,6 +120,27 @@ class MemoryStore(abc.ABC):
 
         yield (await self.layout_for_reading()).entries.values()
 
+    def layout_changed_keys(self, since: str, until: str) -> set[str] | None:
+        """Keys changed from stamp ``since`` to stamp ``until`` when this store object knows
+        them without a read (every commit between them its own); ``None`` (this default) when
+        not: the caller asks :meth:`layout_changes`."""
+
+        _ = since, until
+        return None
+
+    async def forget_citations(self, conversations: Iterable[str]) -> None:
+        """Forgotten conversations' entries are gone: drop what this store keeps to answer
+        :meth:`layout_citing` for them (this default keeps nothing apart from the entries)."""
+
+        _ = conversations
+
+    async def adopt_records(self) -> dict[str, int]:
+        """A person vouches for the records here: each one whose seal does not verify is
+        sealed with this host's key. Counts of records ``adopted`` and ``verified``. This
+        default has nothing to adopt: a store the agent's tools cannot write seals nothing."""
+
+        return {"adopted": 0, "verified": 0}
+
     @abc.abstractmethod
     async def layout_citing(self, conversations: Iterable[str]) -> set[str]:
         """Keys of the layout entries that may cite one of ``conversations`` (a superset: the
@@ -129,6 +163,14 @@ class MemoryStore(abc.ABC):
         memory are retracted too, as part of the change. ``whole``: a rebuild, after which
         readers compare every entry again (:meth:`layout_changes` says so). Returns the new
         head."""
+
+    async def _retract(self, put: Mapping[str, Entry], copies: Iterable[CopyRetraction]) -> None:
+        """:attr:`retract_copies` of each of a commit's ``copies`` (the entry ``put`` holds)."""
+
+        for copy in copies:
+            retracted = put.get(copy.key)
+            if retracted is not None and self.retract_copies is not None:
+                await self.retract_copies(retracted, copy)
 
     @abc.abstractmethod
     async def recover_layout(self) -> None:
@@ -177,6 +219,12 @@ class MemoryStore(abc.ABC):
     @abc.abstractmethod
     async def save_registry(self, registry: Registry) -> None:
         """Replace the registry."""
+
+    async def registered_ids(self) -> list[str]:
+        """The conversation ids the registry holds entries of (phase 2's selection); a store
+        may answer without reading every entry (this default loads the registry)."""
+
+        return list((await self.load_registry()).conversations)
 
     @abc.abstractmethod
     async def load_conversation(self, rollout_id: str) -> ConversationMemory:
@@ -305,6 +353,23 @@ class MemoryStore(abc.ABC):
     @abc.abstractmethod
     async def mark_pending(self, rollout_id: str) -> None:
         """Have the next :meth:`pending_rollouts` look at this rollout again (``Refresh``)."""
+
+    def pending_flag(self, rollout_id: str) -> str | None:
+        """A workspace file the recorder creates in the same step as it appends a segment to
+        ``sessions/<id>.jsonl``, marking the rollout pending whatever kills it after; ``None``
+        (this default): the store learns of the segment from :meth:`append_segment`."""
+
+        _ = rollout_id
+        return None
+
+    async def append_segment(self, rollout_id: str, line: bytes) -> None:
+        """The recorder appended ``line`` (one segment, redacted and sealed) to the
+        workspace's ``sessions/<id>.jsonl``, which extraction and search read. A store that
+        keeps its own copy of the segments (to find pending rollouts, check a progress
+        record's tail, share them) takes it here, the bytes counted as that file counts them;
+        this default keeps nothing: the workspace files store reads ``sessions/`` itself."""
+
+        _ = rollout_id, line
 
     async def mark_pending_many(self, rollout_ids: Iterable[str]) -> None:
         """:meth:`mark_pending` of each rollout; a store may write the flags together (this

@@ -40,19 +40,19 @@ store's working copy keeps of the records that changed):
 - :mod:`.progress`       rollout progress, forgotten progress, ``pending/`` and ``unindexed/``
 - :mod:`.threads`        thread records
 - :mod:`.legacy`         ``progress.json`` and ``threads.json`` split into records
-- :mod:`.prompt`         the read prompt's entries (``prompt.json``)
 - :mod:`.log`            the change log
 """
 
 from __future__ import annotations
 
-from .base import SHARED_COPY_FILE, TOUCHED_FILE, unsealed
-from .conversations import COPY_RETRACTED, ConversationFiles
+from ...workspace.records import unsealed
+from ..records import COPY_RETRACTED
+from .base import SHARED_COPY_FILE, TOUCHED_FILE
+from .conversations import ConversationFiles
 from .layout_commits import LayoutCommits
 from .legacy import LegacyFiles
 from .log import LogFiles
 from .progress import ProgressFiles
-from .prompt import PromptFiles
 from .shards import LayoutEntries
 from .threads import FIRST_LINE_MAX_BYTES, ThreadFiles, _thread_data
 
@@ -63,7 +63,6 @@ class Store(
     ProgressFiles,
     ThreadFiles,
     LegacyFiles,
-    PromptFiles,
     LogFiles,
 ):
     """The store as files in the workspace (the embedded default)."""

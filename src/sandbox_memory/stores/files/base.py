@@ -12,25 +12,23 @@ progress, forgotten progress, thread records).
 from __future__ import annotations
 
 import abc
-import hashlib
 import logging
-import re
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
 from ... import bounded
-from ...integrity import SegmentSeal
-from ...workspace import LeaseLock, Workspace, set_aside_folder
+from ...workspace import LeaseLock, Workspace
+from ...workspace.records import LocalRecords, unsealed
 from ..segments import ROLLOUT_ID_RE, LineCheck
 
 if TYPE_CHECKING:
-    from ...redact import Redactor
+    pass
 
-from ..records import CopyRetraction, Entry, LayoutCommit, LayoutHead, LayoutMemory, LogRecord
+from ..records import Entry, LayoutCommit, LayoutHead, LayoutMemory, LogRecord
 from ..seam import MemoryStore
 
 logger = logging.getLogger("sandbox_memory")
@@ -129,28 +127,7 @@ TOUCHED_FILE = "shared.touched"
 brought up to date, one path a line (see :meth:`Store.touched`)."""
 
 
-_SEAL_TAIL = re.compile(rb',"memory_seal":"[0-9a-f]{32}"\}\n?\Z')
-
-
-def unsealed(raw: bytes | None) -> bytes | None:
-    """A record's bytes without the seal :meth:`Store.write_record` put at its end."""
-
-    if raw is None:
-        return None
-    found = _SEAL_TAIL.search(raw, max(0, len(raw) - 64))
-    # One copy of the record (a slice and a concatenation were two: 3.2 MB each for the
-    # saved rendering of 20,000 entries).
-    return raw if found is None else b"".join((memoryview(raw)[: found.start()], b"}"))
-
-
-def _seal_of(raw: bytes) -> str | None:
-    """The seal a sealed record ends with (32 hex), ``None`` when it has none."""
-
-    found = _SEAL_TAIL.search(raw, max(0, len(raw) - 64))
-    return None if found is None else raw[found.start() + 16 : found.start() + 48].decode()
-
-
-class FileRecords(MemoryStore):
+class FileRecords(LocalRecords, MemoryStore):
     """The record plumbing of the file store, and the attributes its rooms share.
 
     Each room (:mod:`.layout`, :mod:`.conversations`, :mod:`.progress`, :mod:`.threads`,
@@ -162,10 +139,9 @@ class FileRecords(MemoryStore):
     def __init__(
         self, workspace: Workspace, memories_dir: str, sessions_dir: str = "sessions"
     ) -> None:
-        self.ws = workspace
+        super().__init__(workspace, f"{memories_dir}/store")
         self.memories_dir = memories_dir
         self.sessions_dir = sessions_dir
-        self.dir = f"{memories_dir}/store"
         self._legacy_checked = False
         self._head_raw: object = _UNSET
         """Bytes of ``layout/head.json`` last read (``None``: missing)."""
@@ -200,25 +176,9 @@ class FileRecords(MemoryStore):
         self._commits: dict[str, tuple[str, set[str]]] = {}
         """Stamp of each recent commit of this store object -> (the stamp before, its keys)."""
         """(conversation, key) pairs known to be in ``held/`` (see :meth:`_hold`)."""
-        self.redactor_source: Callable[[], Redactor] | None = None
-        """Set by the runtime: files set aside are redacted like everything else written."""
         self.line_check: Callable[[str], LineCheck] | None = None
         """Set by the runtime: how a rollout's lines are checked (only lines memory recorded
         are read; without it, no rollout line is)."""
-        self.retract_copies: Callable[[Entry, CopyRetraction], Awaitable[None]] | None = None
-        """Set by the runtime: retracts a layout entry's copies in conversation memory, each
-        logged before it is saved (done again after a crash, it changes nothing twice)."""
-        self.fence: Callable[[], Awaitable[None]] | None = None
-        """Set while the layout lock is held (:meth:`LayoutState.write_lock`): checks that the
-        lock is still this holder's before the writes only it may make (a layout commit, a
-        progress record); raises :class:`~sandbox_memory.errors.MemoryLeaseLost` if not."""
-        self.record_seal: Callable[[], SegmentSeal] | None = None
-        """Set by the runtime: the seal of memory's own records (layout shards, conversation
-        memory, the registry, a pending layout commit). Such a record whose seal does not
-        verify was not written by memory (the agent's tools): it is set aside, never read.
-        Without it (a store read outside a runtime) seals are neither made nor checked."""
-        self.refused: set[str] = set()
-        """Records refused for want of a valid seal by this store object (never sent on)."""
         self._log_refused = 0
         self._log_layout_version = 0
         """The newest layout version the sealed log holds (read with :meth:`_logged_changes`)."""
@@ -241,45 +201,13 @@ class FileRecords(MemoryStore):
     def lease(self, *, timeout: float, lease: float) -> LeaseLock:
         return LeaseLock(self.ws, self.lock_path, timeout=timeout, lease=lease)
 
-    async def read_state(self, path: str) -> bytes | None:
-        """A state file's bytes, ``None`` when missing; a folder in its place is set aside."""
-
-        try:
-            return await self.ws.read_bytes(path)
-        except IsADirectoryError:
-            await set_aside_folder(self.ws, path)
-            return None
-
-    async def read_states(self, folder: str, names: Sequence[str]) -> list[bytes | None]:
-        """:meth:`read_state` of each of ``names`` in ``folder``, the folder reached once."""
-
-        try:
-            return await self.ws.read_many(folder, names)
-        except IsADirectoryError:
-            return [await self.read_state(f"{folder}/{name}") for name in names]
-
     async def write_state(self, path: str, data: bytes) -> None:
-        """Replace a state file atomically; a folder in its place is set aside first."""
-
         await self._touch(path)
-        try:
-            await self.ws.write_atomic(path, data)
-        except IsADirectoryError:
-            await set_aside_folder(self.ws, path)
-            await self.ws.write_atomic(path, data)
+        await super().write_state(path, data)
 
     async def write_states(self, items: Sequence[tuple[str, bytes]]) -> None:
-        """:meth:`write_state` of each ``(path, data)``, waiting for the disk once for them all
-        (:meth:`Workspace.write_atomic_many`): each file is replaced whole, in order."""
-
-        for path, _ in items:
-            await self._touch(path)
-        try:
-            await self.ws.write_atomic_many(items)
-        except IsADirectoryError:
-            # A folder where one belongs: set aside by the write of each, one by one.
-            for path, data in items:
-                await self.write_state(path, data)
+        await self._touch_many([path for path, _ in items])
+        await super().write_states(items)
 
     async def _touch(self, path: str) -> None:
         """In a shared store's working copy: note a record (conversation memory, progress,
@@ -344,58 +272,8 @@ class FileRecords(MemoryStore):
             await self._set_aside(path, raw, _why(exc))
             return default
 
-    async def _set_aside(
-        self,
-        path: str,
-        raw: bytes,
-        why: str,
-        *,
-        kept: str = "broken",
-        level: int = logging.ERROR,
-    ) -> None:
-        """Keep an unreadable state file's bytes beside it, once per content, and log it."""
-
-        # Named by content: the file is read many times before it is next saved, and one
-        # copy (and one log line) per distinct content is enough.
-        broken = f"{path}.{kept}-{hashlib.sha256(raw).hexdigest()[:12]}"
-        if await self.ws.size(broken) is not None:
-            return
-        from ...redact import redact_bytes  # imported on first use, like the runtime's redactor
-
-        redactor = self.redactor_source() if self.redactor_source is not None else None
-        await self.ws.write_atomic(broken, redact_bytes(raw, redactor))
-        logger.log(
-            level,
-            "memory state file %s is not valid (%s); kept as %s and starting it afresh",
-            path,
-            why,
-            broken,
-        )
-
     async def _save(self, path: str, value: BaseModel) -> None:
         await self.write_record(path, value.model_dump_json(indent=1).encode("utf-8"))
-
-    def _record_context(self, path: str) -> str:
-        """What a record's seal is bound to besides its bytes: its place in the store, so a
-        record copied to another place (another shard, another conversation) does not verify."""
-
-        return "store:" + path.removeprefix(f"{self.dir}/")
-
-    def _sealed(self, path: str, data: bytes) -> bytes:
-        if self.record_seal is None:
-            return data
-        return self.record_seal().seal(data, self._record_context(path))
-
-    async def write_record(self, path: str, data: bytes) -> None:
-        """Write one of memory's own records (a JSON object), sealed (see :attr:`record_seal`)."""
-
-        await self.write_state(path, self._sealed(path, data))
-
-    def sealed_record(self, path: str, data: bytes) -> bytes:
-        """The bytes :meth:`write_record` writes at ``path``, to write with others
-        (:meth:`write_states`)."""
-
-        return self._sealed(path, data)
 
     def sealed_record_paths(self) -> tuple[str, ...]:
         """Folders and files of the records memory seals (see :attr:`record_seal`)."""
@@ -470,37 +348,6 @@ class FileRecords(MemoryStore):
         if adopted:
             await self.ws.write_atomic(self.log_path, b"".join(lines))
         return adopted
-
-    async def read_record(self, path: str) -> tuple[bytes | None, bool]:
-        """A record's bytes without its seal, and whether it was refused. A record whose seal
-        does not verify (none, another place's, another key's, edited after sealing) is kept
-        aside and reported once at WARNING; it reads as missing."""
-
-        raw = await self.read_state(path)
-        if raw is None:
-            return None, False
-        plain = await self._verified(path, raw)
-        return plain, plain is None
-
-    async def _verified(self, path: str, raw: bytes) -> bytes | None:
-        """``raw`` without its seal when the seal verifies (or seals are off); else ``None``,
-        the record kept aside and reported once at WARNING."""
-
-        if self.record_seal is None:
-            return unsealed(raw)
-        body = memoryview(raw)[:-1] if raw.endswith(b"\n") else raw  # not copied
-        if self.record_seal().verify(body, self._record_context(path)):
-            return unsealed(raw)
-        await self._refuse(
-            path,
-            raw,
-            "no valid seal: not written by memory (or by a build before records were sealed)",
-        )
-        return None
-
-    async def _refuse(self, path: str, raw: bytes, why: str) -> None:
-        self.refused.add(path)
-        await self._set_aside(path, raw, why, kept="unsealed", level=logging.WARNING)
 
     # Where the records live that one room reads of another's.
 

@@ -6,6 +6,7 @@ key (so a Forget of a layout entry retracts its copies where they are).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -14,6 +15,7 @@ from pydantic import ValidationError
 
 from ... import bounded
 from ..records import (
+    COPY_RETRACTED,
     KEY_RE,
     ConversationMemory,
     Defaults,
@@ -28,10 +30,6 @@ from ..records import (
 from .base import FileRecords, _citable
 
 logger = logging.getLogger("sandbox_memory")
-
-
-COPY_RETRACTED = "retracted with its layout copy"
-"""The detail of a conversation's log record retracting a layout entry's copy."""
 
 
 def _redoable(record: LogRecord) -> bool:
@@ -80,12 +78,30 @@ def _redo(memory: ConversationMemory, record: LogRecord) -> None:
                 return
 
 
+@functools.lru_cache(maxsize=1)
+def _registry_ids_in(raw: bytes) -> tuple[str, ...]:
+    """The conversation ids of a registry record's bytes (parsed once for the extractions of
+    a close: the registry changes only in phase 2)."""
+
+    try:
+        doc = bounded.loads(raw, limit=bounded.MAX_STATE_BYTES, what="store/registry.json")
+    except ValueError:
+        doc = {}  # set aside and rebuilt where the registry is loaded in full
+    found = doc.get("conversations") if isinstance(doc, dict) else None
+    return tuple(str(r) for r in found) if isinstance(found, dict) else ()
+
+
 class ConversationFiles(FileRecords):
     """Conversation memory, the registry, the switch defaults and the ``held/`` index."""
 
     async def load_registry(self) -> Registry:
         value: Registry = await self._load(f"{self.dir}/registry.json", Registry, Registry())
         return value
+
+    async def registered_ids(self) -> list[str]:
+        # Read without validating every entry the registry holds (once per content).
+        raw = await self.read_state(f"{self.dir}/registry.json")
+        return list(_registry_ids_in(raw)) if raw else []
 
     async def save_registry(self, registry: Registry) -> None:
         await self._save(f"{self.dir}/registry.json", registry)

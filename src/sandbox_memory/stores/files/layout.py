@@ -14,6 +14,7 @@ from typing import cast
 
 from pydantic import ValidationError
 
+from ...workspace.records import seal_of, unsealed
 from ..records import (
     KEY_RE,
     LAYOUT_FORMAT,
@@ -32,10 +33,8 @@ from .base import (
     FileRecords,
     SealedShard,
     ViewedShard,
-    _seal_of,
     _Shard,
     _why,
-    unsealed,
 )
 from .shards import _SHARD_LINES_RE, LayoutEntries, _entry_line, _entry_lines
 
@@ -211,7 +210,7 @@ class LayoutFiles(FileRecords):
             if named is not None:
                 self._damaged.add(sid)
             return True
-        if _seal_of(raw) == named:
+        if seal_of(raw) == named:
             return True
         await self._refuse(
             path, raw, "replayed: not the version of the shard layout memory's head names"
@@ -232,7 +231,7 @@ class LayoutFiles(FileRecords):
         # are still the ones the head names (bytes it wrote already are not named yet:
         # checked).
         named = self._head.seals.get(f"{sid:02d}")
-        return named is not None and _seal_of(stored) == named
+        return named is not None and seal_of(stored) == named
 
     def _keep(self, sid: int, shard: _Shard) -> None:
         """Cache a shard read or written, dropping the least recently used past the budget."""

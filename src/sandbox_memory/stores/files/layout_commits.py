@@ -10,6 +10,7 @@ import logging
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
 
+from ...workspace.records import seal_of
 from ..records import (
     LAYOUT_CHANGE_KEYS_KEPT,
     LAYOUT_CHANGES_KEPT,
@@ -24,7 +25,7 @@ from ..records import (
     layout_shard,
     layout_shard_count,
 )
-from .base import _JSON, _citable, _seal_of, _Shard
+from .base import _JSON, _citable, _Shard
 from .layout import _COMMITS_KEPT, LayoutFiles
 from .shards import _shard_bytes
 
@@ -206,7 +207,7 @@ class LayoutCommits(LayoutFiles):
         items = [(path, self._sealed(path, d)) for path, (_, d) in zip(paths, shards, strict=True)]
         await self.write_states(items)
         for (sid, _), (_, sealed) in zip(shards, items, strict=True):
-            seal = _seal_of(sealed)
+            seal = seal_of(sealed)
             if seal is not None:
                 self._written_seals[f"{sid:02d}"] = seal
 
@@ -221,7 +222,7 @@ class LayoutCommits(LayoutFiles):
         if self.record_seal is None:
             return True
         sealed = self._sealed(self.shard_path(sid), data)
-        return _seal_of(sealed) == self._head.seals.get(f"{sid:02d}")
+        return seal_of(sealed) == self._head.seals.get(f"{sid:02d}")
 
     async def _write_head(self, head: LayoutHead) -> None:
         if head.format >= LAYOUT_FORMAT:
