@@ -110,6 +110,7 @@ def layout_runtime(
     layout: Any = None,
     read: Any = _DEFAULT,
     mkdir: bool = False,
+    backend: Any = None,
     **generate: Any,
 ) -> Any:
     """The layout runtime the SDK bridge builds: one layout's steps over ``where`` (a folder,
@@ -120,7 +121,8 @@ def layout_runtime(
     ``engine`` is the engine setting (``"offline"``, the default here, or ``"model"``) or an
     engine object to use instead of the one the setting picks (the setting then says what the
     object is: ``"model"`` for a :class:`~sandbox_memory.engines.model.ModelEngine`);
-    ``store`` a shared store (the layout then works through its working copy)."""
+    ``store`` a shared store (the layout then works through its working copy); ``backend``
+    the store memory is kept in instead of the workspace files (any ``MemoryStore``)."""
 
     from sandbox_memory.config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
     from sandbox_memory.runtime import LayoutRuntime
@@ -144,6 +146,7 @@ def layout_runtime(
         read=MemoryReadConfig() if read is _DEFAULT else read,
         engine=engine,
         store=store,
+        backend=backend,
     )
 
 

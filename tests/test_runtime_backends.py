@@ -15,15 +15,13 @@ from typing import Any
 
 import pytest
 
-from helpers import run_payload
+from helpers import layout_runtime, run_payload
 from sandbox_memory import Forget, MemoryClient, Remember
-from sandbox_memory.config import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
 from sandbox_memory.runtime import LayoutRuntime
 from sandbox_memory.stores.memory import InMemoryStore
 from sandbox_memory.stores.postgres import PostgresStore
 from sandbox_memory.stores.postgres_seam import PostgresMemoryStore
 from sandbox_memory.stores.seam import MemoryStore
-from sandbox_memory.workspace import LocalWorkspace
 
 TOLD = "Always run the tests with `make check`. The invoice total rounds tax in acme/invoice.py."
 
@@ -47,13 +45,8 @@ async def backend(request: pytest.FixtureRequest) -> AsyncIterator[MemoryStore |
 
 
 def runtime(root: Path, backend: MemoryStore | None) -> LayoutRuntime:
-    return LayoutRuntime(
-        LocalWorkspace(str(root)),
-        layout=MemoryLayoutConfig(),
-        generate=MemoryGenerateConfig(engine="offline"),
-        read=MemoryReadConfig(),
-        backend=backend,
-    )
+    runtime: LayoutRuntime = layout_runtime(root, backend=backend)
+    return runtime
 
 
 def memory_records(root: Path) -> list[str]:
@@ -128,11 +121,4 @@ async def test_a_new_runtime_on_the_same_store_renders_what_the_last_one_learned
 async def test_a_shared_store_and_a_backend_are_not_both_taken(tmp_path: Path) -> None:
     shared: Any = object()
     with pytest.raises(ValueError, match="backend=InMemoryStore"):
-        LayoutRuntime(
-            LocalWorkspace(str(tmp_path)),
-            layout=MemoryLayoutConfig(),
-            generate=MemoryGenerateConfig(engine="offline"),
-            read=MemoryReadConfig(),
-            store=shared,
-            backend=InMemoryStore(),
-        )
+        layout_runtime(tmp_path, store=shared, backend=InMemoryStore())

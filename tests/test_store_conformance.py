@@ -265,6 +265,46 @@ async def test_conversation_memory_is_saved_and_listed(backend: Backend) -> None
     assert holders is None or holders == ["c1"]
 
 
+async def test_every_record_names_conversations_rollouts_and_threads(backend: Backend) -> None:
+    store = backend.store
+    await store.save_conversation(ConversationMemory(rollout_id="c1", entries={"a": entry("a")}))
+    await store.put_progress("c1", RolloutProgress(offset=4, slug="one", updated_at="t"))
+    await store.put_progress("c2", RolloutProgress(offset=5, slug="two", updated_at="t"))
+    await store.forget_progress("c2", RolloutProgress(offset=5, slug="two", updated_at="t"))
+    await store.index_thread("ab" * 8, "c1")
+    found = await store.every_record()
+    assert found.conversations == ["c1"]
+    assert sorted(found.rollouts) == ["c1", "c2"]
+    assert found.threads == ["ab" * 8]
+
+
+async def test_notes_of_changed_records_start_afresh_when_cleared(backend: Backend) -> None:
+    store = backend.store
+    await store.save_conversation(ConversationMemory(rollout_id="c1", entries={"a": entry("a")}))
+    store.note_changes()
+    await store.clear_changed()
+    await store.save_conversation(ConversationMemory(rollout_id="c2", entries={"b": entry("b")}))
+    await store.put_progress("c3", RolloutProgress(offset=4, slug="three", updated_at="t"))
+    await store.index_thread("cd" * 8, "c2")
+    changed = await store.changed_records()
+    if changed is None:  # a store that keeps no notes: the copy compares every record
+        return
+    assert changed.conversations == ["c2"]
+    assert changed.rollouts == ["c3"]
+    assert changed.threads == ["cd" * 8]
+    await store.clear_changed()
+    cleared = await store.changed_records()
+    assert cleared is not None and cleared.conversations == cleared.rollouts == []
+
+
+async def test_the_log_is_replaced_whole(backend: Backend) -> None:
+    store = backend.store
+    await store.append_log(log(1, "a"))
+    await store.append_log(log(2, "b"))
+    await store.replace_log([log(7, "c")])
+    assert [(r.version, r.keys) for r in await store.read_log()] == [(7, ["c"])]
+
+
 async def test_the_registry_and_the_switch_defaults_round_trip(backend: Backend) -> None:
     store = backend.store
     registry = await store.load_registry()

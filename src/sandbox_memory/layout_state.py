@@ -83,20 +83,22 @@ class LayoutState:
         self.generate_enabled = generate is not None
         self.generate = generate or MemoryGenerateConfig()
         self.read = read
-        folder = f"{layout.memories_dir}/store"
-        self.files: Store | None = None
-        """The workspace files store when memory is kept in it (the default, and a shared
-        store's working copy); ``None`` for another ``backend``."""
+        local: LocalRecords
         if backend is None:
-            backend = self.files = Store(workspace, layout.memories_dir, layout.sessions_dir)
-            self.files.line_check = self.line_check
+            # The workspace files: they keep this workspace's own records too.
+            backend = local = Store(workspace, layout.memories_dir, layout.sessions_dir)
+            local.line_check = self.line_check
+        else:
+            local = LocalRecords(workspace, f"{layout.memories_dir}/store")
         self.store: MemoryStore = backend
-        """Where memory is kept: every step reads and changes it through the store seam."""
+        """Where memory is kept (``backend``, else the workspace files): every step reads and
+        changes it through the store seam."""
         self.store.retract_copies = self._retract_copies
-        self.local = self.files if self.files is not None else LocalRecords(workspace, folder)
+        self.local = local
         """This workspace's own records, beside the files rendered from memory (what was
-        rendered, the saved rendering, carry-over copies, item digests): in ``folder``
-        whatever store holds memory (:mod:`sandbox_memory.workspace.records`)."""
+        rendered, the saved rendering, carry-over copies, item digests), under
+        ``<memories_dir>/store/`` whatever store holds memory
+        (:mod:`sandbox_memory.workspace.records`)."""
         self.local.redactor_source = lambda: self.redactor
         self.local.record_seal = lambda: self.record_seal
         self.forget_derived: Callable[[Entry], Awaitable[list[str]]] | None = None

@@ -45,7 +45,6 @@ logger = logging.getLogger("sandbox_memory")
 if TYPE_CHECKING:
     from ..redact import Redactor
     from ..shared_copy import SharedCopy
-    from ..stores.files import Store
     from ..stores.seam import Lease, MemoryStore
     from ..stores.shared import SharedStore
     from ..workspace import Workspace
@@ -70,6 +69,9 @@ class LayoutRuntime:
     ) -> None:
         layout = layout.normalized()  # memory's own paths; the prompt keeps the user's spelling
         if store is not None and backend is not None:
+            # The copy is written against the seam, but what it was last brought to
+            # (``store/shared.json``) is kept in the workspace: a copy in a store that does not
+            # live and die with the workspace (one in the process) would be taken for up to date.
             raise ValueError(
                 "backend: a shared store's working copy is workspace files; give a shared "
                 f"store or a backend, not both (backend={type(backend).__name__})"
@@ -155,12 +157,10 @@ class LayoutRuntime:
         return self.state.store
 
     @property
-    def working_copy(self) -> Store:
-        """The workspace files store a shared store's working copy keeps in step."""
+    def working_copy(self) -> MemoryStore:
+        """The store a shared store's working copy keeps in step (this runtime's)."""
 
-        if self.state.files is None:
-            raise RuntimeError("this runtime keeps memory in another store than workspace files")
-        return self.state.files
+        return self.state.store
 
     @property
     def engine(self) -> ExtractionEngine:

@@ -82,7 +82,7 @@ class CopyBase(abc.ABC):
         self.rt = runtime
         self.store = store
         self.mdir = runtime.layout.memories_dir
-        self.state_path = f"{runtime.working_copy.dir}/{STATE_FILE}"
+        self.state_path = runtime.state.local.path(STATE_FILE)
         self.offline = False
         """The store did not answer last time; logged once per outage."""
         self._keyed = False
@@ -94,7 +94,7 @@ class CopyBase(abc.ABC):
         conversations checking its nesting cost as much as parsing it."""
         self.holder = f"{os.uname().nodename}:{os.getpid()}:{secrets.token_hex(4)}"
         """Who this copy is in the store's claims."""
-        runtime.working_copy.shared_copy = True  # records are noted before they change
+        runtime.working_copy.note_changes()  # records are noted before they change
         self.store_search = search
         """The namespace's search index in the store, when the store holds one
         (``search/postgres.py``): searches go there, and this copy's index notes what

@@ -18,34 +18,14 @@ class CopyChanges(CopyBase):
     async def _local_records(self, base: dict[str, Any]) -> tuple[list[str], list[str], list[str]]:
         """Conversations, rollouts (progress) and fingerprints whose records may have changed
         since the copy was last brought up to date: those noted before they changed
-        (:meth:`Store.touched`), or every one when there are no notes (a copy written before
-        notes were kept, or never brought up to date)."""
+        (:meth:`MemoryStore.changed_records`), or every one when there are no notes (a copy
+        written before notes were kept, or never brought up to date)."""
 
         st = self.rt.working_copy
-        touched = await st.touched() if base.get("noted") else None
-        folders = {
-            "conversations": f"{st.dir}/conversations/",
-            "progress": f"{st.dir}/progress/",
-            "forgotten": f"{st.dir}/forgotten/",
-            "threads": f"{st.dir}/threads/",
-        }
-        if touched is None:
-            touched = [
-                prefix + n
-                for prefix in folders.values()
-                for n in await self.rt.ws.listdir(prefix.rstrip("/"))
-                if not n.startswith(".")
-            ]
-        convs: list[str] = []
-        rollouts: list[str] = []
-        threads: list[str] = []
-        for path in touched:
-            folder, _, name = path[len(st.dir) + 1 :].partition("/")
-            if folder == "threads":
-                threads.append(name)
-            elif name.endswith(".json"):
-                (convs if folder == "conversations" else rollouts).append(name[: -len(".json")])
-        return list(dict.fromkeys(convs)), list(dict.fromkeys(rollouts)), threads
+        found = await st.changed_records() if base.get("noted") else None
+        if found is None:
+            found = await st.every_record()
+        return found.conversations, found.rollouts, found.threads
 
     async def has_unsent_changes(self) -> bool:
         base = await self._base(to_change=False)

@@ -122,7 +122,7 @@ class CopyFetch(CopyBase):
         await self._save_base(base)
         # The copy holds the store's records now (its own changes went first): the notes of
         # changed records start afresh (a kill before this leaves notes of records as sent).
-        await st.clear_touched()
+        await st.clear_changed()
         if log_replaced:
             # The search index reads the log from where it stopped, and the log it read is
             # gone: take in the scopes marked above now, in this process.

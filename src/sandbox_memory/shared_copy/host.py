@@ -12,13 +12,15 @@ from ..stores.shared import Fence
 if TYPE_CHECKING:
     from ..config import MemoryGenerateConfig, MemoryLayoutConfig
     from ..search.index import SearchHit, SearchIndex
-    from ..stores.files import Store
+    from ..stores.seam import MemoryStore
     from ..stores.segments import LineCheck
     from ..workspace import Workspace
+    from ..workspace.records import LocalRecords
 
 
 class _SealedState(Protocol):
     seal: SegmentSeal
+    local: LocalRecords
 
     def line_check(self, rollout_id: str) -> LineCheck: ...
 
@@ -55,7 +57,7 @@ class CopyHost(Protocol):
     def ws(self) -> Workspace: ...
 
     @property
-    def working_copy(self) -> Store: ...
+    def working_copy(self) -> MemoryStore: ...
 
     @property
     def layout(self) -> MemoryLayoutConfig: ...

@@ -43,7 +43,7 @@ class CopyPush(CopyBase):
         st = self.rt.working_copy
         new_logs = (await st.read_log())[int(base["log_lines"]) :]
         head = await st.layout_head()
-        layout_refused = any(p.startswith(f"{st.layout_dir}/") for p in st.refused)
+        layout_refused = st.layout_refused()
         if not layout_refused and (
             LAYOUT_SCOPE not in base["scopes"] or head.stamp != base.get("layout_stamp")
         ):
@@ -53,7 +53,7 @@ class CopyPush(CopyBase):
         convs, rollouts, threads = await self._local_records(base)
         for rid in convs:
             conv = await st.load_conversation(rid)
-            if st.conversation_path(rid) in st.refused:
+            if st.conversation_refused(rid):
                 continue  # not memory's record: nothing of it is sent
             await self._push_scope(
                 base,

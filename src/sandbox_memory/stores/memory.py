@@ -35,7 +35,7 @@ from .records import (
     Registry,
     RolloutProgress,
 )
-from .seam import Lease, MemoryStore, RolloutFlags
+from .seam import Lease, MemoryStore, RolloutFlags, StoredRecords
 
 
 class InMemoryLease(Lease):
@@ -240,6 +240,16 @@ class InMemoryStore(MemoryStore):
 
     async def read_log(self) -> list[LogRecord]:
         return [r.model_copy(deep=True) for r in self._log]
+
+    async def replace_log(self, records: Iterable[LogRecord]) -> None:
+        self._log = [r.model_copy(deep=True) for r in records]
+
+    async def every_record(self) -> StoredRecords:
+        return StoredRecords(
+            conversations=sorted(self._conversations),
+            rollouts=sorted({*self._progress, *self._forgotten}),
+            threads=sorted(self._threads),
+        )
 
     # ------------------------------------------------------------ progress
 

@@ -43,7 +43,7 @@ from .records import (
     Registry,
     RolloutProgress,
 )
-from .seam import Lease, MemoryStore
+from .seam import Lease, MemoryStore, StoredRecords
 from .shared import LAYOUT_SCOPE, Fence, conversation_scope
 
 REGISTRY_NOTE = "store/registry.json"
@@ -384,6 +384,24 @@ class PostgresMemoryStore(MemoryStore):
 
     async def read_log(self) -> list[LogRecord]:
         return [record for _, record in await self.pg.read_log()]
+
+    async def replace_log(self, records: Iterable[LogRecord]) -> None:
+        async with self.pg._tx("replacing the change log") as conn:
+            await conn.execute("DELETE FROM sbm_log WHERE namespace = %s", (self.namespace,))
+            await self._append_log(conn, list(records))
+
+    async def every_record(self) -> StoredRecords:
+        async with self.pg._tx("listing records") as conn:
+            found = []
+            for query in (
+                "SELECT substr(scope, 14) FROM sbm_scopes WHERE namespace = %s "
+                "AND starts_with(scope, 'conversation:') ORDER BY 1",
+                "SELECT rollout_id FROM sbm_rollouts WHERE namespace = %s ORDER BY 1",
+                "SELECT fingerprint FROM sbm_threads WHERE namespace = %s ORDER BY 1",
+            ):
+                rows = await (await conn.execute(query, (self.namespace,))).fetchall()
+                found.append([str(r[0]) for r in rows])
+        return StoredRecords(conversations=found[0], rollouts=found[1], threads=found[2])
 
     # ------------------------------------------------------------ progress
 

@@ -284,10 +284,45 @@ class MemoryStore(abc.ABC):
 
         _ = defaults
 
+    # --- what changed, for a shared store's working copy
+    def note_changes(self) -> None:
+        """From now on note each conversation, progress and thread record before it changes
+        (a shared store's working copy asks, to send only what changed); this default keeps
+        no notes (:meth:`changed_records` is ``None``)."""
+
+        return None
+
+    async def changed_records(self) -> StoredRecords | None:
+        """The records noted as changed since :meth:`clear_changed`, in the order first noted;
+        ``None`` (this default) when no notes are kept: any record may have changed."""
+
+        return None
+
+    async def clear_changed(self) -> None:
+        """Start the notes of :meth:`changed_records` afresh (this default keeps none)."""
+
+        return None
+
+    @abc.abstractmethod
+    async def every_record(self) -> StoredRecords:
+        """Every conversation, rollout (forgotten ones too) and thread this store holds a
+        record of."""
+
+    def layout_refused(self) -> bool:
+        """Whether a layout record was last read refused (no valid seal) by this store object:
+        what it held is not sent on (this default refuses nothing)."""
+
+        return False
+
     # --- the change log
     @abc.abstractmethod
     async def append_log(self, record: LogRecord) -> None:
         """Append one change to the log."""
+
+    @abc.abstractmethod
+    async def replace_log(self, records: Iterable[LogRecord]) -> None:
+        """The whole log replaced by ``records`` (a shared store's working copy takes the
+        store's)."""
 
     @abc.abstractmethod
     async def read_log(self) -> list[LogRecord]:
@@ -419,6 +454,17 @@ class MemoryStore(abc.ABC):
     @abc.abstractmethod
     def lease(self, *, timeout: float, lease: float) -> Lease:
         """The layout's lease lock: one writer at a time across processes and machines."""
+
+
+@dataclass
+class StoredRecords:
+    """Records of a store by name (:meth:`MemoryStore.changed_records`,
+    :meth:`MemoryStore.every_record`): conversations with memory, rollouts with progress
+    (forgotten ones too) and conversation fingerprints with a thread record."""
+
+    conversations: list[str]
+    rollouts: list[str]
+    threads: list[str]
 
 
 @dataclass

@@ -14,7 +14,7 @@ from __future__ import annotations
 import abc
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     pass
 
 from ..records import Entry, LayoutCommit, LayoutHead, LayoutMemory, LogRecord
-from ..seam import MemoryStore
+from ..seam import MemoryStore, StoredRecords
 
 logger = logging.getLogger("sandbox_memory")
 
@@ -234,21 +234,46 @@ class FileRecords(LocalRecords, MemoryStore):
                 f"{self.dir}/{TOUCHED_FILE}", "".join(f"{p}\n" for p in noted).encode()
             )
 
-    async def touched(self) -> list[str] | None:
-        """The records noted as changed (:meth:`_touch`) since :meth:`clear_touched`, in the
-        order first noted; ``None`` when this folder has no note file (every record may have
-        changed: a copy written before notes were kept)."""
+    def note_changes(self) -> None:
+        self.shared_copy = True
 
+    async def changed_records(self) -> StoredRecords | None:
+        # The notes of :meth:`_touch`; ``None`` when this folder has no note file (a copy
+        # written before notes were kept).
         raw = await self.read_state(f"{self.dir}/{TOUCHED_FILE}")
         if raw is None:
             return None
         lines = raw.decode("utf-8", "replace").split("\n")[:-1]  # a torn last line: no change
-        return list(dict.fromkeys(x for x in lines if x.startswith(self._touched_prefixes)))
+        return self._records_of(x for x in lines if x.startswith(self._touched_prefixes))
 
-    async def clear_touched(self) -> None:
-        """Start the notes afresh: the copy and the store hold the same records now."""
-
+    async def clear_changed(self) -> None:
         await self.write_state(f"{self.dir}/{TOUCHED_FILE}", b"")
+
+    async def every_record(self) -> StoredRecords:
+        paths = [
+            prefix + n
+            for prefix in self._touched_prefixes
+            for n in await self.ws.listdir(prefix.rstrip("/"))
+            if not n.startswith(".")
+        ]
+        return self._records_of(paths)
+
+    def _records_of(self, paths: Iterable[str]) -> StoredRecords:
+        """The records named by their paths, each once, in the order given."""
+
+        found = StoredRecords(conversations=[], rollouts=[], threads=[])
+        for path in dict.fromkeys(paths):
+            folder, _, name = path[len(self.dir) + 1 :].partition("/")
+            if folder == "threads":
+                found.threads.append(name)
+            elif name.endswith(_JSON):
+                rid = name[: -len(_JSON)]
+                (found.conversations if folder == "conversations" else found.rollouts).append(rid)
+        found.rollouts = list(dict.fromkeys(found.rollouts))  # progress and forgotten: once
+        return found
+
+    def layout_refused(self) -> bool:
+        return any(p.startswith(f"{self.layout_dir}/") for p in self.refused)
 
     @property
     def _touched_prefixes(self) -> tuple[str, ...]:
