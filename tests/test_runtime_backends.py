@@ -122,3 +122,21 @@ async def test_a_shared_store_and_a_backend_are_not_both_taken(tmp_path: Path) -
     shared: Any = object()
     with pytest.raises(ValueError, match="backend=InMemoryStore"):
         layout_runtime(tmp_path, store=shared, backend=InMemoryStore())
+
+
+async def test_a_line_added_to_memory_md_is_taken_in_through_any_store(
+    backend: MemoryStore | None, tmp_path: Path
+) -> None:
+    rt = runtime(tmp_path, backend)
+    await rt.record(run_payload(TOLD), rollout_id="r1")
+    await rt.close()
+    memory_md = tmp_path / "memories" / "MEMORY.md"
+    line = "- **deploy-target** (decision): Deploy to the staging cluster first.\n"
+    memory_md.write_text(memory_md.read_text() + line)
+    assert await rt.memory_md_edited() is not None
+    await rt.close()
+    entry = (await rt.store.load_layout()).entries["deploy-target"]
+    assert entry.content == "Deploy to the staging cluster first."
+    # Edited between runs, so by a person (a run's own edit would be a live update).
+    logged = [(r.cause, r.scope, r.keys) for r in await rt.store.read_log()]
+    assert ("person", "layout", ["deploy-target"]) in logged
