@@ -19,7 +19,7 @@ from agents.sandbox.capabilities.memory import Memory as _SDKMemory
 from agents.sandbox.manifest import Manifest
 from agents.sandbox.session.base_sandbox_session import BaseSandboxSession
 from agents.tool import Tool
-from pydantic import ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import ConfigDict, Field, PrivateAttr, SkipValidation, field_validator
 
 from . import _sdk, spans
 from .config import (
@@ -38,6 +38,7 @@ from .render.relevant import CANDIDATES as RELEVANT_CANDIDATES
 from .render.relevant import HEADER as RELEVANT_HEADER
 from .render.relevant import QUERY_TERMS, input_text, render_relevant, task_terms
 from .stores.segments import history_fingerprint, run_rollout_id, text_value
+from .stores.shared import SharedStore
 from .tools import live_update_tools, search_tool
 
 logger = logging.getLogger("sandbox_memory")
@@ -80,7 +81,7 @@ class Memory(_SDKMemory):
     """Default person runs are for (``for_person`` overrides it per run)."""
     engine: ExtractionEngine | None = Field(default=None, exclude=True)
     """An engine object overriding ``generate.engine`` (tests, custom extractors)."""
-    store: Any = Field(default=None, exclude=True)
+    store: SkipValidation[SharedStore | None] = Field(default=None, exclude=True)
     """A shared store (``sandbox_memory.stores.PostgresStore``) holding this layout's memory
     for sandboxes on many machines; the workspace keeps a working copy. ``None``: the
     workspace alone (the default)."""
@@ -131,8 +132,7 @@ class Memory(_SDKMemory):
                 "generate", self.generate, "must be a sandbox_memory.MemoryGenerateConfig or None"
             )
         if self.store is not None:
-            from .stores.shared import SharedStore
-
+            # Checked here, not by pydantic, for an error that names the field and the value.
             if not isinstance(self.store, SharedStore):
                 raise MemoryConfigError(
                     "store",
