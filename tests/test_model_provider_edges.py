@@ -29,10 +29,8 @@ import http_provider as hp
 from faultlib import warnings_from
 from helpers import layout_runtime, read_progress
 from sandbox_memory import MemoryGenerateConfig
-from sandbox_memory.config import MemoryLayoutConfig, MemoryReadConfig
 from sandbox_memory.engines.model import ExtractionSchema, ModelEngine
 from sandbox_memory.runtime import LayoutRuntime
-from sandbox_memory.workspace import LocalWorkspace
 from test_model_http import FIX_RUN, client_for, memory_md, reply
 
 BUDGET_SECONDS = 3.0
@@ -176,18 +174,13 @@ def test_a_model_given_by_name_works_across_two_asyncio_runs(
     the second extraction reaches the provider too (it failed with "Event loop is closed")."""
 
     openai_env.respond_with(good)
-    generate = MemoryGenerateConfig(engine="model", phase_one_model="phase-one-test")
     roots = [tmp_path / "one", tmp_path / "two"]
     engine: list[Any] = []
 
     async def one_run(root: Path) -> None:
         root.mkdir()
-        rt = LayoutRuntime(
-            LocalWorkspace(root),
-            layout=MemoryLayoutConfig(),
-            generate=generate,
-            read=MemoryReadConfig(),
-            engine=engine[0] if engine else None,
+        rt = layout_runtime(
+            root, engine=engine[0] if engine else "model", phase_one_model="phase-one-test"
         )
         engine[:] = [rt.engine]
         await rt.record(FIX_RUN, rollout_id="conv")
