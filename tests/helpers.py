@@ -219,7 +219,8 @@ def read_progress(root: Path, memories_dir: str = "memories") -> dict[str, Any]:
 def read_layout(root: Path, memories_dir: str = "memories") -> dict[str, Any]:
     """Layout memory as stored, read from its files: ``{"version": n, "entries": {...}}``.
 
-    The records of ``store/layout/`` (head and shards, a pending commit counted as applied),
+    The records of ``store/layout/`` (head and shards, without the keys the head names as
+    removed, a pending commit counted as applied),
     or the old single ``store/layout.json`` when it was not split yet.
     """
 
@@ -234,6 +235,9 @@ def read_layout(root: Path, memories_dir: str = "memories") -> dict[str, Any]:
         entries.update(json.loads(shard.read_text())["entries"])
     head = json.loads((folder / "head.json").read_text()) if (folder / "head.json").exists() else {}
     version = int(head.get("version", 0))
+    for keys in head.get("removed", {}).values():  # removed, their shards not rewritten yet
+        for key in keys:
+            entries.pop(key, None)
     commit = folder / "commit.json"
     if commit.exists():
         pending = json.loads(commit.read_text())

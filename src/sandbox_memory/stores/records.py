@@ -257,10 +257,36 @@ class LayoutChange(BaseModel):
     """``None``: any entry may have changed (a rebuild, a shard rewritten, many keys)."""
 
 
-LAYOUT_FORMAT = 3
+LAYOUT_FORMAT = 4
 """Shards one entry a line (:func:`_shard_bytes`): a key is found in a shard's bytes and only
-its entry parsed; the head names each shard's seal (:attr:`LayoutHead.seals`). Format 1 (every
-entry on one line) and 2 (no seals named) are rewritten by the first writer."""
+its entry parsed; the head names each shard's seal (:attr:`LayoutHead.seals`) and the keys
+removed from a shard not rewritten yet (:attr:`LayoutHead.removed`). Format 1 (every entry on
+one line) and 2 (no seals named) are rewritten by the first writer; a head of format 3 names
+no removed key, and its next writer writes format 4 (the shards stay as they are). A head of a
+later format is refused (:func:`check_layout_format`): a build that does not know its records
+would read entries it removed as present."""
+
+LAYOUT_SEALED_FORMAT = 3
+"""The first format whose head names each shard's seal (and whose shards are one entry a
+line)."""
+
+LAYOUT_REMOVED_SHARE = 8
+"""A shard whose removed keys reach one in :data:`LAYOUT_REMOVED_SHARE` of the entries a shard
+holds on average (at least two keys) is rewritten without them. A commit that only deletes
+keys from a shard names them in the head instead of rewriting it: a close that forgets a
+conversation's 60 entries spread over 256 shards writes the head and the few shards whose
+removed keys reach their share, not 50 shards. Rewriting a
+shard once it holds that share of removed keys keeps the bytes rewritten per removed entry
+about eight entries' worth whatever the size of layout memory (a shard holds 48-96 entries
+once spread, so the share is 6-12 keys): as many at 2,000 entries as at 20,000, while the
+head's list stays under one in eight of the entries (under 2,500 keys at 20,000 entries, about
+half that on average). A smaller share would write more shards per close; a larger one would
+make the head, read by every process, larger."""
+
+LAYOUT_REMOVED_KEPT = 4_096
+"""Removed keys the head names at most: past it, the shards holding most of them are
+rewritten (first those with more keys, then by number), so the head stays small when
+layout memory is very large."""
 
 SHARD_CACHE_BYTES = 1 << 20
 """Bytes of shards kept read (least recently used first out): what a close holds of layout
@@ -292,6 +318,42 @@ class LayoutHead(BaseModel):
     """About how many entries the shards hold, kept by each commit from the shards it
     rewrites (counted again when the shards are spread over more); ``None`` in a head written
     before it was kept: counted once by the next writer."""
+    removed: dict[str, list[str]] = Field(default_factory=dict)
+    """Keys removed from a shard that was not rewritten since (``"07"`` -> sorted keys), from
+    format 4 on: their lines are still in the shard's bytes, and every reader treats them as
+    absent. The shard is rewritten without them when a later commit puts into it, or when they
+    reach :data:`LAYOUT_REMOVED_SHARE` (see there); a key put again is in no list."""
+
+    _removed_sets: tuple[object, dict[int, frozenset[str]]] | None = PrivateAttr(default=None)
+    """:attr:`removed` as sets, with the dict they were made of (a copy of the head with
+    another list does not reuse them)."""
+
+    def removed_in(self, shard: int) -> frozenset[str]:
+        """The keys removed from shard ``shard`` (of :attr:`shards`) that its bytes still hold."""
+
+        cached = self._removed_sets
+        if cached is None or cached[0] is not self.removed:
+            sets = {int(sid): frozenset(keys) for sid, keys in self.removed.items()}
+            cached = self._removed_sets = (self.removed, sets)
+        return cached[1].get(shard, frozenset())
+
+    def removed_keys(self) -> frozenset[str]:
+        """Every key :attr:`removed` names."""
+
+        return frozenset(k for keys in self.removed.values() for k in keys)
+
+
+def check_layout_format(head: LayoutHead, path: str) -> None:
+    """Refuse a head written by a later release (:data:`LAYOUT_FORMAT`): its records may hold
+    what this build would misread (entries removed read as present)."""
+
+    if head.format > LAYOUT_FORMAT:
+        raise MemoryConfigError(
+            f"{path} format",
+            head.format,
+            f"is newer than this release of sandbox-memory reads ({LAYOUT_FORMAT}); "
+            "upgrade sandbox-memory to read this memory",
+        )
 
 
 class LayoutShard(BaseModel):

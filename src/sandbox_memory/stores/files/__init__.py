@@ -6,7 +6,8 @@ conversation's memory, one rollout's progress, one log line), so each costs the 
 touches, never the whole history; the records are those of :mod:`.records`. :class:`Store`
 implements the seam with files, all under ``<memories_dir>/store/``:
 
-- ``layout/head.json``            layout memory's version and change stamp
+- ``layout/head.json``            layout memory's version and change stamp, the shards' seals,
+                                  the keys removed from shards not rewritten since
 - ``layout/shard-NN.json``        layout memory's entries (the specification's agent memory),
                                   spread over :data:`LAYOUT_SHARDS` records by key hash; past
                                   :data:`SHARD_ENTRIES` each, over twice as many, and so on

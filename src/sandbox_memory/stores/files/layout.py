@@ -18,6 +18,7 @@ from ...workspace.records import seal_of, unsealed
 from ..records import (
     KEY_RE,
     LAYOUT_FORMAT,
+    LAYOUT_SEALED_FORMAT,
     LAYOUT_SHARDS,
     SHARD_CACHE_BYTES,
     Entry,
@@ -25,6 +26,7 @@ from ..records import (
     LayoutHead,
     LayoutMemory,
     LayoutShard,
+    check_layout_format,
     layout_shard,
 )
 from .base import (
@@ -100,6 +102,9 @@ class LayoutFiles(FileRecords):
                     self._head_damaged = True
                 except ValueError:
                     self._head_damaged = True
+                if not self._head_damaged and self._head.format > LAYOUT_FORMAT:
+                    self._head_raw = _UNSET  # refused again at the next read
+                    check_layout_format(self._head, hpath)
                 if self._head_damaged:
                     # No shard is bound to a head memory did not write: every shard there is
                     # refused, and layout memory rebuilt from the conversation records.
@@ -199,7 +204,7 @@ class LayoutFiles(FileRecords):
 
         if self.record_seal is None or self._head_raw is None:
             return True
-        if self._head.format < LAYOUT_FORMAT and not self._head_damaged:
+        if self._head.format < LAYOUT_SEALED_FORMAT and not self._head_damaged:
             return True  # an earlier head names no seals; the next writer rewrites them
         journal = self._journal
         if journal is not None and sid in journal.shards(self._head.shards):
@@ -225,7 +230,7 @@ class LayoutFiles(FileRecords):
 
         if stored is None or self.record_seal is None or self._head_damaged:
             return False
-        if self._head_raw is None or self._head.format < LAYOUT_FORMAT:
+        if self._head_raw is None or self._head.format < LAYOUT_SEALED_FORMAT:
             return False
         # Also a shard a pending commit is about to write: until it does, the bytes stored
         # are still the ones the head names (bytes it wrote already are not named yet:
@@ -268,9 +273,10 @@ class LayoutFiles(FileRecords):
         others checked as every read checks them."""
 
         shards: dict[int, ViewedShard] = {}
-        check = self._seal_check()
+        # No shard is named by its seal in a store that does not seal (none to check).
+        check = self._seal_check() if self.record_seal is not None else None
         async for sid, stored in self._all_stored():
-            if isinstance(stored, bytes) and self._named_by_head(sid, stored):
+            if check is not None and isinstance(stored, bytes) and self._named_by_head(sid, stored):
                 shards[sid] = SealedShard(stored, functools.partial(check, sid))
                 continue
             shard = await self._shard(sid, stored)
@@ -356,16 +362,24 @@ class LayoutFiles(FileRecords):
 
     async def _shard_entries(self, sid: int, shard: _Shard) -> dict[str, Entry]:
         """Every entry of a shard as stored, parsed (not kept: :meth:`layout_for_reading`
-        keeps what it merges)."""
+        keeps what it merges), without the keys the head names as removed from it."""
 
         if shard.entries is not None:
-            return shard.entries
-        if shard.raw is None:
+            entries = shard.entries
+        elif shard.raw is None:
             return {}
-        entries = await self._parse_shard(sid, shard.raw)
-        if sid in self._damaged:
-            shard.entries = {}
-        return entries
+        else:
+            entries = await self._parse_shard(sid, shard.raw)
+            if sid in self._damaged:
+                shard.entries = {}
+        gone = self._removed(sid)
+        return {k: e for k, e in entries.items() if k not in gone} if gone else entries
+
+    def _removed(self, sid: int) -> frozenset[str]:
+        """Keys the head names as removed from shard ``sid`` (their lines still in its bytes:
+        absent for every reader)."""
+
+        return self._head.removed_in(sid)
 
     async def _shard_entry(self, sid: int, shard: _Shard, key: str) -> Entry | None:
         """One entry of a shard as stored: found by its line, only it parsed (a copy, for a
@@ -389,6 +403,13 @@ class LayoutFiles(FileRecords):
             shard.entries = {}
             return None
 
+    def _shard_holds(self, shard: _Shard, key: str) -> bool:
+        """Whether a shard as stored holds a line of ``key`` (removed or not; nothing parsed)."""
+
+        if shard.entries is not None:
+            return key in shard.entries
+        return shard.raw is not None and _entry_line(shard.raw, key) is not None
+
     async def _shard_entries_of(self, sid: int, shard: _Shard, keys: list[str]) -> dict[str, Entry]:
         """The entries of ``keys`` in a shard as stored: their lines found, and parsed together
         (one parse for the shard, not one per key)."""
@@ -407,13 +428,17 @@ class LayoutFiles(FileRecords):
             one = [(k, await self._shard_entry(sid, shard, k)) for k in lines]
             return {} if sid in self._damaged else {k: e for k, e in one if e is not None}
 
-    def _shard_json(self, shard: _Shard) -> dict[str, str]:
+    def _shard_json(self, sid: int, shard: _Shard) -> dict[str, str]:
         """Key -> entry JSON of every entry of a shard, to write it again (nothing parsed for
-        a shard one entry a line)."""
+        a shard one entry a line), without the keys the head names as removed from it."""
 
         if shard.entries is not None:
-            return {k: e.model_dump_json() for k, e in shard.entries.items()}
-        return _entry_lines(shard.raw) if shard.raw is not None else {}
+            lines = {k: e.model_dump_json() for k, e in shard.entries.items()}
+        else:
+            lines = _entry_lines(shard.raw) if shard.raw is not None else {}
+        for key in self._removed(sid):
+            lines.pop(key, None)
+        return lines
 
     def _pending(self, sid: int) -> tuple[dict[str, Entry], list[str]]:
         journal = self._journal
@@ -466,10 +491,11 @@ class LayoutFiles(FileRecords):
         for sid, group in by_shard.items():
             shard = await self._shard(sid)
             stored: list[str] = []
+            gone = self._removed(sid)
             for key in group:
                 if journal is not None and key in journal.put:
                     found[key] = journal.put[key].model_copy(deep=True)
-                elif journal is None or key not in journal.delete:
+                elif (journal is None or key not in journal.delete) and key not in gone:
                     stored.append(key)
             found.update(await self._shard_entries_of(sid, shard, stored))
         return found
@@ -508,7 +534,7 @@ class LayoutFiles(FileRecords):
             self._viewed = (self._head_raw, shards)
         journal = self._journal
         put = dict(journal.put) if journal is not None else {}
-        gone = list(journal.delete) if journal is not None else []
+        gone = [*(journal.delete if journal is not None else ()), *self._head.removed_keys()]
 
         def damaged(sid: int, why: str) -> None:
             # Set aside (and layout memory rebuilt) by the next writer, which reads it again.

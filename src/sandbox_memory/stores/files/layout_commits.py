@@ -15,6 +15,10 @@ from ..records import (
     LAYOUT_CHANGE_KEYS_KEPT,
     LAYOUT_CHANGES_KEPT,
     LAYOUT_FORMAT,
+    LAYOUT_REMOVED_KEPT,
+    LAYOUT_REMOVED_SHARE,
+    LAYOUT_SEALED_FORMAT,
+    SHARD_ENTRIES,
     CopyRetraction,
     Entry,
     LayoutChange,
@@ -56,7 +60,7 @@ class LayoutCommits(LayoutFiles):
             await self.ws.remove(legacy)
         if self._journal is not None:
             await self._apply(self._journal)
-        if self._head_raw is not None and self._head.format < LAYOUT_FORMAT:
+        if self._head_raw is not None and self._head.format < LAYOUT_SEALED_FORMAT:
             await self._rewrite_shards()
         await self._spread_shards()
         if not self._held_checked:
@@ -77,7 +81,7 @@ class LayoutCommits(LayoutFiles):
             shard = await self._shard(sid)
             if shard.entries is None or shard.raw is None or sid in self._damaged:
                 continue
-            data = _shard_bytes(self._shard_json(shard))
+            data = _shard_bytes(self._shard_json(sid, shard))
             await self._write_shard(sid, data)
             self._keep(sid, _Shard(data, self._head_raw))
         await self._write_head(self._head.model_copy(update={"format": LAYOUT_FORMAT}))
@@ -102,8 +106,8 @@ class LayoutCommits(LayoutFiles):
             await self._sweep_shards()
             return
         lines: dict[str, str] = {}
-        async for _, shard in self._all_shards():
-            lines.update(self._shard_json(shard))
+        async for sid, shard in self._all_shards():
+            lines.update(self._shard_json(sid, shard))
         if self._damaged:
             return  # one unreadable: phase 2 rebuilds layout memory first
         count = max(head.shards, layout_shard_count(len(lines)))
@@ -120,7 +124,9 @@ class LayoutCommits(LayoutFiles):
         self._viewed = None
         self._shards.clear()
         await self._write_head(
-            head.model_copy(update={"shards": count, "entries": len(lines), "seals": {}})
+            head.model_copy(
+                update={"shards": count, "entries": len(lines), "seals": {}, "removed": {}}
+            )
         )
         for sid in range(head.shards):
             await self.ws.remove(self.shard_path(sid, head.shards))
@@ -217,7 +223,7 @@ class LayoutCommits(LayoutFiles):
         A shard written by a writer killed before its head is not as named: written again,
         so the next head names it."""
 
-        if sid in self._damaged or shard.raw != data or self._head.format < LAYOUT_FORMAT:
+        if sid in self._damaged or shard.raw != data or self._head.format < LAYOUT_SEALED_FORMAT:
             return False
         if self.record_seal is None:
             return True
@@ -225,7 +231,7 @@ class LayoutCommits(LayoutFiles):
         return seal_of(sealed) == self._head.seals.get(f"{sid:02d}")
 
     async def _write_head(self, head: LayoutHead) -> None:
-        if head.format >= LAYOUT_FORMAT:
+        if head.format >= LAYOUT_SEALED_FORMAT:
             head = head.model_copy(update={"seals": {**head.seals, **self._written_seals}})
         path = f"{self.layout_dir}/head.json"
         raw = self._sealed(path, head.model_dump_json().encode("utf-8"))
@@ -271,21 +277,69 @@ class LayoutCommits(LayoutFiles):
         await self._apply(commit)
         return self._head
 
+    def _rewritten(
+        self,
+        commit: LayoutCommit,
+        put_in: Mapping[int, object],
+        gone_in: Mapping[int, list[str]],
+    ) -> set[int]:
+        """The shards ``commit`` rewrites: those it puts into or was told to rewrite, and those
+        it deletes from whose removed keys (the head's and its own) reach
+        :data:`~..records.LAYOUT_REMOVED_SHARE` of a shard's entries, or that hold most of them
+        when the head's list would pass :data:`~..records.LAYOUT_REMOVED_KEPT`. The others
+        keep their bytes, their removed keys named by the head.
+
+        Decided from the commit and the head it applies to alone (not from a shard's bytes, which
+        a writer killed while applying it may have rewritten already), so applying it again
+        decides the same."""
+
+        head = self._head
+        rewrite = {*commit.rewrite, *put_in}
+        if self._head_raw is None or self._head_damaged or head.format < LAYOUT_SEALED_FORMAT:
+            return rewrite | set(gone_in)  # no head naming seals to name the keys in
+        share = (head.entries if head.entries is not None else SHARD_ENTRIES) / head.shards
+        limit = max(2, -(-int(share) // LAYOUT_REMOVED_SHARE))
+        named: dict[int, int] = {}
+        for sid in sorted({*gone_in, *(int(s) for s in head.removed)} - rewrite):
+            keys = head.removed_in(sid).union(gone_in.get(sid, ()))
+            if len(keys) >= limit:
+                rewrite.add(sid)
+            else:
+                named[sid] = len(keys)
+        total = sum(named.values())
+        for sid in sorted(named, key=lambda s: (-named[s], s)):
+            if total <= LAYOUT_REMOVED_KEPT:
+                break
+            rewrite.add(sid)
+            total -= named[sid]
+        return rewrite
+
     async def _apply(self, commit: LayoutCommit) -> None:
         """Apply a written commit: log, shards, citation lists, head; then drop it. Each step
         may be done twice (a writer killed in between): the result is the same."""
 
         for record in commit.log:
             await self.append_log(record)
-        touched: dict[int, tuple[dict[str, Entry], list[str]]] = {
-            sid: ({}, []) for sid in commit.rewrite
-        }
         count = self._head.shards
+        put_in: dict[int, dict[str, Entry]] = {}
         for key, entry in commit.put.items():
-            touched.setdefault(layout_shard(key, count), ({}, []))[0][key] = entry
+            put_in.setdefault(layout_shard(key, count), {})[key] = entry
+        gone_in: dict[int, list[str]] = {}
         for key in commit.delete:
-            touched.setdefault(layout_shard(key, count), ({}, []))[1].append(key)
+            gone_in.setdefault(layout_shard(key, count), []).append(key)
+        rewritten = self._rewritten(commit, put_in, gone_in)
+        touched = {sid: (put_in.get(sid, {}), gone_in.get(sid, [])) for sid in rewritten}
         grown = 0
+        # Keys removed from the shards not rewritten: named by the head, their bytes left.
+        removed = {s: k for s, k in self._head.removed.items() if int(s) not in rewritten}
+        for sid, deleted in sorted(gone_in.items()):
+            if sid in rewritten:
+                continue
+            shard, already = await self._shard(sid), self._removed(sid)
+            held = {k for k in deleted if k not in already and self._shard_holds(shard, k)}
+            if held:
+                grown -= len(held)
+                removed[f"{sid:02d}"] = sorted(held.union(removed.get(f"{sid:02d}", ())))
         # The cached whole, if it is of the head this commit applies to (it may hold this
         # commit already, read as pending: applying it again gives the same).
         whole = self._whole
@@ -297,7 +351,7 @@ class LayoutCommits(LayoutFiles):
         for sid in sorted(touched):
             changed, gone = touched[sid]
             shard = await self._shard(sid)
-            js = self._shard_json(shard)
+            js = self._shard_json(sid, shard)
             grown -= len(js)
             for key, entry in changed.items():
                 js[key] = entry.model_dump_json()
@@ -352,15 +406,17 @@ class LayoutCommits(LayoutFiles):
             len(changes) > 1 and sum(len(c.keys or ()) for c in changes) > LAYOUT_CHANGE_KEYS_KEPT
         ):
             changes.pop(0)
+        sealed = self._head.format >= LAYOUT_SEALED_FORMAT
         await self._write_head(
             LayoutHead(
                 version=commit.version,
                 stamp=commit.stamp,
                 changes=changes,
-                format=self._head.format,
+                format=LAYOUT_FORMAT if sealed else self._head.format,
                 seals=self._head.seals,
                 shards=count,
                 entries=None if self._head.entries is None else self._head.entries + grown,
+                removed=dict(sorted(removed.items())),
             )
         )
         self._commits[commit.stamp] = (before, {*commit.put, *commit.delete})
