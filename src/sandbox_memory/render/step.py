@@ -802,7 +802,7 @@ class Renderer:
     ) -> dict[str, Entry]:
         """What the first turn of a run needs from layout memory, newest first and cut at
         twice the budget: a run starts by reading this, not every entry (see
-        ``prompt_entries``)."""
+        :func:`.files.read_prompt_entries`)."""
 
         wanted = self.model.prompt_keys(2 * self.state.summary_budget)
         if layout is not None:

@@ -124,7 +124,7 @@ SHARED_COPY_FILE = "shared.json"
 
 TOUCHED_FILE = "shared.touched"
 """Under ``<memories_dir>/store/``: in a working copy, the records changed since it was last
-brought up to date, one path a line (see :meth:`Store.touched`)."""
+brought up to date, one path a line (see :meth:`FileRecords.changed_records`)."""
 
 
 class FileRecords(LocalRecords, MemoryStore):
