@@ -140,3 +140,25 @@ async def test_a_line_added_to_memory_md_is_taken_in_through_any_store(
     # Edited between runs, so by a person (a run's own edit would be a live update).
     logged = [(r.cause, r.scope, r.keys) for r in await rt.store.read_log()]
     assert ("person", "layout", ["deploy-target"]) in logged
+
+
+async def test_memory_having_been_here_is_asked_of_the_store(
+    backend: MemoryStore | None, tmp_path: Path
+) -> None:
+    """Before memory's first rendering, ``memory_summary.md`` is read as the SDK's (carried
+    over); once memory has recorded here, a file appearing there is not taken as the SDK's,
+    whichever store holds memory (it may be the agent's)."""
+
+    from sandbox_memory.consolidate.carryover import sdk_summary
+
+    rt = runtime(tmp_path, backend)
+    summary = tmp_path / "memories" / "memory_summary.md"
+    summary.parent.mkdir(parents=True)
+    summary.write_text("The SDK's summary.\n")
+    assert await sdk_summary(rt.state) == "The SDK's summary."
+    summary.unlink()
+    await rt.record(run_payload(TOLD), rollout_id="r1")
+    await rt.close()
+    (tmp_path / "memories" / "store" / "rendered.json").unlink()
+    summary.write_text("Written after memory was here.\n")
+    assert await sdk_summary(rt.state) is None

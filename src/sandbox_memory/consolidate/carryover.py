@@ -69,13 +69,13 @@ _HEADING = re.compile(r"^(#{1,6})\s+(.*\S)\s*$")
 
 
 async def _rendered(state: LayoutState) -> bool:
-    return await state.local.read_state(f"{state.local.dir}/rendered.json") is not None
+    return await state.local.read_state(state.local.path("rendered.json")) is not None
 
 
 async def _kept_names(state: LayoutState) -> list[str] | None:
     """The files kept at first use (``store/sdk/kept.json``), ``None`` when none were."""
 
-    raw = await state.local.read_state(f"{state.local.dir}/{KEPT_DIR}/{KEPT_LIST}")
+    raw = await state.local.read_state(state.local.path(f"{KEPT_DIR}/{KEPT_LIST}"))
     if raw is None or len(raw) > 4096:
         return None
     try:
@@ -92,11 +92,10 @@ async def _memory_was_here(state: LayoutState) -> bool:
     memory): then files appearing under ``memories_dir`` are not what the SDK left, an agent
     may have written them. Every path that writes those calls ``keep_sdk_files`` first."""
 
-    store = state.local.dir
-    return bool(await state.ws.listdir(f"{store}/progress")) or (
-        await state.ws.size(f"{store}/layout/head.json") is not None
-        or await state.ws.size(f"{store}/layout.json") is not None
-    )
+    # Asked of the store, wherever it keeps memory (the workspace's folders alone would say
+    # "never here" for memory kept in PostgreSQL or the process).
+    head = await state.store.layout_head()
+    return bool(head.stamp or head.version or (await state.store.every_record()).rollouts)
 
 
 async def keep_sdk_files(state: LayoutState) -> dict[str, bytes]:
@@ -112,7 +111,7 @@ async def keep_sdk_files(state: LayoutState) -> dict[str, bytes]:
 
     if await _rendered(state):
         return {}
-    kept_dir = f"{state.local.dir}/{KEPT_DIR}"
+    kept_dir = state.local.path(KEPT_DIR)
     names = await _kept_names(state)
     if names is not None:
         found: dict[str, bytes] = {}
@@ -159,7 +158,7 @@ async def sdk_summary(state: LayoutState) -> str | None:
     if await _rendered(state):
         return None
     if await _kept_names(state) is not None:
-        path = f"{state.local.dir}/{KEPT_DIR}/memory_summary.md"
+        path = state.local.path(f"{KEPT_DIR}/memory_summary.md")
     elif await _memory_was_here(state):
         return None
     else:
@@ -292,6 +291,6 @@ async def carry_over(state: LayoutState, edit: LayoutEdit, changes: list[LogReco
         mdir,
         len(added),
         ", ".join(n for n in TAKEN_IN if n in found) or "no text file",
-        f"{st.local.dir}/{KEPT_DIR}",
+        st.local.path(KEPT_DIR),
     )
     return len(added)

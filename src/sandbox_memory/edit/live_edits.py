@@ -71,7 +71,7 @@ class LiveEdits:
         raw = await st.ws.read_bytes(f"{st.layout.memories_dir}/MEMORY.md")
         if raw is None:
             return None
-        stamp_bytes = await st.local.read_state(f"{st.local.dir}/rendered.json")
+        stamp_bytes = await st.local.read_state(st.local.path("rendered.json"))
         stamp_raw = None if stamp_bytes is None else stamp_bytes.decode("utf-8", "replace")
         try:
             doc = bounded.loads(
@@ -245,7 +245,7 @@ class LiveEdits:
 
         st = self.state
         mdir = st.layout.memories_dir
-        aside = f"{st.local.dir}/MEMORY.md.broken-{now_ms()}"
+        aside = st.local.path(f"MEMORY.md.broken-{now_ms()}")
         raw = await st.ws.read_bytes(f"{mdir}/MEMORY.md")
         from ..redact import redact_bytes  # imported on first use, like the redactor
 

@@ -244,23 +244,23 @@ class Renderer:
 
     @property
     def stamp_path(self) -> str:
-        return f"{self.state.local.dir}/rendered.json"
+        return self.state.local.path("rendered.json")
 
     @property
     def skills_path(self) -> str:
-        return f"{self.state.local.dir}/skills.json"
+        return self.state.local.path("skills.json")
 
     @property
     def saved_path(self) -> str:
-        return f"{self.state.local.dir}/rendering.json"
+        return self.state.local.path("rendering.json")
 
     @property
     def delta_path(self) -> str:
-        return f"{self.state.local.dir}/rendering-delta.json"
+        return self.state.local.path("rendering-delta.json")
 
     @property
     def patch_path(self) -> str:
-        return f"{self.state.local.dir}/rendering-patch.json"
+        return self.state.local.path("rendering-patch.json")
 
     async def _restore(self, registry: Registry) -> str:
         """Take up the rendering the last process saved (``store/rendering.json``, sealed:
