@@ -1,8 +1,8 @@
 """The table of the "Hybrid search" section of ``docs/quality.md``, from the ``--json``
 outputs of ``bench/quality.py`` and ``bench/quality_coding.py`` run once per search setting:
 
-    .venv/bin/python bench/quality.py --quick --no-write --json > out/l-none.json
-    .venv/bin/python bench/quality.py --quick --no-write --json --embedder local \\
+    .venv/bin/python bench/quality.py --no-write --json > out/l-none.json
+    .venv/bin/python bench/quality.py --no-write --json --embedder local \\
         --fusion rerank > out/l-rerank.json
     .venv/bin/python bench/quality_coding.py --no-write --json ... > out/c-none.json
     .venv/bin/python bench/hybrid_section.py "BM25" out/l-none.json out/c-none.json \\
@@ -31,8 +31,9 @@ def table(columns: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> str:
         rows.append(f"| {first} | {figure} | " + " | ".join(cells) + " |")
 
     n = columns[0][1]["categories"]["overall"]["n"]
+    samples = ", ".join(columns[0][1]["samples"])
     row(
-        f"LoCoMo `--quick` ({n} questions)",
+        f"LoCoMo dev, conversations {samples} ({n} questions)",
         "answer in search top 10",
         [_f(lo["categories"]["overall"]["search_answer"]) for _, lo, _ in columns],
     )
@@ -61,7 +62,20 @@ def table(columns: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> str:
         "earlier fix in search top 10",
         [_f(co["overall"]["search_fix"]) for _, _, co in columns],
     )
-    row("", "seconds for the whole coding bench", [f"{co['seconds']:.0f}" for _, _, co in columns])
+    if all("interleaved" in co for _, _, co in columns):
+        row(
+            "same tasks, every sequence interleaved in one memory",
+            "file / earlier fix in search top 10",
+            [
+                f"{_f(co['interleaved']['overall']['search_file'])} / {_f(co['interleaved']['overall']['search_fix'])}"
+                for _, _, co in columns
+            ],
+        )
+    row(
+        "the coding bench, all of it",
+        "seconds",
+        [f"{co['seconds']:.0f}" for _, _, co in columns],
+    )
     return "\n".join(rows)
 
 
