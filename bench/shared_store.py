@@ -486,6 +486,121 @@ async def first_search(
     return rows
 
 
+class HashEmbedder:
+    """A stand-in embedder for the vector rows: 384 numbers made from a hash of the text
+    (no model: what is measured is what reaches the embedder and what the store hands over,
+    not a model's speed), counting the texts it is sent."""
+
+    name = "bench-hash:384"
+    dimension = 384
+
+    def __init__(self) -> None:
+        self.texts = 0
+
+    async def embed(self, texts: Any) -> list[list[float]]:
+        import hashlib
+
+        self.texts += len(texts)
+        out = []
+        for text in texts:
+            seed = hashlib.sha256(text.encode("utf-8")).digest()
+            out.append([b - 127.5 for b in (seed * 12)[: self.dimension]])
+        return out
+
+
+def local_seconds_per_text(texts: list[str]) -> float | None:
+    """Seconds the local model (``embedder="local"``) takes per text, on ``texts``; ``None``
+    without the ``local`` extra."""
+
+    try:
+        from sandbox_memory.search.local_embedder import LocalEmbedder
+    except ImportError:
+        return None
+    embedder = LocalEmbedder()
+    try:
+        asyncio.run(embedder.embed(texts[:8]))  # loads the model
+    except Exception:  # noqa: BLE001 - the extra's model is missing: no figure
+        return None
+    t = time.perf_counter()
+    asyncio.run(embedder.embed(texts))
+    return (time.perf_counter() - t) / len(texts)
+
+
+async def first_search_vectors(
+    dsn: str, conversations: int, base: Path
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """A new sandbox with an embedder on a shared store of ``conversations`` conversations
+    (built as :func:`first_search` builds it): its first search when the store keeps the
+    vectors the first sandbox's close made (fetched) and when it does not (every document
+    embedded here). Returns one row per case and a sample of the documents' texts."""
+
+    from scenario_scale import prepared_store
+
+    from sandbox_memory import MemoryGenerateConfig, MemoryLayoutConfig, MemoryReadConfig
+    from sandbox_memory.runtime import LayoutRuntime
+    from sandbox_memory.search.index.schema import _unpack
+    from sandbox_memory.stores import PostgresStore
+    from sandbox_memory.workspace import LocalWorkspace
+
+    namespace = f"vectors{conversations}"
+    seed_root = base / f"vectors-seed{conversations}"
+    await prepared_store(seed_root, conversations=conversations, entries=2 * conversations)
+    generate = MemoryGenerateConfig(
+        engine="offline", lock_timeout_seconds=600, max_seconds_per_close=3600
+    )
+
+    def rt_for(folder: Path, store: PostgresStore, shared: bool) -> tuple[LayoutRuntime, Any]:
+        folder.mkdir(parents=True, exist_ok=True)
+        rt = LayoutRuntime(
+            LocalWorkspace(folder),
+            layout=MemoryLayoutConfig(),
+            generate=generate,
+            read=MemoryReadConfig(),
+            store=store,
+        )
+        embedder = HashEmbedder()
+        rt.search_index.embedder = embedder
+        assert rt.shared is not None
+        rt.search_index.shared_vectors = rt.shared.store_search if shared else None
+        return rt, embedder
+
+    seed = PostgresStore(dsn, namespace=namespace)
+    rt, embedder = rt_for(seed_root, seed, True)
+    t = time.perf_counter()
+    await rt.close()  # exports, embeds every document, sends the index and the vectors
+    seed_s = time.perf_counter() - t
+    db = await rt.search_index._open()  # noqa: SLF001 - a sample of what is embedded
+    texts = [_unpack(t)[:2_000] for (t,) in db.execute("SELECT text FROM docs LIMIT 64")]
+    documents = db.execute("SELECT count(*) FROM docs").fetchone()[0]
+    seeded = embedder.texts
+    await seed.aclose()
+    rows: list[dict[str, Any]] = []
+    for case, shared in (("vectors fetched from the store", True), ("embedded here", False)):
+        store = PostgresStore(dsn, namespace=namespace)
+        rt, embedder = rt_for(base / f"vectors-{int(shared)}-{conversations}", store, shared)
+        COUNTER.c, COUNTER.on = {}, True
+        t = time.perf_counter()
+        await rt.start_run()
+        await rt.search_index.search("parser task")
+        took = time.perf_counter() - t
+        COUNTER.on = False
+        rows.append(
+            {
+                "conversations": conversations,
+                "documents": documents,
+                "first sandbox's close s (embeds all)": round(seed_s, 1),
+                "texts it embedded": seeded,
+                "new sandbox": case,
+                "run start + first search s": round(took, 1),
+                "texts sent to the embedder": embedder.texts,
+                "vectors fetched": rt.search_index.vectors_fetched,
+                "MB received": round(COUNTER.c.get("bytes received", 0) / 1e6, 1),
+            }
+        )
+        await store.aclose()
+    return rows, texts
+
+
 COUNTER = Counter()
 
 
@@ -510,6 +625,13 @@ def main() -> None:
         "store's search index against the copy's own",
     )
     parser.add_argument("--samples", type=int, default=10, help="searches timed (--first-search)")
+    parser.add_argument(
+        "--first-search-vectors",
+        default=None,
+        metavar="N,N",
+        help="instead: a new sandbox's first search with an embedder at these conversation "
+        "counts, the vectors fetched from the store against embedded again",
+    )
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -542,7 +664,22 @@ def main() -> None:
                 for n in (int(x) for x in args.first_search.split(",")):
                     print(f"first search at {n:,} conversations ...", file=sys.stderr)
                     rows += asyncio.run(first_search(dsn, n, Path(tmp), args.samples))
-            only_one = args.close_cost or args.first_search
+            if args.first_search_vectors:
+                assert dsn is not None
+                sys.path.insert(0, str(HERE))
+                COUNTER.install()
+                sample: list[str] = []
+                for n in (int(x) for x in args.first_search_vectors.split(",")):
+                    print(f"first search with vectors at {n:,} conversations ...", file=sys.stderr)
+                    got, sample = asyncio.run(first_search_vectors(dsn, n, Path(tmp)))
+                    rows += got
+                rate = local_seconds_per_text(sample)
+                for row in rows:
+                    if rate is not None and "texts sent to the embedder" in row:
+                        row["at the local model's rate here, s"] = round(
+                            row["texts sent to the embedder"] * rate, 1
+                        )
+            only_one = args.close_cost or args.first_search or args.first_search_vectors
             for kind in ("postgres", "workspace") if not only_one else ():
                 if args.only in (None, kind):
                     print(f"running {kind}: {args.procs} x {args.runs} ...", file=sys.stderr)

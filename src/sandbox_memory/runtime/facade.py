@@ -107,7 +107,12 @@ class LayoutRuntime:
             from ..search.postgres import store_search
             from ..shared_copy import SharedCopy
 
-            self.shared = SharedCopy(self, store, store_search(store))
+            searched = store_search(store)
+            self.shared = SharedCopy(self, store, searched)
+            if searched is not None and self.search_index.embedder is not None:
+                # The namespace's vectors: what another sandbox embedded is fetched, not
+                # embedded again (search/postgres.py).
+                self.search_index.shared_vectors = searched
         st = self.state
         self.recorder = Recorder(st, shared=self.shared)
         self.renderer = Renderer(st)

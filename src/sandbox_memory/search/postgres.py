@@ -29,6 +29,14 @@ one hit per fact, curated before raw, excerpts) is the same code path as the SQL
 Limits: PostgreSQL keeps at most 256 positions of one term per document and positions up to
 16,383, so a term repeated more often, or a phrase past that position, counts less than in
 SQLite; vectors (an embedder's cosine ranking) are not ranked here (docs/search.md).
+
+Vectors are kept here though (``sbm_search_vectors``, migration 7), for the sandboxes that
+rank by them in their copy's index: a close sends the vectors its index holds for the
+documents it sends, a search or close that embedded documents the store already holds puts
+theirs (:meth:`PostgresSearch.put_vectors`), and a sandbox missing a document's vector fetches
+it by the hash its index keys vectors with (the embedder's name and the text,
+:meth:`PostgresSearch.fetch_vectors`) before embedding anything. A vector is kept for one
+document and goes when that document is removed or replaced.
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 from ..errors import MemoryConfigError
 from ..stores.records import Source
 from . import bm25
+from .embedding import EMBED_CHARS
 from .index import (
     CANDIDATES_PER_HIT,
     DEFAULT_LIMIT,
@@ -74,6 +83,7 @@ from .index import (
     search_expression,
     states_any,
 )
+from .index.vectors import _vector_hash
 
 if TYPE_CHECKING:
     import psycopg
@@ -265,7 +275,10 @@ async def send_index(
         # store holds and this index does not (dropped before the index noted its changes, or
         # never written here: retracted before this copy saw it) is removed.
         whole = {str(r[0]) for r in db.execute("SELECT doc FROM docs")} if full else None
-        sent, removed = await _send(store, fence, names, rows, retracted, usage, whole=whole)
+        vectors = _vectors_of(index, db, rows)
+        sent, removed = await _send(
+            store, fence, names, rows, retracted, usage, whole=whole, vectors=vectors
+        )
         db.execute("BEGIN IMMEDIATE")
         try:
             db.executemany("DELETE FROM shared_out WHERE doc = ?", [(n,) for n in names])
@@ -278,6 +291,37 @@ async def send_index(
     return sent, removed
 
 
+def _vectors_of(
+    index: SearchIndex, db: sqlite3.Connection, rows: dict[str, Any]
+) -> dict[str, tuple[str, bytes]]:
+    """The vector this index holds for each of ``rows``' documents, by document: ``(hash,
+    float32 bytes)`` under the index's embedder; ``{}`` without one."""
+
+    embedder = index.embedder
+    if (
+        embedder is None
+        or not rows
+        or not db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'vectors'"
+        ).fetchone()
+    ):
+        return {}
+    hashes = {
+        name: _vector_hash(embedder.name, _unpack(row[10])[:EMBED_CHARS])
+        for name, row in rows.items()
+    }
+    held: dict[str, bytes] = {}
+    wanted = sorted(set(hashes.values()))
+    for start in range(0, len(wanted), 500):
+        for digest, blob in db.execute(
+            "SELECT hash, vec FROM vectors WHERE hash IN (SELECT value FROM json_each(?))",
+            (json.dumps(wanted[start : start + 500]),),
+        ):
+            if len(blob) == 4 * embedder.dimension:
+                held[str(digest)] = bytes(blob)
+    return {name: (h, held[h]) for name, h in hashes.items() if h in held}
+
+
 async def _send_batch(
     conn: psycopg.AsyncConnection[Any],
     ns: str,
@@ -285,10 +329,13 @@ async def _send_batch(
     rows: dict[str, Any],
     local: dict[str, str],
     tokenizer: _Tokenizer,
+    vectors: dict[str, tuple[str, bytes]],
 ) -> tuple[int, int]:
     """Send one batch of noted documents (caller holds the transaction): those the store
     holds with another digest or not at all are written, those this index dropped are
-    removed; the statistics and term counts move with them."""
+    removed; the statistics and term counts move with them, and so do their vectors: a
+    document removed or replaced loses the ones kept for it, one written gets this index's
+    (``vectors``, by document)."""
 
     sent = removed = 0
     held: dict[str, tuple[str, str, int]] = {}
@@ -366,6 +413,21 @@ async def _send_batch(
             values,
         )
         sent += len(chunk)
+    # After the documents' rows are written or deleted: a vector put for one of them by a
+    # search meanwhile (``put_vectors`` holds its row FOR SHARE) has committed by now, and
+    # goes too.
+    if replaced:
+        await conn.execute(
+            "DELETE FROM sbm_search_vectors WHERE namespace = %s AND doc = ANY(%s)",
+            (ns, replaced),
+        )
+    with_vectors = [(ns, n, *vectors[n]) for n in fresh if n in vectors]
+    if with_vectors:
+        await conn.cursor().executemany(
+            "INSERT INTO sbm_search_vectors (namespace, doc, hash, vec) "
+            "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+            with_vectors,
+        )
     for grp, (docs, total) in delta.items():
         if docs or total:
             await conn.execute(
@@ -403,6 +465,7 @@ async def _send(
     usage: list[Any],
     *,
     whole: set[str] | None,
+    vectors: dict[str, tuple[str, bytes]],
 ) -> tuple[int, int]:
     ns = store.namespace
     tables = {"retracted": _digest(retracted), "usage": _digest(usage)}
@@ -427,7 +490,7 @@ async def _send(
             if n in rows
         }
         async with store.search_tables("sending the search index", fence) as conn:
-            done = await _send_batch(conn, ns, batch, rows, local, tokenizer)
+            done = await _send_batch(conn, ns, batch, rows, local, tokenizer, vectors)
         sent, removed = sent + done[0], removed + done[1]
     async with store.search_tables("sending the search index", fence) as conn:
         meta = dict(
@@ -514,6 +577,57 @@ class PostgresSearch:
         """Send what ``index`` noted since it last sent (:func:`send_index`)."""
 
         return await send_index(index, self.store, fence)
+
+    async def fetch_vectors(self, hashes: list[str]) -> dict[str, bytes]:
+        """The vectors the namespace keeps under ``hashes`` (see
+        :class:`~sandbox_memory.search.index.base.SharedVectors`)."""
+
+        found: dict[str, bytes] = {}
+        async with self.store.search_tables("reading the search index's vectors") as conn:
+            cursor = conn.cursor(binary=True)  # the vectors' bytes as they are, not in hex
+            for start in range(0, len(hashes), SEND_BATCH * 10):
+                for digest, vec in await (
+                    await cursor.execute(
+                        "SELECT DISTINCT ON (hash) hash, vec FROM sbm_search_vectors "
+                        "WHERE namespace = %s AND hash = ANY(%s)",
+                        (self.store.namespace, hashes[start : start + SEND_BATCH * 10]),
+                    )
+                ).fetchall():
+                    found[str(digest)] = bytes(vec)
+        return found
+
+    async def put_vectors(self, vectors: list[tuple[str, str, bytes]]) -> int:
+        """Keep each ``(document, hash, vector)`` whose document the namespace's index holds
+        now. The documents' rows are held FOR SHARE until the vectors are in: a close removing
+        or replacing one of them waits, then removes its vectors too (``_send_batch``), so a
+        vector never outlives the document it was put for."""
+
+        if not vectors:
+            return 0
+        ns = self.store.namespace
+        kept = 0
+        async with self.store.search_tables("keeping the search index's vectors") as conn:
+            for start in range(0, len(vectors), SEND_BATCH):
+                chunk = vectors[start : start + SEND_BATCH]
+                held = {
+                    str(doc)
+                    for (doc,) in await (
+                        await conn.execute(
+                            "SELECT doc FROM sbm_search_docs WHERE namespace = %s "
+                            "AND doc = ANY(%s) FOR SHARE",
+                            (ns, sorted({doc for doc, _, _ in chunk})),
+                        )
+                    ).fetchall()
+                }
+                rows = [(ns, doc, h, vec) for doc, h, vec in chunk if doc in held]
+                if rows:
+                    await conn.cursor().executemany(
+                        "INSERT INTO sbm_search_vectors (namespace, doc, hash, vec) "
+                        "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                        rows,
+                    )
+                    kept += len(rows)
+        return kept
 
     async def ready(self) -> bool:
         """Whether a whole index of the namespace has been sent (until then: the copy's)."""

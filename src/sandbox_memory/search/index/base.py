@@ -54,6 +54,21 @@ class RemoteIndex(Protocol):
         ...
 
 
+class SharedVectors(Protocol):
+    """The vectors a shared store keeps for its namespace's search documents (see
+    ``search/postgres.py``), by the hash the index keys its own with (the embedder's name and
+    the text)."""
+
+    async def fetch_vectors(self, hashes: list[str]) -> dict[str, bytes]:
+        """The stored vectors of ``hashes`` (float32 bytes, normalized) that the store holds."""
+        ...
+
+    async def put_vectors(self, vectors: list[tuple[str, str, bytes]]) -> int:
+        """Keep ``(document, hash, vector)`` for each document the store holds now (the rest
+        are skipped); returns how many were kept."""
+        ...
+
+
 class IndexBase(abc.ABC):
     """The search index of one layout, as its rooms share it: settings, state, the file."""
 
@@ -81,6 +96,13 @@ class IndexBase(abc.ABC):
         """Whether the embedder failed since it last worked (warned once, then quiet)."""
         self.texts_embedded = 0
         """Texts sent to the embedder by this object (a cost figure for tests and bench)."""
+        self.shared_vectors: SharedVectors | None = None
+        """With a shared store that keeps its namespace's vectors: where vectors another
+        sandbox made are fetched from, and this one's are put (see :meth:`_from_shared`)."""
+        self.shared_vectors_failed = False
+        """Whether the shared store's vectors could not be reached since they last could."""
+        self.vectors_fetched = 0
+        """Vectors taken from the shared store instead of embedded (a cost figure)."""
         self.line_check = line_check
         """How a rollout's lines are checked (only lines memory recorded are indexed)."""
         self.store = store

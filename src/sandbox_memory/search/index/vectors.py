@@ -131,12 +131,19 @@ class VectorRanking(LexicalRanking):
         db = await self._open()
         await self._vectors_table(db)
         texts: dict[str, str] = {}
-        for (packed,) in db.execute(f"SELECT d.text FROM docs d WHERE {_EMBEDDED}").fetchall():
+        names: dict[str, list[str]] = {}
+        for name, packed in db.execute(
+            f"SELECT d.doc, d.text FROM docs d WHERE {_EMBEDDED}"
+        ).fetchall():
             text = _unpack(packed)[:EMBED_CHARS]
-            texts.setdefault(_vector_hash(embedder.name, text), text)
+            digest = _vector_hash(embedder.name, text)
+            texts.setdefault(digest, text)
+            names.setdefault(digest, []).append(str(name))
         digests = sorted(texts)
         have = self._stored_vectors(db, digests, embedder.dimension)
         missing = [d for d in digests if d not in have]
+        fetched = await self._from_shared(db, missing, embedder.dimension)
+        missing = [d for d in missing if d not in fetched]
         done = 0
         for start in range(0, len(missing), EMBED_BATCH):
             chunk = missing[start : start + EMBED_BATCH]
@@ -154,7 +161,8 @@ class VectorRanking(LexicalRanking):
                 self._embedder_failed(exc)
                 return done
             self.embed_failed = False
-            await self._store_vectors(db, chunk, vectors)
+            stored = await self._store_vectors(db, chunk, vectors)
+            await self._to_shared(stored, names)
             self.texts_embedded += len(chunk)
             done += len(chunk)
         if done < len(missing):
@@ -217,6 +225,78 @@ class VectorRanking(LexicalRanking):
             self._unsaved = True
         return stored
 
+    async def _from_shared(
+        self, db: sqlite3.Connection, digests: list[str], dimension: int
+    ) -> dict[str, array[float]]:
+        """The vectors of ``digests`` that the shared store holds (another sandbox of the
+        namespace embedded those texts with this embedder), kept in this index too; ``{}``
+        without a shared store's vectors or when it cannot be reached (warned once: the
+        texts are then embedded here)."""
+
+        shared = self.shared_vectors
+        if shared is None or not digests:
+            return {}
+        try:
+            held = await shared.fetch_vectors(digests)
+        except Exception as exc:  # noqa: BLE001
+            self._shared_vectors_failed(exc)
+            return {}
+        self.shared_vectors_failed = False
+        got: dict[str, array[float]] = {}
+        for digest, blob in held.items():
+            vec = array("f")
+            vec.frombytes(blob)
+            if len(vec) == dimension:  # another dimension under the same name: stale
+                got[digest] = vec
+        if got:
+            async with self._lock:  # a sync may hold a transaction open across its awaits
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    db.executemany(
+                        "INSERT OR REPLACE INTO vectors(hash, vec) VALUES (?, ?)",
+                        [(d, v.tobytes()) for d, v in got.items()],
+                    )
+                    db.execute("COMMIT")
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+                self._unsaved = True
+            self.vectors_fetched += len(got)
+        return got
+
+    async def _to_shared(
+        self, stored: dict[str, array[float]], names: dict[str, list[str]]
+    ) -> None:
+        """Put the vectors this index just made into the shared store, for each document of
+        the namespace that holds their text (the store keeps them only for documents it
+        holds: a document not sent yet gets its vector when the close sends it)."""
+
+        shared = self.shared_vectors
+        if shared is None or not stored:
+            return
+        rows = [
+            (name, digest, vec.tobytes())
+            for digest, vec in stored.items()
+            for name in names.get(digest, ())
+        ]
+        try:
+            await shared.put_vectors(rows)
+        except Exception as exc:  # noqa: BLE001
+            self._shared_vectors_failed(exc)
+            return
+        self.shared_vectors_failed = False
+
+    def _shared_vectors_failed(self, exc: BaseException) -> None:
+        """Log once (until it works again) that the shared store's vectors are out of reach."""
+
+        if not self.shared_vectors_failed:
+            logger.warning(
+                "memory search: the shared store's vectors could not be reached (%s); texts "
+                "are embedded here until it can be",
+                exc_text(exc),
+            )
+        self.shared_vectors_failed = True
+
     def _embedder_failed(self, exc: BaseException) -> None:
         """Log an embedder's failure once (until it works again); search is BM25 alone."""
 
@@ -249,7 +329,10 @@ class VectorRanking(LexicalRanking):
 
         embedder = self.embedder
         assert embedder is not None
-        sql = f"SELECT d.id, d.text FROM docs d WHERE {_EMBEDDED} AND (d.person IS NULL OR d.person = ?)"
+        sql = (
+            f"SELECT d.id, d.doc, d.text FROM docs d WHERE {_EMBEDDED} "
+            "AND (d.person IS NULL OR d.person = ?)"
+        )
         args: list[Any] = [person]
         if conversation is not None:
             sql += " AND d.conversation = ?"
@@ -257,14 +340,18 @@ class VectorRanking(LexicalRanking):
         await self._vectors_table(db)
         docs: list[tuple[int, str]] = []
         texts: dict[str, str] = {}
-        for doc, packed in db.execute(sql, args).fetchall():
+        names: dict[str, list[str]] = {}
+        for doc, name, packed in db.execute(sql, args).fetchall():
             text = _unpack(packed)[:EMBED_CHARS]
             digest = _vector_hash(embedder.name, text)
             docs.append((int(doc), digest))
             texts.setdefault(digest, text)
+            names.setdefault(digest, []).append(str(name))
         digests = sorted(texts)
         have = self._stored_vectors(db, digests, embedder.dimension)
         missing = [d for d in digests if d not in have]
+        have.update(await self._from_shared(db, missing, embedder.dimension))
+        missing = [d for d in missing if d not in have]
         try:
             vectors = await embedder.embed([*(texts[d] for d in missing), query[:EMBED_CHARS]])
             self.texts_embedded += len(missing) + 1
@@ -273,7 +360,9 @@ class VectorRanking(LexicalRanking):
             self._embedder_failed(exc)
             return None
         self.embed_failed = False
-        have.update(await self._store_vectors(db, missing, vectors))
+        stored = await self._store_vectors(db, missing, vectors)
+        have.update(stored)
+        await self._to_shared(stored, names)
         probe = normalized(vectors[-1])
         sims = [(sum(map(mul, probe, have[digest])), doc) for doc, digest in docs]
         sims.sort(key=lambda p: (-p[0], p[1]))

@@ -203,6 +203,21 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (namespace, name)
     );
     """,
+    # 7: the embeddings of the search index's documents, so that a sandbox with an embedder
+    # fetches the vectors another sandbox of the namespace made instead of embedding the
+    # texts again (``search/postgres.py``): each is kept for the document it was sent or put
+    # for, by the hash of the embedder's name and the text it embeds, and goes with that
+    # document when the document is removed or replaced.
+    """
+    CREATE TABLE sbm_search_vectors (
+        namespace text NOT NULL,
+        doc text NOT NULL,
+        hash text NOT NULL,
+        vec bytea NOT NULL,
+        PRIMARY KEY (namespace, doc, hash)
+    );
+    CREATE INDEX sbm_search_vectors_hash_idx ON sbm_search_vectors (namespace, hash);
+    """,
 ]
 """Migration ``i`` takes the schema from version ``i`` to ``i + 1``; never edit a released one."""
 
