@@ -782,6 +782,32 @@ async def test_replays_are_recognised_by_a_new_process(workspace_root: Path, sta
     assert segments[1]["input"][-1]["content"] == "Fix the bug."
 
 
+async def test_replays_of_items_another_process_recorded_are_recognised(
+    workspace_root: Path,
+) -> None:
+    """A process keeps its conversations' item digests between runs; at a run's start they
+    are checked against the rollouts, so items another process recorded meanwhile are
+    recognised as replayed, not recorded again."""
+
+    from sandbox_memory.engines.offline import OfflineEngine
+
+    first = layout_runtime(workspace_root, engine=OfflineEngine())
+    await first.start_run()
+    await first.record(FIX_RUN, rollout_id="conv")
+    history = [*FIX_RUN["input"], *FIX_RUN["generated_items"]]
+    asked = {"role": "user", "content": "And the docs?"}
+    other = layout_runtime(workspace_root, engine=OfflineEngine())
+    await other.record({"input": [*history, asked]}, rollout_id="conv")
+    await first.start_run()
+    await first.record(
+        {"input": [*history, asked, {"role": "user", "content": "Thanks."}]}, rollout_id="conv"
+    )
+    segments = read_segments(workspace_root / "sessions/conv.jsonl")
+    assert len(segments) == 3
+    kinds = [i.get("type") for i in segments[2]["input"]]
+    assert kinds == ["memory_replayed_item"] * (len(history) + 1) + [None]
+
+
 # ------------------------------------------------------------------- prompt
 
 

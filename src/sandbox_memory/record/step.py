@@ -38,6 +38,9 @@ class Recorder:
         self.shared = shared
         self._item_digests: dict[str, dict[str, list[str]]] = {}
         """Per conversation: digests of its recorded items (see ``recorded_items``)."""
+        self._rollout_ends: dict[str, int] = {}
+        """Per conversation: the size of its rollout that its cached digests account for (a
+        line mending a torn one, or another writer, moves it on: see :meth:`check_cached`)."""
 
     @spans.traced(spans.RECORD)
     async def record(
@@ -93,6 +96,7 @@ class Recorder:
                 await st.store.append_segment(rid, line)
                 for digest, item_id in digests:
                     known.setdefault(digest, []).append(item_id)
+                self._rollout_ends[rid] = self._rollout_ends.get(rid, 0) + len(line)
         finally:
             recording.abandon()
         if self.shared is not None:
@@ -135,10 +139,34 @@ class Recorder:
             return None
         return {MEMORY_MD_NOTE: now}
 
+    async def check_cached(self) -> None:
+        """At a run's start: drop the cached digests of each conversation whose rollout is no
+        longer the size they account for (another process recorded a run of it, or it was
+        rewritten or deleted since), so the run's record reads it afresh. One size read for
+        every cached conversation (one command through a session); nothing while none is
+        cached. A record between two runs is never slowed by it."""
+
+        rids = sorted(self._item_digests)
+        if not rids:
+            return
+        dirs = self.state.layout.sessions_dir
+        sizes = await self.state.ws.sizes_of([rollout_path(dirs, rid) for rid in rids])
+        for rid, size in zip(rids, sizes, strict=True):
+            if (size or 0) != self._rollout_ends.get(rid):
+                self._item_digests.pop(rid, None)
+                self._rollout_ends.pop(rid, None)
+
+    def forget_cached(self) -> None:
+        """Drop every cached digest (each conversation's next record reads it afresh)."""
+
+        self._item_digests.clear()
+        self._rollout_ends.clear()
+
     async def recorded_items(self, rid: str) -> dict[str, list[str]]:
         """Digest -> ids of the items conversation ``rid`` recorded (for replay recognition).
 
-        Cached per runtime (a record adds its items without any I/O). A cold cache is built
+        Cached per runtime (a record adds its items without any I/O; each run's start checks
+        the cache against the rollout's size, :meth:`check_cached`). A cold cache is built
         from ``store/items/<rid>.txt``, where phase 1 notes the items it extracted, plus
         the part of the rollout not extracted yet; without that file (older rollouts), from the
         whole rollout once, and the file is written. Without a rollout there is nothing.
@@ -151,6 +179,7 @@ class Recorder:
         known: dict[str, list[str]] = {}
         path = rollout_path(st.layout.sessions_dir, rid)
         rollout_size, notes_size = await st.ws.sizes_of([path, st.items_path(rid)])
+        self._rollout_ends[rid] = rollout_size or 0
         if rollout_size is None:
             self._item_digests[rid] = known
             if notes_size is not None:

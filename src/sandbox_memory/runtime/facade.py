@@ -228,6 +228,15 @@ class LayoutRuntime:
         except Exception as exc:  # noqa: BLE001 - a run is never failed by memory
             self.state.memory_md_seen = None  # judged against what was rendered instead
             logger.warning("could not read MEMORY.md at the run's start (%s)", exc_text(exc))
+        try:
+            await self.recorder.check_cached()
+        except Exception as exc:  # noqa: BLE001 - a run is never failed by memory
+            self.recorder.forget_cached()
+            logger.warning(
+                "could not size the recorded conversations at the run's start (%s); their "
+                "next records read them afresh",
+                exc_text(exc),
+            )
         await self.first_use()
 
     async def first_use(self) -> None:
