@@ -17,7 +17,7 @@ import pytest
 
 from helpers import layout_runtime
 from http_provider import ProviderServer, embeddings
-from sandbox_memory import Forget, MemoryClient, MemoryGenerateConfig, MemoryReadConfig
+from sandbox_memory import Forget, MemoryClient, MemoryGenerateConfig, MemoryReadConfig, Remember
 from sandbox_memory.errors import MemoryStoreUnavailable
 from sandbox_memory.runtime import LayoutRuntime
 from sandbox_memory.stores import PostgresStore
@@ -179,3 +179,26 @@ async def test_a_store_out_of_reach_leaves_the_texts_to_the_embedder_with_one_wa
     assert hits[0].ranking.startswith("bm25+openai")
     warned = [r for r in caplog.records if "shared store's vectors" in r.getMessage()]
     assert len(warned) == 1
+
+
+async def test_a_document_whose_text_changes_loses_the_old_texts_vector(
+    openai_env: ProviderServer, pg_dsn: str, tmp_path: Path
+) -> None:
+    openai_env.respond_with(embeddings(DIM))
+    await learn_fleet_and_lunch(sandbox(tmp_path / "a", pg_dsn))
+    entries = await rows(
+        pg_dsn, "SELECT doc, key FROM sbm_search_docs WHERE namespace = 'acme' AND kind = 'entry'"
+    )
+    (key,) = {k for _, k in entries}
+    layout_doc = next(d for d, _ in entries if d.startswith("entry:layout:"))
+    held = "SELECT hash FROM sbm_search_vectors WHERE doc = %s"
+    (old,) = await rows(pg_dsn, held, layout_doc)
+    admin = MemoryClient(store=PostgresStore(pg_dsn, namespace="acme"), generate=OFFLINE)
+    view = await admin.view()
+    await admin.apply(
+        Remember(key=key, content="The company car parks in bay 7 from now on.", kind="decision"),
+        expected=view.version,
+    )
+    ((text,),) = await rows(pg_dsn, "SELECT text FROM sbm_search_docs WHERE doc = %s", layout_doc)
+    assert "bay 7" in text
+    assert old not in await rows(pg_dsn, held, layout_doc)

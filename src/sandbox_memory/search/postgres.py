@@ -413,13 +413,13 @@ async def _send_batch(
             values,
         )
         sent += len(chunk)
-    # After the documents' rows are written or deleted: a vector put for one of them by a
-    # search meanwhile (``put_vectors`` holds its row FOR SHARE) has committed by now, and
-    # goes too.
-    if replaced:
+    # A removed document's vectors went with its row (the table's key cascades); a replaced
+    # one's are removed here, its new text's sent below.
+    rewritten = [n for n in fresh if n in held]
+    if rewritten:
         await conn.execute(
             "DELETE FROM sbm_search_vectors WHERE namespace = %s AND doc = ANY(%s)",
-            (ns, replaced),
+            (ns, rewritten),
         )
     with_vectors = [(ns, n, *vectors[n]) for n in fresh if n in vectors]
     if with_vectors:
@@ -598,9 +598,10 @@ class PostgresSearch:
 
     async def put_vectors(self, vectors: list[tuple[str, str, bytes]]) -> int:
         """Keep each ``(document, hash, vector)`` whose document the namespace's index holds
-        now. The documents' rows are held FOR SHARE until the vectors are in: a close removing
-        or replacing one of them waits, then removes its vectors too (``_send_batch``), so a
-        vector never outlives the document it was put for."""
+        now. The table's key makes a vector of any other document impossible and removes a
+        document's vectors with its row; the documents' rows are held FOR KEY SHARE until the
+        vectors are in (a close removing one waits, then removes them with it; one replacing
+        its text does not wait)."""
 
         if not vectors:
             return 0
@@ -614,7 +615,7 @@ class PostgresSearch:
                     for (doc,) in await (
                         await conn.execute(
                             "SELECT doc FROM sbm_search_docs WHERE namespace = %s "
-                            "AND doc = ANY(%s) FOR SHARE",
+                            "AND doc = ANY(%s) FOR KEY SHARE",
                             (ns, sorted({doc for doc, _, _ in chunk})),
                         )
                     ).fetchall()

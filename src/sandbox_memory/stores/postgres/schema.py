@@ -207,14 +207,17 @@ MIGRATIONS: list[str] = [
     # fetches the vectors another sandbox of the namespace made instead of embedding the
     # texts again (``search/postgres.py``): each is kept for the document it was sent or put
     # for, by the hash of the embedder's name and the text it embeds, and goes with that
-    # document when the document is removed or replaced.
+    # document: the key makes a vector of a document the index does not hold impossible, and
+    # removes a document's vectors with it (a replaced document's are removed by the sending).
     """
     CREATE TABLE sbm_search_vectors (
         namespace text NOT NULL,
         doc text NOT NULL,
         hash text NOT NULL,
         vec bytea NOT NULL,
-        PRIMARY KEY (namespace, doc, hash)
+        PRIMARY KEY (namespace, doc, hash),
+        FOREIGN KEY (namespace, doc) REFERENCES sbm_search_docs (namespace, doc)
+            ON DELETE CASCADE
     );
     CREATE INDEX sbm_search_vectors_hash_idx ON sbm_search_vectors (namespace, hash);
     """,
