@@ -310,16 +310,8 @@ def _vectors_of(
         name: _vector_hash(embedder.name, _unpack(row[10])[:EMBED_CHARS])
         for name, row in rows.items()
     }
-    held: dict[str, bytes] = {}
-    wanted = sorted(set(hashes.values()))
-    for start in range(0, len(wanted), 500):
-        for digest, blob in db.execute(
-            "SELECT hash, vec FROM vectors WHERE hash IN (SELECT value FROM json_each(?))",
-            (json.dumps(wanted[start : start + 500]),),
-        ):
-            if len(blob) == 4 * embedder.dimension:
-                held[str(digest)] = bytes(blob)
-    return {name: (h, held[h]) for name, h in hashes.items() if h in held}
+    held = index._stored_vectors(db, sorted(set(hashes.values())), embedder.dimension)  # noqa: SLF001
+    return {name: (h, held[h].tobytes()) for name, h in hashes.items() if h in held}
 
 
 async def _send_batch(

@@ -205,25 +205,30 @@ class VectorRanking(LexicalRanking):
     ) -> dict[str, array[float]]:
         """Cache ``vectors`` (normalized) under ``digests``, in one transaction; returns them."""
 
-        stored: dict[str, array[float]] = {}
-        if not digests:
-            return stored
+        stored = {
+            digest: array("f", normalized(vector))
+            for digest, vector in zip(digests, vectors, strict=False)
+        }
+        await self._keep_vectors(db, stored)
+        return stored
+
+    async def _keep_vectors(self, db: sqlite3.Connection, vectors: dict[str, array[float]]) -> None:
+        """Write ``vectors`` (normalized already) into the index's cache, in one transaction."""
+
+        if not vectors:
+            return
         async with self._lock:  # a sync may hold a transaction open across its awaits
             db.execute("BEGIN IMMEDIATE")
             try:
-                for digest, vector in zip(digests, vectors, strict=False):
-                    vec = array("f", normalized(vector))
-                    stored[digest] = vec
-                    db.execute(
-                        "INSERT OR REPLACE INTO vectors(hash, vec) VALUES (?, ?)",
-                        (digest, vec.tobytes()),
-                    )
+                db.executemany(
+                    "INSERT OR REPLACE INTO vectors(hash, vec) VALUES (?, ?)",
+                    [(digest, vec.tobytes()) for digest, vec in vectors.items()],
+                )
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
             self._unsaved = True
-        return stored
 
     async def _from_shared(
         self, db: sqlite3.Connection, digests: list[str], dimension: int
@@ -248,20 +253,8 @@ class VectorRanking(LexicalRanking):
             vec.frombytes(blob)
             if len(vec) == dimension:  # another dimension under the same name: stale
                 got[digest] = vec
-        if got:
-            async with self._lock:  # a sync may hold a transaction open across its awaits
-                db.execute("BEGIN IMMEDIATE")
-                try:
-                    db.executemany(
-                        "INSERT OR REPLACE INTO vectors(hash, vec) VALUES (?, ?)",
-                        [(d, v.tobytes()) for d, v in got.items()],
-                    )
-                    db.execute("COMMIT")
-                except BaseException:
-                    db.execute("ROLLBACK")
-                    raise
-                self._unsaved = True
-            self.vectors_fetched += len(got)
+        await self._keep_vectors(db, got)
+        self.vectors_fetched += len(got)
         return got
 
     async def _to_shared(
